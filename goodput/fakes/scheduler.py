@@ -1,0 +1,289 @@
+"""An in-memory (optionally file-backed) Slurm stand-in for tests and the demo.
+
+It keeps the real backends' rules (idempotent no-ops, ownership of drain reasons, permanent
+errors for unknown jobs) so workflows exercised against it behave as they will on Slurm. With a
+`state_path` its state and journal live in a JSON file under an exclusive lock, so a worker
+process that is SIGKILLed and replaced sees exactly what its predecessor did: the durability test
+counts drains and requeues in that journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, Field
+
+from goodput.identifiers import validate_job_id, validate_node_name, validate_reason
+from goodput.ownership import is_goodput_reason
+from goodput.scheduler import (
+    ActionResult,
+    JobInfo,
+    JobState,
+    NodeInfo,
+    NotOwnedError,
+    ResubmitRequest,
+    UnknownJobError,
+    UnknownNodeError,
+)
+
+T = TypeVar("T")
+
+
+class JournalEntry(BaseModel):
+    op: str
+    target: str
+    detail: str = ""
+
+
+class FakeClusterState(BaseModel):
+    nodes: dict[str, NodeInfo] = Field(default_factory=dict)
+    jobs: dict[str, JobInfo] = Field(default_factory=dict)
+    journal: list[JournalEntry] = Field(default_factory=list)
+    next_job_id: int = 5000
+
+
+def demo_cluster(node_count: int = 8, gpus: int = 8) -> FakeClusterState:
+    """Eight idle nodes and three two-node training jobs, for `goodput up` and tests."""
+    nodes = {f"node{i}": NodeInfo(name=f"node{i}", state="IDLE", gres=f"gpu:{gpus}")
+             for i in range(1, node_count + 1)}
+    state = FakeClusterState(nodes=nodes)
+    for index, job_id in enumerate(("1001", "1002", "1003")):
+        members = (f"node{2 * index + 1}", f"node{2 * index + 2}")
+        state.jobs[job_id] = JobInfo(job_id=job_id, name=f"train-{job_id}", state=JobState.RUNNING,
+                                     partition="gpu", nodes=members, requeue=True,
+                                     comment="goodput:opt-in", command="train.sbatch")
+        for node in members:
+            state.nodes[node] = state.nodes[node].model_copy(update={"state": "ALLOCATED"})
+    return state
+
+
+class FakeScheduler:
+    """Implements `goodput.scheduler.Scheduler`.
+
+    `action_delay_s` sleeps *after* a mutation is recorded and before it returns, which is the
+    nastiest moment for a worker to die: the effect happened, the activity did not complete.
+    """
+
+    def __init__(self, state: FakeClusterState | None = None, *, state_path: Path | None = None,
+                 action_delay_s: float = 0.0) -> None:
+        self._memory = state if state is not None else demo_cluster()
+        self._path = state_path
+        self._delay = action_delay_s
+        if self._path is not None and not self._path.exists():
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            with self._locked() as _:
+                pass
+
+    # -- state access ---------------------------------------------------------------------
+
+    @contextmanager
+    def _locked(self) -> Iterator[FakeClusterState]:
+        if self._path is None:
+            yield self._memory
+            return
+        lock_path = self._path.with_suffix(self._path.suffix + ".lock")
+        with open(lock_path, "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if self._path.exists() and self._path.stat().st_size:
+                    state = FakeClusterState.model_validate_json(self._path.read_text())
+                else:
+                    state = self._memory
+                yield state
+                tmp = self._path.with_suffix(".tmp")
+                tmp.write_text(state.model_dump_json(indent=1))
+                os.replace(tmp, self._path)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _read(self, fn: Callable[[FakeClusterState], T]) -> T:
+        with self._locked() as state:
+            return fn(state)
+
+    def snapshot(self) -> FakeClusterState:
+        return self._read(lambda s: s.model_copy(deep=True))
+
+    def journal(self, op: str | None = None) -> list[JournalEntry]:
+        return [e for e in self.snapshot().journal if op is None or e.op == op]
+
+    async def _after_mutation(self, changed: bool) -> None:
+        if changed and self._delay:
+            await asyncio.sleep(self._delay)
+
+    # -- queries --------------------------------------------------------------------------
+
+    async def get_job(self, job_id: str) -> JobInfo:
+        validate_job_id(job_id)
+        return self._read(lambda s: _job(s, job_id))
+
+    async def list_jobs(self) -> Sequence[JobInfo]:
+        return self._read(lambda s: list(s.jobs.values()))
+
+    async def get_node(self, name: str) -> NodeInfo:
+        validate_node_name(name)
+        return self._read(lambda s: _node(s, name))
+
+    async def list_nodes(self) -> Sequence[NodeInfo]:
+        return self._read(lambda s: list(s.nodes.values()))
+
+    # -- node actions ---------------------------------------------------------------------
+
+    async def drain_node(self, name: str, reason: str) -> ActionResult:
+        validate_node_name(name)
+        validate_reason(reason)
+
+        def apply(s: FakeClusterState) -> ActionResult:
+            node = _node(s, name)
+            if node.drained:
+                if node.reason == reason:
+                    return ActionResult(changed=False, detail=f"{name} already drained: {reason}")
+                owner = "goodput" if is_goodput_reason(node.reason) else "someone else"
+                return ActionResult(changed=False,
+                                    detail=f"{name} already drained by {owner}: {node.reason}")
+            s.nodes[name] = node.model_copy(update={"flags": (*node.flags, "DRAIN"),
+                                                    "reason": reason, "reason_user": "goodput"})
+            s.journal.append(JournalEntry(op="drain", target=name, detail=reason))
+            return ActionResult(changed=True, detail=f"drained {name}")
+
+        result = self._read(apply)
+        await self._after_mutation(result.changed)
+        return result
+
+    async def resume_node(self, name: str, reason: str) -> ActionResult:
+        validate_node_name(name)
+
+        def apply(s: FakeClusterState) -> ActionResult:
+            node = _node(s, name)
+            if not node.drained:
+                return ActionResult(changed=False, detail=f"{name} is not drained")
+            if node.reason != reason:
+                raise NotOwnedError(f"{name} is drained for {node.reason!r}; goodput will not resume it")
+            s.nodes[name] = node.model_copy(update={
+                "flags": tuple(f for f in node.flags if f != "DRAIN"), "reason": "", "reason_user": ""})
+            s.journal.append(JournalEntry(op="resume", target=name, detail=reason))
+            return ActionResult(changed=True, detail=f"resumed {name}")
+
+        return self._read(apply)
+
+    # -- job actions ----------------------------------------------------------------------
+
+    async def requeue_job(self, job_id: str, *, hold: bool = False) -> ActionResult:
+        validate_job_id(job_id)
+
+        def apply(s: FakeClusterState) -> ActionResult:
+            job = _job(s, job_id)
+            nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=job.nodes)
+            state = JobState.PENDING if hold or nodes is None else JobState.RUNNING
+            s.jobs[job_id] = job.model_copy(update={
+                "state": state, "restart_count": job.restart_count + 1, "held": hold,
+                "nodes": nodes or (), "state_reason": "JobHeldUser" if hold else ""})
+            s.journal.append(JournalEntry(op="requeue", target=job_id, detail=f"hold={hold}"))
+            return ActionResult(changed=True, detail=f"requeued {job_id}")
+
+        result = self._read(apply)
+        await self._after_mutation(result.changed)
+        return result
+
+    async def resubmit_job(self, job_id: str, request: ResubmitRequest) -> ActionResult:
+        validate_job_id(job_id)
+        for node in request.exclude:
+            validate_node_name(node)
+
+        def apply(s: FakeClusterState) -> ActionResult:
+            job = _job(s, job_id)
+            new_id = str(s.next_job_id)
+            s.next_job_id += 1
+            nodes = _place(s, len(job.nodes) or 1, request.exclude, freeing=())
+            s.jobs[new_id] = job.model_copy(update={
+                "job_id": new_id, "restart_count": 0, "excluded_nodes": request.exclude,
+                "state": JobState.RUNNING if nodes and not request.hold else JobState.PENDING,
+                "nodes": nodes or (), "held": request.hold})
+            s.journal.append(JournalEntry(op="resubmit", target=job_id,
+                                          detail=f"new={new_id} exclude={','.join(request.exclude)}"))
+            return ActionResult(changed=True, detail=f"resubmitted {job_id} as {new_id}",
+                                new_job_id=new_id)
+
+        result = self._read(apply)
+        await self._after_mutation(result.changed)
+        return result
+
+    async def hold_job(self, job_id: str) -> ActionResult:
+        return self._set_job(job_id, "hold", held=True)
+
+    async def release_job(self, job_id: str) -> ActionResult:
+        return self._set_job(job_id, "release", held=False)
+
+    async def cancel_job(self, job_id: str) -> ActionResult:
+        validate_job_id(job_id)
+
+        def apply(s: FakeClusterState) -> ActionResult:
+            job = _job(s, job_id)
+            if job.state is JobState.CANCELLED:
+                return ActionResult(changed=False, detail=f"{job_id} already cancelled")
+            s.jobs[job_id] = job.model_copy(update={"state": JobState.CANCELLED})
+            s.journal.append(JournalEntry(op="cancel", target=job_id))
+            return ActionResult(changed=True, detail=f"cancelled {job_id}")
+
+        return self._read(apply)
+
+    # -- test and demo helpers (not part of the Protocol) ---------------------------------
+
+    def set_job_state(self, job_id: str, state: JobState, **update: Any) -> None:
+        def apply(s: FakeClusterState) -> None:
+            s.jobs[job_id] = _job(s, job_id).model_copy(update={"state": state, **update})
+        self._read(apply)
+
+    def add_job(self, job: JobInfo) -> None:
+        def apply(s: FakeClusterState) -> None:
+            s.jobs[job.job_id] = job
+        self._read(apply)
+
+    def _set_job(self, job_id: str, op: str, *, held: bool) -> ActionResult:
+        validate_job_id(job_id)
+
+        def apply(s: FakeClusterState) -> ActionResult:
+            job = _job(s, job_id)
+            if job.held == held:
+                return ActionResult(changed=False, detail=f"{job_id} already {op}")
+            update: dict[str, Any] = {"held": held}
+            if not held and job.state is JobState.PENDING:
+                nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=())
+                if nodes:
+                    update |= {"state": JobState.RUNNING, "nodes": nodes, "state_reason": ""}
+            s.jobs[job_id] = job.model_copy(update=update)
+            s.journal.append(JournalEntry(op=op, target=job_id))
+            return ActionResult(changed=True, detail=f"{op} {job_id}")
+
+        return self._read(apply)
+
+
+def _job(s: FakeClusterState, job_id: str) -> JobInfo:
+    try:
+        return s.jobs[job_id]
+    except KeyError:
+        raise UnknownJobError(f"unknown job {job_id}") from None
+
+
+def _node(s: FakeClusterState, name: str) -> NodeInfo:
+    try:
+        return s.nodes[name]
+    except KeyError:
+        raise UnknownNodeError(f"unknown node {name}") from None
+
+
+def _place(s: FakeClusterState, count: int, exclude: Sequence[str],
+           freeing: Sequence[str]) -> tuple[str, ...] | None:
+    """Pick healthy nodes for a (re)started job; None when capacity is short."""
+    busy = {n for j in s.jobs.values() if j.state is JobState.RUNNING for n in j.nodes}
+    busy -= set(freeing)
+    healthy = [n.name for n in s.nodes.values()
+               if not n.drained and n.name not in exclude and n.name not in busy]
+    if len(healthy) < count:
+        return None
+    return tuple(healthy[:count])

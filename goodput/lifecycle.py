@@ -1,0 +1,73 @@
+"""The incident state machine: the only legal paths from detection to an outcome.
+
+Workflows move an incident through these states; a move that is not in the table raises, so a
+bug in orchestration shows up as a failed workflow task in the Temporal UI instead of an incident
+that silently claims to be `recovered` without ever having been verified.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from goodput.models import Outcome
+
+
+class IncidentState(StrEnum):
+    DETECTED = "detected"
+    ATTRIBUTED = "attributed"
+    PLANNED = "planned"
+    AWAITING_APPROVAL = "awaiting-approval"
+    ISOLATING = "isolating"
+    RESUMING = "resuming"
+    VERIFYING = "verifying"
+    RECOVERED = "recovered"
+    STOPPED = "stopped"
+    ESCALATED = "escalated"
+    CANCELLED = "cancelled"
+    RECOMMENDED_ONLY = "recommended-only"
+
+
+S = IncidentState
+
+TERMINAL: frozenset[IncidentState] = frozenset(
+    {S.RECOVERED, S.STOPPED, S.ESCALATED, S.CANCELLED, S.RECOMMENDED_ONLY}
+)
+
+# Every active state may be cancelled by an operator or escalated when a step fails for good.
+_ALWAYS = {S.CANCELLED, S.ESCALATED}
+
+TRANSITIONS: dict[IncidentState, frozenset[IncidentState]] = {
+    S.DETECTED: frozenset({S.ATTRIBUTED} | _ALWAYS),
+    S.ATTRIBUTED: frozenset({S.PLANNED} | _ALWAYS),
+    S.PLANNED: frozenset(
+        {S.AWAITING_APPROVAL, S.RECOMMENDED_ONLY, S.ISOLATING, S.RESUMING, S.STOPPED} | _ALWAYS
+    ),
+    S.AWAITING_APPROVAL: frozenset({S.ISOLATING, S.RESUMING, S.STOPPED} | _ALWAYS),
+    S.ISOLATING: frozenset({S.RESUMING, S.STOPPED} | _ALWAYS),
+    S.RESUMING: frozenset({S.VERIFYING} | _ALWAYS),
+    # A failed verification may spend another attempt from the retry budget.
+    S.VERIFYING: frozenset({S.RECOVERED, S.RESUMING} | _ALWAYS),
+    **{t: frozenset() for t in TERMINAL},
+}
+
+OUTCOME_OF: dict[IncidentState, Outcome] = {
+    S.RECOVERED: Outcome.RECOVERED,
+    S.STOPPED: Outcome.STOPPED,
+    S.ESCALATED: Outcome.ESCALATED,
+    S.CANCELLED: Outcome.CANCELLED,
+    S.RECOMMENDED_ONLY: Outcome.RECOMMENDED_ONLY,
+}
+
+
+class IllegalTransitionError(RuntimeError):
+    """An orchestration bug: the workflow tried a move the state machine forbids."""
+
+
+def transition(current: IncidentState, target: IncidentState) -> IncidentState:
+    if target not in TRANSITIONS[current]:
+        raise IllegalTransitionError(f"illegal incident transition {current} -> {target}")
+    return target
+
+
+def is_terminal(state: IncidentState) -> bool:
+    return state in TERMINAL

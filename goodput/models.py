@@ -1,0 +1,196 @@
+"""The vocabulary of goodput: what an anomaly, an incident, an attribution and a plan are.
+
+Every model is a frozen pydantic v2 model because these values cross process and history
+boundaries (Temporal payloads, JSON files, the CLI). They are versioned by *adding defaulted
+fields only*: a recorded workflow history must always deserialize into the current models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from goodput.identifiers import validate_cluster, validate_job_id, validate_node_name
+
+Cluster = Annotated[str, AfterValidator(validate_cluster)]
+JobId = Annotated[str, AfterValidator(validate_job_id)]
+NodeName = Annotated[str, AfterValidator(validate_node_name)]
+
+MAX_EVIDENCE_LINE = 4096
+MAX_EVIDENCE_LINES = 200
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", use_enum_values=False)
+
+
+class AnomalySource(StrEnum):
+    LOG = "log"
+    GPU = "gpu"
+    SCHEDULER = "scheduler"
+    OPERATOR = "operator"
+
+
+class AnomalyKind(StrEnum):
+    CRASH = "crash"
+    HANG = "hang"
+    STRAGGLER = "straggler"
+    GPU_FAULT = "gpu-fault"
+    NODE_FAILURE = "node-failure"
+    OOM = "oom"
+    STORAGE = "storage"
+    JOB_FAILED = "job-failed"
+    OTHER = "other"
+
+
+class Category(StrEnum):
+    """The fixed failure vocabulary; dashboards and policies key on these strings."""
+
+    GPU_HARDWARE = "gpu-hardware"
+    NVLINK = "nvlink"
+    NETWORK = "network"
+    NCCL_TIMEOUT = "nccl-timeout"
+    HANG = "hang"
+    STRAGGLER = "straggler"
+    OOM = "oom"
+    APP_ERROR = "app-error"
+    STORAGE = "storage"
+    NODE_FAILURE = "node-failure"
+    SCHEDULER_POLICY = "scheduler-policy"
+    UNKNOWN = "unknown"
+
+
+class CulpritKind(StrEnum):
+    NODE = "node"
+    GPU = "gpu"
+    RANK = "rank"
+    APP = "app"
+    NETWORK = "network"
+    STORAGE = "storage"
+    UNKNOWN = "unknown"
+
+
+class Mode(StrEnum):
+    """How much goodput may do on its own: recommend, ask, or act."""
+
+    MONITOR = "monitor"
+    APPROVE = "approve"
+    AUTONOMOUS = "autonomous"
+
+
+class Outcome(StrEnum):
+    RECOVERED = "recovered"
+    STOPPED = "stopped"
+    ESCALATED = "escalated"
+    CANCELLED = "cancelled"
+    RECOMMENDED_ONLY = "recommended-only"
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= MAX_EVIDENCE_LINE else line[:MAX_EVIDENCE_LINE] + "…[truncated]"
+
+
+def _clip_lines(lines: list[str]) -> list[str]:
+    return [_clip(line) for line in lines[:MAX_EVIDENCE_LINES]]
+
+
+class Anomaly(Frozen):
+    """One observation that something is wrong with one job attempt."""
+
+    id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:\-]+$")
+    source: AnomalySource
+    kind: AnomalyKind
+    cluster: Cluster = "default"
+    job_id: JobId
+    job_attempt: int = Field(default=0, ge=0)
+    nodes: tuple[NodeName, ...] = ()
+    ranks: tuple[int, ...] = ()
+    gpus: tuple[str, ...] = ()
+    evidence: Annotated[list[str], AfterValidator(_clip_lines)] = Field(default_factory=list)
+    signature_ids: tuple[str, ...] = ()
+    category: Category | None = None
+    observed_at: datetime
+    detected_at: datetime
+
+    @property
+    def incident_key(self) -> IncidentKey:
+        return IncidentKey(cluster=self.cluster, job_id=self.job_id, job_attempt=self.job_attempt)
+
+
+class IncidentKey(Frozen):
+    """Anomalies of one job attempt on one cluster coalesce into exactly one incident."""
+
+    cluster: Cluster
+    job_id: JobId
+    job_attempt: int = Field(ge=0)
+
+    @property
+    def workflow_id(self) -> str:
+        """A Temporal workflow id that is stable, readable and safe for any cluster name."""
+        readable = re.sub(r"[^A-Za-z0-9_.\-]", "_", f"{self.cluster}-{self.job_id}-{self.job_attempt}")
+        digest = hashlib.sha256(
+            f"{self.cluster}\0{self.job_id}\0{self.job_attempt}".encode()
+        ).hexdigest()[:8]
+        return f"incident-{readable}-{digest}"
+
+
+class Culprit(Frozen):
+    kind: CulpritKind
+    id: str = Field(max_length=512)
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+class Attribution(Frozen):
+    """What failed and who is to blame; decides whether hardware is isolated at all."""
+
+    category: Category
+    culprits: tuple[Culprit, ...] = ()
+    explanation: str = ""
+    restart: bool = True
+    drain: bool = False
+    signature_ids: tuple[str, ...] = ()
+
+    @property
+    def culprit_nodes(self) -> tuple[str, ...]:
+        return tuple(c.id for c in self.culprits if c.kind is CulpritKind.NODE)
+
+
+class ActionKind(StrEnum):
+    DRAIN_NODES = "drain-nodes"
+    REQUEUE = "requeue"
+    RESUBMIT = "resubmit"
+    STOP_JOB = "stop-job"
+    NOTIFY = "notify"
+
+
+class RecoveryAction(Frozen):
+    kind: ActionKind
+    nodes: tuple[NodeName, ...] = ()
+    exclude: tuple[NodeName, ...] = ()
+    reason: str = ""
+
+
+class RecoveryPlan(Frozen):
+    """The ordered actions for one incident, decided deterministically from policy."""
+
+    actions: tuple[RecoveryAction, ...]
+    rationale: str
+    blocked_by_blast_radius: bool = False
+
+    def has(self, kind: ActionKind) -> bool:
+        return any(a.kind is kind for a in self.actions)
+
+    def nodes_to_drain(self) -> tuple[str, ...]:
+        return tuple(n for a in self.actions if a.kind is ActionKind.DRAIN_NODES for n in a.nodes)
+
+
+class OperatorDecision(Frozen):
+    """An approve or cancel from a person; who and why always end up in the history."""
+
+    who: str = Field(min_length=1, max_length=128)
+    reason: str = Field(min_length=1, max_length=2000)

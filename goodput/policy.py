@@ -1,0 +1,91 @@
+"""Recovery policy and the pure function that turns an attribution into a plan.
+
+Deterministic by construction (no clock, no I/O, no randomness) so the workflow can call it
+directly and replay it forever. The blast-radius guard lives here: a plan that would drain more
+than the policy allows is replaced by an escalation, because a wrong mass-drain costs more GPU
+hours than any single failure.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field
+
+from goodput.models import (
+    ActionKind,
+    Attribution,
+    Category,
+    Frozen,
+    Mode,
+    RecoveryAction,
+    RecoveryPlan,
+)
+from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
+
+
+class ResumeStrategy(StrEnum):
+    REQUEUE = "requeue"
+    RESUBMIT = "resubmit"
+
+
+class Policy(Frozen):
+    mode: Mode = Mode.MONITOR
+    partition_modes: dict[str, Mode] = Field(default_factory=dict)
+    resume: ResumeStrategy = ResumeStrategy.REQUEUE
+    max_drain_nodes_per_incident: int = Field(default=2, ge=0)
+    max_drain_fraction_of_job: float = Field(default=0.5, ge=0.0, le=1.0)
+    restart_on_app_error: bool = False
+    coalesce_window_s: float = Field(default=1.0, ge=0.0, le=300.0)
+    approval_timeout_s: float = Field(default=4 * 3600.0, gt=0.0)
+    verify_running_timeout_s: float = Field(default=900.0, gt=0.0)
+    verify_poll_interval_s: float = Field(default=2.0, gt=0.0)
+    max_resume_attempts: int = Field(default=2, ge=1, le=20)
+
+    def mode_for(self, partition: str) -> Mode:
+        """Sites trust goodput partition by partition; unknown partitions get the default."""
+        return self.partition_modes.get(partition, self.mode)
+
+
+def plan_recovery(attribution: Attribution, job: JobInfo | None, policy: Policy) -> RecoveryPlan:
+    restart = attribution.restart or (
+        attribution.category is Category.APP_ERROR and policy.restart_on_app_error)
+    drain = tuple(dict.fromkeys(attribution.culprit_nodes)) if attribution.drain else ()
+
+    if drain:
+        limit = policy.max_drain_nodes_per_incident
+        job_nodes = len(job.nodes) if job and job.nodes else 0
+        too_many = len(drain) > limit
+        too_much = job_nodes > 0 and len(drain) / job_nodes > policy.max_drain_fraction_of_job
+        if too_many or too_much:
+            why = (f"attribution blames {len(drain)} node(s) ({', '.join(drain)}); the blast-radius "
+                   f"limit allows {limit} per incident and "
+                   f"{policy.max_drain_fraction_of_job:.0%} of the job's nodes: escalating to a person")
+            return RecoveryPlan(actions=(RecoveryAction(kind=ActionKind.NOTIFY, reason=why),),
+                                rationale=why, blocked_by_blast_radius=True)
+
+    actions: list[RecoveryAction] = []
+    if drain:
+        actions.append(RecoveryAction(kind=ActionKind.DRAIN_NODES, nodes=drain,
+                                      reason=attribution.explanation or attribution.category))
+    if not restart:
+        if job is not None and job.state in ACTIVE_JOB_STATES:
+            actions.append(RecoveryAction(kind=ActionKind.STOP_JOB, reason="no restart per policy"))
+        actions.append(RecoveryAction(kind=ActionKind.NOTIFY, reason=attribution.explanation))
+        rationale = (f"{attribution.category}: no restart"
+                     + (f" after draining {', '.join(drain)}" if drain else "")
+                     + (f" — {attribution.explanation}" if attribution.explanation else ""))
+        return RecoveryPlan(actions=tuple(actions), rationale=rationale)
+
+    if policy.resume is ResumeStrategy.RESUBMIT:
+        actions.append(RecoveryAction(kind=ActionKind.RESUBMIT, exclude=drain,
+                                      reason="resubmit excluding isolated nodes"))
+    else:
+        actions.append(RecoveryAction(kind=ActionKind.REQUEUE, exclude=drain,
+                                      reason="requeue on healthy nodes"))
+    actions.append(RecoveryAction(kind=ActionKind.NOTIFY, reason=attribution.explanation))
+    verb = "resubmit" if policy.resume is ResumeStrategy.RESUBMIT else "requeue"
+    rationale = (f"{attribution.category}: "
+                 + (f"drain {', '.join(drain)}, then " if drain else "no node blamed; ")
+                 + f"{verb} the job")
+    return RecoveryPlan(actions=tuple(actions), rationale=rationale)

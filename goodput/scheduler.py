@@ -1,0 +1,140 @@
+"""The `Scheduler` seam: everything goodput asks of Slurm, as one Protocol.
+
+Backends (local CLI, SSH, slurmrestd, pyslurm, and the in-memory fake) implement it; activities
+call it; nothing else talks to a scheduler. Errors are split into retryable and permanent here so
+the activity boundary can map them to Temporal's retry semantics in exactly one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from pydantic import Field
+
+from goodput.models import Frozen
+
+
+class JobState(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    REQUEUED = "REQUEUED"
+    RESIZING = "RESIZING"
+    REVOKED = "REVOKED"
+    SPECIAL_EXIT = "SPECIAL_EXIT"
+    UNKNOWN = "UNKNOWN"
+
+
+ACTIVE_JOB_STATES = frozenset({JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED,
+                               JobState.COMPLETING, JobState.REQUEUED, JobState.RESIZING})
+
+
+class JobInfo(Frozen):
+    job_id: str
+    name: str = ""
+    state: JobState
+    state_reason: str = ""
+    partition: str = ""
+    nodes: tuple[str, ...] = ()
+    comment: str = ""
+    requeue: bool = False
+    restart_count: int = 0
+    exit_code: str = ""
+    stdout_path: str = ""
+    stderr_path: str = ""
+    command: str = ""
+    work_dir: str = ""
+    excluded_nodes: tuple[str, ...] = ()
+    held: bool = False
+
+
+class NodeInfo(Frozen):
+    name: str
+    state: str
+    flags: tuple[str, ...] = ()
+    reason: str = ""
+    reason_user: str = ""
+    gres: str = ""
+
+    @property
+    def drained(self) -> bool:
+        return "DRAIN" in self.flags or self.state.upper() in {"DRAINED", "DRAINING", "DRAIN"}
+
+
+class ActionResult(Frozen):
+    """What a scheduler call did; `changed=False` means it was already so (idempotent no-op)."""
+
+    changed: bool
+    detail: str = ""
+    new_job_id: str | None = None
+
+
+class ResubmitRequest(Frozen):
+    exclude: tuple[str, ...] = ()
+    environment: Mapping[str, str] = Field(default_factory=dict)
+    hold: bool = False
+
+
+class SchedulerError(Exception):
+    """Any scheduler failure. Subclasses say whether retrying can help."""
+
+
+class TransientSchedulerError(SchedulerError):
+    """The controller is busy, restarting or unreachable: retry later."""
+
+
+class PermanentSchedulerError(SchedulerError):
+    """Retrying cannot help: the request itself is wrong."""
+
+
+class UnknownJobError(PermanentSchedulerError):
+    pass
+
+
+class UnknownNodeError(PermanentSchedulerError):
+    pass
+
+
+class NotOwnedError(PermanentSchedulerError):
+    """goodput refuses to touch a node someone else drained (or drained for another reason)."""
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    """Async so that CLI, SSH and REST backends share one shape."""
+
+    async def get_job(self, job_id: str) -> JobInfo: ...
+
+    async def list_jobs(self) -> Sequence[JobInfo]: ...
+
+    async def get_node(self, name: str) -> NodeInfo: ...
+
+    async def list_nodes(self) -> Sequence[NodeInfo]: ...
+
+    async def drain_node(self, name: str, reason: str) -> ActionResult: ...
+
+    async def resume_node(self, name: str, reason: str) -> ActionResult:
+        """Resume only a node whose drain reason is exactly `reason` (goodput's own)."""
+        ...
+
+    async def requeue_job(self, job_id: str, *, hold: bool = False) -> ActionResult: ...
+
+    async def resubmit_job(self, job_id: str, request: ResubmitRequest) -> ActionResult: ...
+
+    async def hold_job(self, job_id: str) -> ActionResult: ...
+
+    async def release_job(self, job_id: str) -> ActionResult: ...
+
+    async def cancel_job(self, job_id: str) -> ActionResult: ...
