@@ -82,9 +82,12 @@ class ActionResult(Frozen):
 
 
 class ResubmitRequest(Frozen):
+    """`idempotency_key` must end up in the new job's comment so a retried resubmit finds it."""
+
     exclude: tuple[str, ...] = ()
     environment: Mapping[str, str] = Field(default_factory=dict)
     hold: bool = False
+    idempotency_key: str = ""
 
 
 class SchedulerError(Exception):

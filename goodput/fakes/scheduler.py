@@ -200,8 +200,10 @@ class FakeScheduler:
             new_id = str(s.next_job_id)
             s.next_job_id += 1
             nodes = _place(s, len(job.nodes) or 1, request.exclude, freeing=())
+            comment = " ".join(filter(None, (job.comment, request.idempotency_key)))
             s.jobs[new_id] = job.model_copy(update={
                 "job_id": new_id, "restart_count": 0, "excluded_nodes": request.exclude,
+                "comment": comment,
                 "state": JobState.RUNNING if nodes and not request.hold else JobState.PENDING,
                 "nodes": nodes or (), "held": request.hold})
             s.journal.append(JournalEntry(op="resubmit", target=job_id,

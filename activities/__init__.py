@@ -1,0 +1,1 @@
+"""Temporal activities: thin adapters from workflows to the scheduler, probes and notifiers."""

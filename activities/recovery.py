@@ -1,0 +1,177 @@
+"""The recovery steps as Temporal activities: thin adapters from the workflow to the seams.
+
+Each activity validates nothing the domain does not already validate, decides nothing the policy
+does not already decide, and is idempotent because Temporal runs activities at least once: every
+effect first checks the scheduler's state (a node drained with this incident's reason, a job whose
+restart count already moved, a resubmitted job carrying this incident's key). Scheduler errors are
+mapped to retryable or non-retryable ApplicationErrors here, in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TypeVar
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from goodput.attribution import attribute
+from goodput.identifiers import InvalidIdentifierError
+from goodput.incident import (
+    AttributeInput,
+    AttributeResult,
+    IsolateInput,
+    IsolateResult,
+    Notification,
+    ResumeInput,
+    ResumeResult,
+    StopInput,
+    VerifyInput,
+    VerifyResult,
+)
+from goodput.notify import Notifier
+from goodput.ownership import drain_reason
+from goodput.policy import ResumeStrategy
+from goodput.scheduler import (
+    ACTIVE_JOB_STATES,
+    JobInfo,
+    JobState,
+    PermanentSchedulerError,
+    ResubmitRequest,
+    Scheduler,
+    TransientSchedulerError,
+    UnknownJobError,
+)
+
+T = TypeVar("T")
+HEARTBEAT_EVERY_S = 1.0
+
+
+def resubmit_key(incident_id: str, attempt: int) -> str:
+    return f"goodput-resubmit:{incident_id}:{attempt}"
+
+
+async def mapped(call: Awaitable[T]) -> T:
+    """The single place where scheduler errors become Temporal retry semantics."""
+    try:
+        return await call
+    except TransientSchedulerError as err:
+        raise ApplicationError(str(err), type="TransientSchedulerError") from err
+    except (PermanentSchedulerError, InvalidIdentifierError) as err:
+        raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
+
+
+@asynccontextmanager
+async def heartbeating(detail: Callable[[], object] = lambda: None) -> AsyncIterator[None]:
+    """Heartbeat while a slow scheduler call runs, so a dead worker is noticed in seconds."""
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat(detail())
+            await asyncio.sleep(HEARTBEAT_EVERY_S)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
+class RecoveryActivities:
+    """Bound to one scheduler and one notifier; registered on the worker as methods."""
+
+    def __init__(self, scheduler: Scheduler, notifier: Notifier) -> None:
+        self._scheduler = scheduler
+        self._notifier = notifier
+
+    @activity.defn(name="attribute")
+    async def attribute(self, request: AttributeInput) -> AttributeResult:
+        job: JobInfo | None = None
+        note = ""
+        try:
+            job = await mapped(self._scheduler.get_job(request.key.job_id))
+        except ApplicationError as err:
+            if err.type != UnknownJobError.__name__:
+                raise
+            note = f"scheduler does not know job {request.key.job_id}: {err.message}"
+        return AttributeResult(attribution=attribute(request.anomalies, job), job=job, note=note)
+
+    @activity.defn(name="isolate")
+    async def isolate(self, request: IsolateInput) -> IsolateResult:
+        reason = drain_reason(request.incident_id, request.summary)
+        drained: list[str] = []
+        already: list[str] = []
+        details: list[str] = []
+        async with heartbeating(lambda: drained):
+            for node in request.nodes:
+                result = await mapped(self._scheduler.drain_node(node, reason))
+                (drained if result.changed else already).append(node)
+                details.append(result.detail)
+        return IsolateResult(drained=tuple(drained), already=tuple(already), details=tuple(details))
+
+    @activity.defn(name="resume")
+    async def resume(self, request: ResumeInput) -> ResumeResult:
+        async with heartbeating():
+            if request.strategy is ResumeStrategy.RESUBMIT:
+                return await self._resubmit(request)
+            return await self._requeue(request)
+
+    async def _requeue(self, request: ResumeInput) -> ResumeResult:
+        job = await mapped(self._scheduler.get_job(request.job_id))
+        if job.restart_count > request.restart_count_before:
+            return ResumeResult(job_id=job.job_id, changed=False,
+                                detail=f"job {job.job_id} already requeued (restarts={job.restart_count})",
+                                restart_count_before=request.restart_count_before)
+        result = await mapped(self._scheduler.requeue_job(request.job_id))
+        return ResumeResult(job_id=request.job_id, changed=result.changed, detail=result.detail,
+                            restart_count_before=request.restart_count_before)
+
+    async def _resubmit(self, request: ResumeInput) -> ResumeResult:
+        key = resubmit_key(request.incident_id, request.attempt)
+        for job in await mapped(self._scheduler.list_jobs()):
+            if key in job.comment.split():
+                return ResumeResult(job_id=job.job_id, changed=False,
+                                    detail=f"already resubmitted as {job.job_id}")
+        original = await mapped(self._scheduler.get_job(request.job_id))
+        if original.state in ACTIVE_JOB_STATES:
+            # Two copies of one training run would fight over the same checkpoints.
+            await mapped(self._scheduler.cancel_job(request.job_id))
+        result = await mapped(self._scheduler.resubmit_job(
+            request.job_id, ResubmitRequest(exclude=request.exclude, idempotency_key=key)))
+        if not result.new_job_id:
+            raise ApplicationError(f"resubmit of {request.job_id} returned no job id", non_retryable=True)
+        return ResumeResult(job_id=result.new_job_id, changed=True, detail=result.detail)
+
+    @activity.defn(name="verify")
+    async def verify(self, request: VerifyInput) -> VerifyResult:
+        """Poll until the resumed job runs; the deadline comes from policy, not from here."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + request.timeout_s
+        last = "not polled yet"
+        while True:
+            activity.heartbeat(last)
+            job = await mapped(self._scheduler.get_job(request.job_id))
+            restarted = not request.same_job or job.restart_count > request.restart_count_before
+            last = f"job {job.job_id} is {job.state} (restarts={job.restart_count})"
+            if job.state is JobState.RUNNING and restarted:
+                return VerifyResult(ok=True, detail=f"{last} on {','.join(job.nodes) or '?'}")
+            if restarted and job.state not in (JobState.PENDING, JobState.REQUEUED, JobState.RUNNING,
+                                               JobState.COMPLETING):
+                return VerifyResult(ok=False, detail=f"resumed job ended: {last}")
+            if loop.time() >= deadline:
+                return VerifyResult(ok=False, detail=f"not running within {request.timeout_s:.0f}s: {last}")
+            await asyncio.sleep(request.poll_interval_s)
+
+    @activity.defn(name="stop_job")
+    async def stop_job(self, request: StopInput) -> str:
+        result = await mapped(self._scheduler.cancel_job(request.job_id))
+        return result.detail
+
+    @activity.defn(name="notify")
+    async def notify(self, notification: Notification) -> None:
+        await self._notifier.notify(notification)
+
+    def all(self) -> list[Callable[..., Awaitable[object]]]:
+        return [self.attribute, self.isolate, self.resume, self.verify, self.stop_job, self.notify]

@@ -1,0 +1,1 @@
+"""The command line: argument parsing, input validation and rendering; no Temporal here."""

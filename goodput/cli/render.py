@@ -1,0 +1,81 @@
+"""How incidents look in a terminal: the list table and the timeline of one incident."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from goodput.cli.service import IncidentSummary
+from goodput.incident import IncidentReport
+
+_STATE_STYLE = {
+    "recovered": "green", "recommended-only": "cyan", "awaiting-approval": "yellow bold",
+    "escalated": "red bold", "cancelled": "magenta", "stopped": "red",
+}
+
+
+def _when(at: datetime | None) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S") if at else "-"
+
+
+def incidents_table(rows: Sequence[IncidentSummary]) -> Table:
+    table = Table(title="goodput incidents", show_lines=False)
+    for column in ("incident", "job", "state", "mode", "category", "culprits", "started"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("incident", "state"))
+    for row in rows:
+        state = Text(row.state or "?", style=_STATE_STYLE.get(row.state, ""))
+        table.add_row(row.incident_id, row.job_id, state, row.mode, row.category or "-",
+                      ", ".join(row.culprit_nodes) or "-", _when(row.started_at))
+    return table
+
+
+def incident_detail(report: IncidentReport) -> Group:
+    head = Table.grid(padding=(0, 2))
+    head.add_row("incident", report.incident_id)
+    head.add_row("job", f"{report.key.job_id} (attempt {report.key.job_attempt}) on {report.key.cluster}")
+    head.add_row("state", Text(str(report.state), style=_STATE_STYLE.get(str(report.state), "")))
+    head.add_row("mode", str(report.mode))
+    head.add_row("anomalies", str(report.anomaly_count))
+    if report.attribution:
+        a = report.attribution
+        culprits = ", ".join(f"{c.kind}:{c.id} ({c.confidence:.0%})" for c in a.culprits) or "-"
+        head.add_row("category", str(a.category))
+        head.add_row("culprits", culprits)
+        head.add_row("why", a.explanation)
+    if report.decision:
+        head.add_row("decision", f"{report.decision_verb} by {report.decision.who}: {report.decision.reason}")
+    if report.resumed_job_id:
+        head.add_row("resumed as", report.resumed_job_id)
+
+    plan = Table(title="plan", show_header=True)
+    plan.add_column("#")
+    plan.add_column("action")
+    plan.add_column("details", overflow="fold")
+    if report.plan:
+        for i, action in enumerate(report.plan.actions, 1):
+            target = ", ".join(action.nodes) or (f"exclude {', '.join(action.exclude)}"
+                                                 if action.exclude else "")
+            plan.add_row(str(i), str(action.kind), " ".join(filter(None, (target, action.reason))))
+
+    timeline = Table(title="timeline", show_header=True)
+    timeline.add_column("at")
+    timeline.add_column("state")
+    timeline.add_column("what", overflow="fold")
+    for event in report.timeline:
+        timeline.add_row(_when(event.at), Text(str(event.state), style=_STATE_STYLE.get(str(event.state), "")),
+                         event.detail)
+
+    evidence = "\n".join(line for a in report.anomalies[:5] for line in a.evidence[:3]) or "(none)"
+    rationale = report.plan.rationale if report.plan else "not planned yet"
+    return Group(head, Panel(rationale, title="recommendation" if str(report.state) == "recommended-only"
+                             else "rationale"), plan, timeline, Panel(evidence, title="evidence (first lines)"))
+
+
+def print_to(console: Console, *renderables: object) -> None:
+    for item in renderables:
+        console.print(item)

@@ -1,0 +1,62 @@
+"""What the CLI (and the web console) need from a running goodput, as a Protocol.
+
+The Temporal-backed implementation lives in `workers.client`; keeping the seam here lets the
+command layer stay free of Temporal and be tested with a fake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from goodput.incident import Decision, IncidentReport
+from goodput.lifecycle import IncidentState
+from goodput.models import Anomaly, Frozen, Mode
+from goodput.policy import Policy
+
+
+class ServiceError(Exception):
+    """Something the operator can act on; the message is printed as is."""
+
+
+class ServiceUnavailableError(ServiceError):
+    pass
+
+
+class UnknownIncidentError(ServiceError):
+    pass
+
+
+class DecisionRejectedError(ServiceError):
+    pass
+
+
+class InjectResult(Frozen):
+    incident_id: str
+    new_incident: bool
+    note: str = ""
+
+
+class IncidentSummary(Frozen):
+    incident_id: str
+    job_id: str = ""
+    cluster: str = ""
+    state: str = ""
+    mode: str = ""
+    category: str = ""
+    culprit_nodes: tuple[str, ...] = ()
+    outcome: str = ""
+    started_at: datetime | None = None
+    closed_at: datetime | None = None
+    running: bool = False
+
+
+class IncidentService(Protocol):
+    async def inject(self, anomaly: Anomaly, policy: Policy, mode: Mode | None = None) -> InjectResult: ...
+
+    async def list_incidents(self, limit: int = 50) -> Sequence[IncidentSummary]: ...
+
+    async def get(self, incident_id: str) -> IncidentReport: ...
+
+    async def decide(self, incident_id: str, decision: Decision) -> IncidentState: ...

@@ -1,0 +1,71 @@
+"""Settings: environment variables (`GOODPUT_*`, nested with `__`) over `goodput.toml` over defaults.
+
+The defaults are the embedded demo: a Temporal dev server goodput starts itself, on loopback,
+with its database under `.goodput/`, a fake scheduler, and monitor mode (recommend, never act).
+See docs/configuration.md for every key.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from goodput.policy import Policy
+
+
+class SchedulerKind(StrEnum):
+    FAKE = "fake"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="GOODPUT_", env_nested_delimiter="__",
+                                      toml_file="goodput.toml", extra="forbid")
+
+    cluster: str = "default"
+    temporal_address: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    task_queue: str = "goodput-recovery"
+    data_dir: Path = Path(".goodput")
+    temporal_ui_port: int = Field(default=8233, ge=1, le=65535)
+    temporal_sqlite_wal: bool = True
+    scheduler: SchedulerKind = SchedulerKind.FAKE
+    fake_action_delay_s: float = Field(default=0.0, ge=0.0)
+    policy: Policy = Field(default_factory=Policy)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_path = Path(os.environ.get("GOODPUT_CONFIG", "goodput.toml"))
+        return (init_settings, env_settings,
+                TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
+
+    @property
+    def temporal_db(self) -> Path:
+        return self.data_dir / "temporal.db"
+
+    @property
+    def fake_state_path(self) -> Path:
+        return self.data_dir / "fake-cluster.json"
+
+    @property
+    def notifications_path(self) -> Path:
+        return self.data_dir / "notifications.jsonl"
+
+    def temporal_host_port(self) -> tuple[str, int]:
+        host, _, port = self.temporal_address.rpartition(":")
+        return host or "127.0.0.1", int(port)

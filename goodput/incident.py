@@ -1,0 +1,144 @@
+"""What an incident looks like from outside: the report that queries and results return.
+
+The workflow keeps one `IncidentReport` up to date as it moves; the CLI, the console and tests
+read it through a query (running incidents) or the workflow result (closed ones), so both paths
+show the same timeline. Also the small typed inputs and outputs of the recovery steps.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import Field
+
+from goodput.lifecycle import IncidentState
+from goodput.models import (
+    Anomaly,
+    Attribution,
+    Frozen,
+    IncidentKey,
+    Mode,
+    OperatorDecision,
+    Outcome,
+    RecoveryPlan,
+)
+from goodput.policy import Policy, ResumeStrategy
+from goodput.scheduler import JobInfo
+
+# A storm can send thousands of anomalies for one job; history keeps every signal, but the
+# report carries a bounded sample so queries and results stay small.
+MAX_REPORTED_ANOMALIES = 500
+
+
+class RecoveryStart(Frozen):
+    """Input of RecoveryWorkflow; the policy is a snapshot so replays never see config drift."""
+
+    key: IncidentKey
+    policy: Policy = Field(default_factory=Policy)
+    mode: Mode | None = None
+    # False where goodput's search attributes cannot be registered (no operator rights, or the
+    # time-skipping test server): incidents then work, but the UI cannot filter them.
+    index: bool = True
+
+
+class TimelineEvent(Frozen):
+    at: datetime
+    state: IncidentState
+    detail: str = ""
+
+
+class IncidentReport(Frozen):
+    incident_id: str
+    key: IncidentKey
+    state: IncidentState
+    mode: Mode
+    anomaly_count: int = 0
+    anomalies: tuple[Anomaly, ...] = ()
+    attribution: Attribution | None = None
+    plan: RecoveryPlan | None = None
+    job: JobInfo | None = None
+    resumed_job_id: str | None = None
+    decision: OperatorDecision | None = None
+    decision_verb: str | None = None
+    outcome: Outcome | None = None
+    timeline: tuple[TimelineEvent, ...] = ()
+    actions_done: tuple[str, ...] = ()
+
+
+class DecisionVerb(StrEnum):
+    APPROVE = "approve"
+    CANCEL = "cancel"
+
+
+class Decision(Frozen):
+    verb: DecisionVerb
+    by: OperatorDecision
+
+
+# -- step inputs and outputs ---------------------------------------------------------------
+
+
+class AttributeInput(Frozen):
+    incident_id: str
+    key: IncidentKey
+    anomalies: tuple[Anomaly, ...]
+
+
+class AttributeResult(Frozen):
+    attribution: Attribution
+    job: JobInfo | None = None
+    note: str = ""
+
+
+class IsolateInput(Frozen):
+    incident_id: str
+    nodes: tuple[str, ...]
+    summary: str
+
+
+class IsolateResult(Frozen):
+    drained: tuple[str, ...] = ()
+    already: tuple[str, ...] = ()
+    details: tuple[str, ...] = ()
+
+
+class ResumeInput(Frozen):
+    incident_id: str
+    job_id: str
+    strategy: ResumeStrategy
+    exclude: tuple[str, ...] = ()
+    restart_count_before: int = 0
+    attempt: int = 1
+
+
+class ResumeResult(Frozen):
+    job_id: str
+    changed: bool
+    detail: str = ""
+    restart_count_before: int = 0
+
+
+class VerifyInput(Frozen):
+    job_id: str
+    restart_count_before: int = 0
+    same_job: bool = True
+    timeout_s: float
+    poll_interval_s: float = 2.0
+
+
+class VerifyResult(Frozen):
+    ok: bool
+    detail: str
+
+
+class StopInput(Frozen):
+    incident_id: str
+    job_id: str
+
+
+class Notification(Frozen):
+    incident_id: str
+    state: IncidentState
+    summary: str
+    detail: str = ""

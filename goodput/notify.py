@@ -1,0 +1,27 @@
+"""The `Notifier` seam: how people hear about incidents (recommendations, escalations, outcomes).
+
+The default writes JSON lines to a file an operator can tail or ship; Slack, PagerDuty or email
+adapters implement the same Protocol.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from goodput.incident import Notification
+
+
+@runtime_checkable
+class Notifier(Protocol):
+    async def notify(self, notification: Notification) -> None: ...
+
+
+class JsonLinesNotifier:
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    async def notify(self, notification: Notification) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        with self._path.open("a", encoding="utf-8") as out:
+            out.write(notification.model_dump_json() + "\n")

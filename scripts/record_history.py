@@ -1,0 +1,45 @@
+"""Record the Temporal history of a full autonomous recovery for the replay test.
+
+Run after a deliberate change to RecoveryWorkflow's command sequence (and keep the old history
+too if running incidents must survive the upgrade: then the change needs `workflow.patched`):
+
+    .venv/bin/python scripts/record_history.py tests/workflows/histories/autonomous_recovery.json
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from pathlib import Path
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from goodput.models import Mode
+from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
+from workers import devserver
+from workflows import search
+
+
+async def record(out: Path) -> None:
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter, dev_server_existing_path=devserver.temporal_binary(),
+        search_attributes=list(search.ALL_KEYS))
+    try:
+        queue = f"record-{uuid.uuid4().hex[:8]}"
+        async with running_worker(env.client, queue):
+            incident = await inject(env.client, queue, anomaly(cluster="replay"), FAST, Mode.AUTONOMOUS)
+            report = await result(env.client, incident)
+        history = await env.client.get_workflow_handle(incident).fetch_history()
+        out.write_text(history.to_json())
+        print(f"{incident}: {report.state}, {len(history.events)} events -> {out}")
+    finally:
+        await env.shutdown()
+
+
+if __name__ == "__main__":
+    asyncio.run(record(Path(sys.argv[1])))
+    sys.stdout.flush()
+    os._exit(0)  # short-lived SDK clients can abort at interpreter exit (sdk-python#300)

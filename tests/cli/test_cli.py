@@ -1,0 +1,151 @@
+"""The `goodput` console script, run as an operator would, against real Temporal servers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from goodput.lifecycle import IncidentState
+from tests.workflows.helpers import running_worker, wait_for_state
+
+pytestmark = pytest.mark.temporal
+GOODPUT = [sys.executable, "-c", "from workers.main import main; main()"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*GOODPUT, *args], env=env, capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+@pytest.fixture
+def cli_env(temporal_address: str, task_queue: str, tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "GOODPUT_TEMPORAL_ADDRESS": temporal_address, "GOODPUT_TASK_QUEUE": task_queue,
+            "GOODPUT_DATA_DIR": str(tmp_path), "GOODPUT_CONFIG": str(tmp_path / "none.toml"),
+            "GOODPUT_POLICY__COALESCE_WINDOW_S": "0.2", "COLUMNS": "200",
+            "GOODPUT_CLUSTER": f"cli{uuid.uuid4().hex[:6]}"}
+
+
+async def arun(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The in-process worker must keep serving while the CLI process runs."""
+    return await asyncio.to_thread(run, *args, env=env)
+
+
+async def test_inject_list_show_approve(client: Client, task_queue: str, cli_env: dict[str, str]) -> None:
+    async with running_worker(client, task_queue) as fake:
+        injected = await arun("inject", "--job", "1001", "--kind", "gpu-fault", "--node", "node2",
+                       "--evidence", "NVRM: Xid (PCI:0000:3b:00): 79", "--mode", "approve", env=cli_env)
+        assert injected.returncode == 0, injected.stderr
+        assert "opened incident" in injected.stdout
+        incident = injected.stdout.split("incident ")[-1].split()[0]
+        await wait_for_state(client, incident, IncidentState.AWAITING_APPROVAL)
+
+        listed = await arun("incidents", "--json", env=cli_env)
+        rows = [json.loads(line) for line in listed.stdout.splitlines()]
+        assert any(r["incident_id"] == incident and r["job_id"] == "1001" for r in rows)
+
+        shown = await arun("incident", incident, env=cli_env)
+        assert shown.returncode == 0 and "awaiting-approval" in shown.stdout and "node2" in shown.stdout
+
+        approved = await arun("approve", incident, "--reason", "confirmed", "--who", "erin", env=cli_env)
+        assert approved.returncode == 0, approved.stderr
+        assert "is now" in approved.stdout
+        await wait_for_state(client, incident, IncidentState.RECOVERED)
+        assert [d.target for d in fake.journal("drain")] == ["node2"]
+
+        again = await arun("cancel", incident, "--reason", "late", env=cli_env)
+        assert again.returncode == 2 and "already recovered" in again.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("approve", "incident-nope", "--reason", "x"), "no incident 'incident-nope'"),
+    (("inject", "--job", "1;reboot"), "invalid job id"),
+    (("inject",), "inject needs --job"),
+    (("inject", "--job", "1", "--node", "a b"), "invalid node name"),
+])
+def test_operator_errors_are_clear(cli_env: dict[str, str], args: tuple[str, ...], message: str) -> None:
+    done = run(*args, env=cli_env)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_server_down_is_a_clear_error(cli_env: dict[str, str]) -> None:
+    env = {**cli_env, "GOODPUT_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
+    done = run("incidents", env=env)
+    assert done.returncode == 2
+    assert "cannot reach Temporal" in done.stderr and "goodput up" in done.stderr
+
+
+@pytest.fixture
+def up_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    yield {**os.environ, "GOODPUT_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}",
+           "GOODPUT_TEMPORAL_UI_PORT": str(free_port()), "GOODPUT_DATA_DIR": str(tmp_path / "data"),
+           "GOODPUT_CONFIG": str(tmp_path / "none.toml"), "GOODPUT_POLICY__COALESCE_WINDOW_S": "0.2"}
+
+
+def start_up(env: dict[str, str]) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([*GOODPUT, "up"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if "goodput is up" in line:
+            return proc
+        if not line and proc.poll() is not None:
+            break
+    proc.kill()
+    raise AssertionError(f"goodput up did not start: {proc.stdout.read()}")
+
+
+def stop_up(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGINT)
+    try:
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.stdout:
+            proc.stdout.close()
+
+
+@pytest.mark.slow
+def test_up_runs_monitor_mode_and_keeps_incidents_across_restart(up_env: dict[str, str]) -> None:
+    proc = start_up(up_env)
+    try:
+        injected = run("inject", "--job", "1001", "--kind", "gpu-fault", "--node", "node2", env=up_env)
+        assert injected.returncode == 0, injected.stderr
+        incident = injected.stdout.split("incident ")[-1].split()[0]
+        deadline = time.monotonic() + 30
+        shown = run("incident", incident, "--json", env=up_env)
+        while json.loads(shown.stdout or "{}").get("state") != "recommended-only":
+            assert time.monotonic() < deadline, shown.stdout + shown.stderr
+            time.sleep(0.2)
+            shown = run("incident", incident, "--json", env=up_env)
+    finally:
+        stop_up(proc)
+    assert not (Path(up_env["GOODPUT_DATA_DIR"]) / "fake-cluster.json").read_text().count('"op"')
+
+    proc = start_up(up_env)
+    try:
+        listed = run("incidents", "--json", env=up_env)
+        assert incident in listed.stdout
+        assert "recommended-only" in listed.stdout
+    finally:
+        stop_up(proc)

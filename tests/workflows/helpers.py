@@ -1,0 +1,68 @@
+"""Helpers for workflow tests: anomalies, a running worker on a fake cluster, waiting on state."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+
+from temporalio.client import Client
+
+from goodput.fakes.notifier import RecordingNotifier
+from goodput.fakes.scheduler import FakeScheduler
+from goodput.incident import IncidentReport
+from goodput.lifecycle import IncidentState
+from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
+from goodput.policy import Policy
+from workers.client import TemporalIncidentService
+from workers.worker import build_worker
+from workflows.recovery import RecoveryWorkflow
+
+FAST = Policy(coalesce_window_s=0.2, verify_poll_interval_s=0.2, verify_running_timeout_s=20)
+
+
+def anomaly(job_id: str = "1001", *, kind: AnomalyKind = AnomalyKind.GPU_FAULT,
+            nodes: tuple[str, ...] = ("node2",), category: Category | None = None,
+            attempt: int = 0, cluster: str | None = None, evidence: tuple[str, ...] = ()) -> Anomaly:
+    now = datetime.now(UTC)
+    return Anomaly(id=f"a-{uuid.uuid4().hex[:12]}", source=AnomalySource.LOG, kind=kind,
+                   cluster=cluster or f"c{uuid.uuid4().hex[:6]}", job_id=job_id, job_attempt=attempt,
+                   nodes=nodes, category=category, evidence=list(evidence), observed_at=now,
+                   detected_at=now)
+
+
+@asynccontextmanager
+async def running_worker(client: Client, task_queue: str, scheduler: FakeScheduler | None = None,
+                         notifier: RecordingNotifier | None = None) -> AsyncIterator[FakeScheduler]:
+    fake = scheduler or FakeScheduler()
+    worker = build_worker(client, task_queue, fake, notifier or RecordingNotifier(),
+                          fail_workflows_on_bugs=True)
+    async with worker:
+        yield fake
+
+
+async def inject(client: Client, task_queue: str, a: Anomaly, policy: Policy = FAST,
+                 mode: Mode | None = None, *, index: bool = True) -> str:
+    result = await TemporalIncidentService(client, task_queue, index=index).inject(a, policy, mode)
+    return result.incident_id
+
+
+async def wait_for_state(client: Client, incident_id: str, *states: IncidentState,
+                         timeout_s: float = 30.0) -> IncidentReport:
+    handle = client.get_workflow_handle_for(RecoveryWorkflow.run, incident_id)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    last: IncidentReport | None = None
+    while loop.time() < deadline:
+        last = await handle.query(RecoveryWorkflow.report)
+        if last.state in states:
+            return last
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{incident_id} never reached {states}; last: {last.state if last else None}")
+
+
+async def result(client: Client, incident_id: str) -> IncidentReport:
+    handle = client.get_workflow_handle_for(RecoveryWorkflow.run, incident_id)
+    return await asyncio.wait_for(handle.result(), timeout=60)

@@ -1,0 +1,168 @@
+"""RecoveryWorkflow on the real Temporal dev server, against the fake scheduler."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from temporalio.client import Client
+
+from goodput.cli.service import DecisionRejectedError
+from goodput.fakes.notifier import RecordingNotifier
+from goodput.fakes.scheduler import FakeClusterState, FakeScheduler
+from goodput.incident import Decision, DecisionVerb
+from goodput.lifecycle import IncidentState
+from goodput.models import AnomalyKind, Category, Mode, OperatorDecision, Outcome
+from goodput.ownership import owning_incident
+from goodput.policy import ResumeStrategy
+from goodput.scheduler import JobInfo, JobState, NodeInfo
+from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker, wait_for_state
+from workers.client import TemporalIncidentService
+from workflows import search
+
+pytestmark = pytest.mark.temporal
+S = IncidentState
+
+
+async def test_monitor_mode_recommends_and_touches_nothing(client: Client, task_queue: str) -> None:
+    notifier = RecordingNotifier()
+    async with running_worker(client, task_queue, notifier=notifier) as fake:
+        incident = await inject(client, task_queue, anomaly(), mode=Mode.MONITOR)
+        report = await result(client, incident)
+    assert report.state is S.RECOMMENDED_ONLY
+    assert report.outcome is Outcome.RECOMMENDED_ONLY
+    assert report.plan is not None and report.plan.nodes_to_drain() == ("node2",)
+    assert fake.journal() == []
+    assert any("recommendation" in n.summary for n in notifier.sent)
+
+
+async def test_autonomous_drains_requeues_and_verifies(client: Client, task_queue: str) -> None:
+    async with running_worker(client, task_queue) as fake:
+        incident = await inject(client, task_queue, anomaly(), mode=Mode.AUTONOMOUS)
+        report = await result(client, incident)
+    assert report.state is S.RECOVERED
+    drains = fake.journal("drain")
+    assert [d.target for d in drains] == ["node2"]
+    assert owning_incident(drains[0].detail) == incident
+    assert [r.target for r in fake.journal("requeue")] == ["1001"]
+    job = await fake.get_job("1001")
+    assert job.state is JobState.RUNNING and "node2" not in job.nodes
+    states = [e.state for e in report.timeline]
+    assert states.index(S.ISOLATING) < states.index(S.RESUMING) < states.index(S.VERIFYING)
+
+
+async def test_resubmit_excludes_drained_node(client: Client, task_queue: str) -> None:
+    policy = FAST.model_copy(update={"resume": ResumeStrategy.RESUBMIT})
+    async with running_worker(client, task_queue) as fake:
+        incident = await inject(client, task_queue, anomaly(), policy, Mode.AUTONOMOUS)
+        report = await result(client, incident)
+    assert report.state is S.RECOVERED
+    assert report.resumed_job_id and report.resumed_job_id != "1001"
+    new_job = await fake.get_job(report.resumed_job_id)
+    assert new_job.excluded_nodes == ("node2",)
+    assert incident in new_job.comment
+
+
+async def test_application_error_blames_no_hardware(client: Client, task_queue: str) -> None:
+    a = anomaly(kind=AnomalyKind.CRASH, category=Category.APP_ERROR, nodes=("node1",),
+                evidence=("ValueError: bad batch",))
+    async with running_worker(client, task_queue) as fake:
+        incident = await inject(client, task_queue, a, mode=Mode.AUTONOMOUS)
+        report = await result(client, incident)
+    assert report.state is S.STOPPED
+    assert fake.journal("drain") == [] and fake.journal("requeue") == []
+    assert report.attribution is not None and report.attribution.drain is False
+    assert "application" in report.attribution.explanation
+
+
+async def test_blast_radius_escalates_instead_of_mass_drain(client: Client, task_queue: str) -> None:
+    a = anomaly(kind=AnomalyKind.NODE_FAILURE, nodes=("node1", "node2", "node3"))
+    async with running_worker(client, task_queue) as fake:
+        incident = await inject(client, task_queue, a, mode=Mode.AUTONOMOUS)
+        report = await result(client, incident)
+    assert report.state is S.ESCALATED
+    assert report.plan is not None and report.plan.blocked_by_blast_radius
+    assert fake.journal() == []
+
+
+async def test_unknown_job_escalates_with_clear_reason(client: Client, task_queue: str) -> None:
+    async with running_worker(client, task_queue) as fake:
+        incident = await inject(client, task_queue, anomaly("777"), mode=Mode.AUTONOMOUS)
+        report = await result(client, incident)
+    assert report.state is S.ESCALATED
+    assert "777" in report.timeline[-1].detail
+    assert fake.journal() == []
+
+
+async def test_approve_mode_waits_then_recovers(client: Client, task_queue: str) -> None:
+    service = TemporalIncidentService(client, task_queue)
+    async with running_worker(client, task_queue) as fake:
+        incident = await inject(client, task_queue, anomaly(), mode=Mode.APPROVE)
+        await wait_for_state(client, incident, S.AWAITING_APPROVAL)
+        assert fake.journal() == []
+        state = await service.decide(incident, Decision(
+            verb=DecisionVerb.APPROVE, by=OperatorDecision(who="alice", reason="xid 79 confirmed")))
+        assert state is not S.AWAITING_APPROVAL
+        report = await result(client, incident)
+    assert report.state is S.RECOVERED
+    assert report.decision is not None and report.decision.who == "alice"
+    assert any("alice" in e.detail and "xid 79 confirmed" in e.detail for e in report.timeline)
+    with pytest.raises(DecisionRejectedError, match="already recovered"):
+        await service.decide(incident, Decision(
+            verb=DecisionVerb.CANCEL, by=OperatorDecision(who="bob", reason="too late")))
+
+
+async def test_cancel_signal_from_the_ui_ends_the_incident(client: Client, task_queue: str) -> None:
+    async with running_worker(client, task_queue) as fake:
+        incident = await inject(client, task_queue, anomaly(), mode=Mode.APPROVE)
+        await wait_for_state(client, incident, S.AWAITING_APPROVAL)
+        handle = client.get_workflow_handle(incident)
+        await handle.signal("cancel", OperatorDecision(who="carol", reason="maintenance window"))
+        report = await result(client, incident)
+    assert report.state is S.CANCELLED
+    assert "carol" in report.timeline[-1].detail
+    assert fake.journal() == []
+
+
+async def test_cancel_interrupts_a_step_in_flight(client: Client, task_queue: str) -> None:
+    # Three nodes: once node2 is drained the requeued two-node job cannot run, so verification
+    # waits (up to ten minutes by policy) and only the operator's cancel can end it quickly.
+    cluster = FakeClusterState(
+        nodes={n: NodeInfo(name=n, state="ALLOCATED") for n in ("node1", "node2", "node3")},
+        jobs={"1001": JobInfo(job_id="1001", state=JobState.RUNNING, nodes=("node1", "node2")),
+              "1002": JobInfo(job_id="1002", state=JobState.RUNNING, nodes=("node3",))})
+    policy = FAST.model_copy(update={"verify_running_timeout_s": 600.0})
+    service = TemporalIncidentService(client, task_queue)
+    async with running_worker(client, task_queue, FakeScheduler(cluster)) as fake:
+        incident = await inject(client, task_queue, anomaly(), policy, Mode.AUTONOMOUS)
+        await wait_for_state(client, incident, S.VERIFYING)
+        state = await service.decide(incident, Decision(
+            verb=DecisionVerb.CANCEL, by=OperatorDecision(who="dave", reason="stop")))
+        report = await result(client, incident)
+    assert state is S.CANCELLED
+    assert report.state is S.CANCELLED
+    assert (await fake.get_job("1001")).state is JobState.PENDING
+
+
+async def test_burst_of_fifty_anomalies_is_one_incident(client: Client, task_queue: str) -> None:
+    first = anomaly()
+    burst = [first] + [anomaly(first.job_id, cluster=first.cluster) for _ in range(49)]
+    policy = FAST.model_copy(update={"coalesce_window_s": 1.5})
+    async with running_worker(client, task_queue):
+        ids = await asyncio.gather(*(inject(client, task_queue, a, policy, Mode.MONITOR) for a in burst))
+        assert len(set(ids)) == 1
+        report = await result(client, ids[0])
+    assert report.anomaly_count == 50
+    assert len({a.id for a in report.anomalies}) == 50
+
+
+async def test_search_attributes_make_incidents_filterable(client: Client, task_queue: str) -> None:
+    async with running_worker(client, task_queue):
+        incident = await inject(client, task_queue, anomaly(), mode=Mode.MONITOR)
+        await result(client, incident)
+    described = await client.get_workflow_handle(incident).describe()
+    attrs = described.typed_search_attributes
+    assert attrs.get(search.STATE) == "recommended-only"
+    assert attrs.get(search.CATEGORY) == "gpu-hardware"
+    assert list(attrs.get(search.CULPRIT_NODES) or []) == ["node2"]
+    assert attrs.get(search.OUTCOME) == "recommended-only"

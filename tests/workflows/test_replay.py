@@ -1,0 +1,29 @@
+"""Replay a committed history of a full autonomous recovery against today's workflow code.
+
+If this fails with a NondeterminismError, a change reordered or renamed the workflow's commands:
+incidents running during an upgrade would break. Guard the change with `workflow.patched` (and
+keep this history), or re-record only if no incident can be in flight (scripts/record_history.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from workflows.recovery import RecoveryWorkflow
+
+HISTORIES = Path(__file__).parent / "histories"
+
+
+async def test_autonomous_recovery_history_replays() -> None:
+    path = HISTORIES / "autonomous_recovery.json"
+    history = WorkflowHistory.from_json("autonomous-recovery", path.read_text())
+    replayer = Replayer(workflows=[RecoveryWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
+    assert result.replay_failure is None
+    kinds = {e.activity_task_scheduled_event_attributes.activity_type.name
+             for e in history.events if e.HasField("activity_task_scheduled_event_attributes")}
+    assert {"attribute", "isolate", "resume", "verify", "notify"} <= kinds

@@ -1,0 +1,1 @@
+"""Processes: the embedded service, workers and the console script that wires them."""

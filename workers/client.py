@@ -1,0 +1,135 @@
+"""The Temporal-backed `IncidentService`: how detectors, the CLI and the console reach incidents.
+
+Every anomaly goes through `inject`, a signal-with-start on the incident's workflow id, so
+concurrent detectors that see the same failure converge on one incident. A closed incident is
+never reopened by late evidence for the same job attempt (REJECT_DUPLICATE): the job has moved
+on to a new attempt, and that attempt gets its own incident.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from temporalio.client import (
+    Client,
+    RPCError,
+    WorkflowExecutionStatus,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCStatusCode
+
+from goodput.cli.service import (
+    DecisionRejectedError,
+    IncidentSummary,
+    InjectResult,
+    ServiceUnavailableError,
+    UnknownIncidentError,
+)
+from goodput.incident import Decision, IncidentReport, RecoveryStart
+from goodput.lifecycle import IncidentState
+from goodput.models import Anomaly, Mode
+from goodput.policy import Policy
+from workflows import search
+from workflows.recovery import RecoveryWorkflow
+
+RPC_TIMEOUT = timedelta(seconds=10)
+
+
+async def connect(address: str, namespace: str = "default") -> Client:
+    try:
+        return await Client.connect(address, namespace=namespace,
+                                    data_converter=pydantic_data_converter)
+    except RuntimeError as err:
+        raise ServiceUnavailableError(
+            f"cannot reach Temporal at {address}: {err}. Is `goodput up` running?") from err
+
+
+class TemporalIncidentService:
+    def __init__(self, client: Client, task_queue: str, *, index: bool = True) -> None:
+        self._client = client
+        self._task_queue = task_queue
+        self._index = index
+
+    async def inject(self, anomaly: Anomaly, policy: Policy, mode: Mode | None = None) -> InjectResult:
+        key = anomaly.incident_key
+        start = RecoveryStart(key=key, policy=policy, mode=mode, index=self._index)
+        try:
+            handle = await self._client.start_workflow(
+                RecoveryWorkflow.run, start, id=key.workflow_id, task_queue=self._task_queue,
+                start_signal="anomaly", start_signal_args=[anomaly],
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                search_attributes=search.at_start(key, mode or policy.mode) if self._index else None,
+                rpc_timeout=RPC_TIMEOUT)
+        except WorkflowAlreadyStartedError:
+            return InjectResult(incident_id=key.workflow_id, new_incident=False,
+                                note="incident already closed for this job attempt; evidence not added")
+        except RPCError as err:
+            raise ServiceUnavailableError(f"Temporal refused the anomaly: {err}") from err
+        # signal-with-start reports a first-execution run id only when it started the run.
+        return InjectResult(incident_id=key.workflow_id,
+                            new_incident=handle.first_execution_run_id is not None)
+
+    async def list_incidents(self, limit: int = 50) -> Sequence[IncidentSummary]:
+        summaries: list[IncidentSummary] = []
+        query = "WorkflowType = 'RecoveryWorkflow'"
+        try:
+            async for wf in self._client.list_workflows(query, limit=limit, rpc_timeout=RPC_TIMEOUT):
+                attrs = wf.typed_search_attributes
+                summaries.append(IncidentSummary(
+                    incident_id=wf.id, job_id=attrs.get(search.JOB_ID) or "",
+                    cluster=attrs.get(search.CLUSTER) or "", state=attrs.get(search.STATE) or "",
+                    mode=attrs.get(search.MODE) or "", category=attrs.get(search.CATEGORY) or "",
+                    culprit_nodes=tuple(attrs.get(search.CULPRIT_NODES) or ()),
+                    outcome=attrs.get(search.OUTCOME) or "", started_at=wf.start_time,
+                    closed_at=wf.close_time, running=wf.status == WorkflowExecutionStatus.RUNNING))
+        except RPCError as err:
+            raise ServiceUnavailableError(f"cannot list incidents: {err}") from err
+        return summaries
+
+    async def get(self, incident_id: str) -> IncidentReport:
+        handle = self._client.get_workflow_handle_for(RecoveryWorkflow.run, incident_id)
+        try:
+            described = await handle.describe(rpc_timeout=RPC_TIMEOUT)
+            if described.status == WorkflowExecutionStatus.COMPLETED:
+                return await handle.result(rpc_timeout=RPC_TIMEOUT)
+            return await handle.query(RecoveryWorkflow.report, rpc_timeout=RPC_TIMEOUT)
+        except RPCError as err:
+            raise _translate(err, incident_id) from err
+
+    async def decide(self, incident_id: str, decision: Decision) -> IncidentState:
+        handle = self._client.get_workflow_handle_for(RecoveryWorkflow.run, incident_id)
+        try:
+            return await handle.execute_update(RecoveryWorkflow.decide, decision,
+                                               rpc_timeout=timedelta(seconds=60))
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            raise DecisionRejectedError(f"{incident_id}: {message}") from err
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                closed = await self._closed_state(incident_id)
+                if closed:
+                    raise DecisionRejectedError(f"{incident_id}: incident is already {closed}") from err
+            raise _translate(err, incident_id) from err
+
+    async def _closed_state(self, incident_id: str) -> str | None:
+        """Updates to a closed workflow answer NOT_FOUND; say what really happened instead."""
+        try:
+            report = await self.get(incident_id)
+        except UnknownIncidentError:
+            return None
+        return str(report.state)
+
+
+def _translate(err: RPCError, incident_id: str) -> Exception:
+    if err.status == RPCStatusCode.NOT_FOUND:
+        return UnknownIncidentError(f"no incident {incident_id!r}; `goodput incidents` lists them")
+    if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+        return ServiceUnavailableError(f"Temporal did not answer: {err.message}")
+    if err.status == RPCStatusCode.FAILED_PRECONDITION:
+        return DecisionRejectedError(f"{incident_id}: {err.message}")
+    return ServiceUnavailableError(f"Temporal error for {incident_id}: {err.message}")

@@ -1,0 +1,219 @@
+"""`goodput` console script: the composition root that wires the pure CLI to Temporal.
+
+`up` runs the whole service on the embedded default (dev server + worker, monitor mode);
+`worker` joins an external Temporal; the rest are operator commands against a running service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+
+from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_file
+from goodput.cli.render import incident_detail, incidents_table
+from goodput.cli.service import ServiceError
+from goodput.config import Settings
+from goodput.identifiers import InvalidIdentifierError
+from goodput.incident import Decision, DecisionVerb
+from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
+from workers import devserver
+from workers.client import TemporalIncidentService, connect
+from workers.worker import ensure_search_attributes, worker_for
+
+log = logging.getLogger("goodput")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="goodput", description=__doc__)
+    parser.add_argument("--temporal", help="Temporal HOST:PORT (default from settings: 127.0.0.1:7233)")
+    parser.add_argument("--namespace", help="Temporal namespace")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="run the service on the embedded Temporal dev server")
+    up.add_argument("--data-dir", type=Path, help="where incidents and the fake cluster live")
+    up.add_argument("--mode", choices=[m.value for m in Mode], help="override the policy mode")
+
+    worker = sub.add_parser("worker", help="run a worker against an external Temporal")
+    worker.add_argument("--task-queue")
+
+    inject = sub.add_parser("inject", help="submit an anomaly by hand")
+    inject.add_argument("--file", type=Path, help="a JSON file holding one anomaly")
+    inject.add_argument("--job", help="job id")
+    inject.add_argument("--kind", default=AnomalyKind.CRASH.value, help="anomaly kind")
+    inject.add_argument("--category", choices=[c.value for c in Category])
+    inject.add_argument("--attempt", type=int, default=0, help="job attempt (restart count)")
+    inject.add_argument("--cluster")
+    inject.add_argument("--node", action="append", default=[], help="implicated node (repeatable)")
+    inject.add_argument("--evidence", action="append", default=[], help="evidence line (repeatable)")
+    inject.add_argument("--mode", choices=[m.value for m in Mode], help="mode for a new incident")
+
+    incidents = sub.add_parser("incidents", help="list incidents")
+    incidents.add_argument("--limit", type=int, default=50)
+    incidents.add_argument("--json", action="store_true")
+
+    incident = sub.add_parser("incident", help="show one incident: timeline and plan")
+    incident.add_argument("incident_id")
+    incident.add_argument("--json", action="store_true")
+
+    for verb in ("approve", "cancel"):
+        p = sub.add_parser(verb, help=f"{verb} a recovery")
+        p.add_argument("incident_id")
+        p.add_argument("--reason", required=True)
+        p.add_argument("--who", default=os.environ.get("USER") or "operator")
+
+    classify = sub.add_parser("classify", help="diagnose log files offline")
+    classify.add_argument("--json", action="store_true")
+    classify.add_argument("paths", nargs="+")
+    return parser
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, object] = {}
+    if args.temporal:
+        overrides["temporal_address"] = args.temporal
+    if args.namespace:
+        overrides["namespace"] = args.namespace
+    if getattr(args, "data_dir", None):
+        overrides["data_dir"] = args.data_dir
+    if getattr(args, "task_queue", None):
+        overrides["task_queue"] = args.task_queue
+    settings = Settings(**overrides)  # type: ignore[arg-type]
+    if getattr(args, "mode", None) and args.command == "up":
+        settings = settings.model_copy(update={"policy": settings.policy.model_copy(
+            update={"mode": Mode(args.mode)})})
+    return settings
+
+
+async def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await main(stop)
+
+
+async def cmd_up(settings: Settings, console: Console) -> int:
+    _, port = settings.temporal_host_port()
+    server = devserver.start(port=port, ui_port=settings.temporal_ui_port, db_file=settings.temporal_db,
+                             log_file=settings.data_dir / "temporal.log")
+    try:
+        client = await connect(settings.temporal_address, settings.namespace)
+        worker = worker_for(client, settings)
+
+        async def serve(stop: asyncio.Event) -> None:
+            async with worker:
+                console.print(f"goodput is up: Temporal at {settings.temporal_address}, "
+                              f"UI at http://127.0.0.1:{settings.temporal_ui_port} "
+                              f"(namespace {settings.namespace}), mode [bold]{settings.policy.mode}[/], "
+                              f"data in {settings.data_dir}. Ctrl-C stops.")
+                await stop.wait()
+                console.print("stopping…")
+
+        await run_until_signalled(serve)
+    finally:
+        devserver.stop(server)
+    return 0
+
+
+async def cmd_worker(settings: Settings, console: Console) -> int:
+    client = await connect(settings.temporal_address, settings.namespace)
+    await ensure_search_attributes(client, settings.namespace)
+    worker = worker_for(client, settings)
+
+    async def serve(stop: asyncio.Event) -> None:
+        async with worker:
+            console.print(f"goodput worker on {settings.temporal_address} queue {settings.task_queue}")
+            await stop.wait()
+
+    await run_until_signalled(serve)
+    return 0
+
+
+async def cmd_client(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+    service = TemporalIncidentService(await connect(settings.temporal_address, settings.namespace),
+                                      settings.task_queue)
+    if args.command == "inject":
+        now = datetime.now(UTC)
+        if args.file:
+            anomaly = from_json_file(args.file, now)
+        elif args.job:
+            anomaly = from_flags(job_id=args.job, kind=args.kind, cluster=args.cluster or settings.cluster,
+                                 attempt=args.attempt, nodes=args.node, evidence=args.evidence,
+                                 category=args.category, now=now)
+        else:
+            raise AnomalyInputError("inject needs --job (with flags) or --file")
+        result = await service.inject(anomaly, settings.policy, Mode(args.mode) if args.mode else None)
+        verb = "opened" if result.new_incident else "added to"
+        console.print(f"anomaly {anomaly.id} {verb} incident {result.incident_id}"
+                      + (f" ({result.note})" if result.note else ""))
+    elif args.command == "incidents":
+        rows = await service.list_incidents(limit=args.limit)
+        if args.json:
+            for row in rows:
+                print(row.model_dump_json())
+        else:
+            console.print(incidents_table(rows) if rows else "no incidents yet")
+    elif args.command == "incident":
+        report = await service.get(args.incident_id)
+        if args.json:
+            print(report.model_dump_json(indent=2))
+        else:
+            console.print(incident_detail(report))
+    else:
+        decision = Decision(verb=DecisionVerb(args.command),
+                            by=OperatorDecision(who=args.who, reason=args.reason))
+        state = await service.decide(args.incident_id, decision)
+        console.print(f"{args.command} recorded; incident {args.incident_id} is now {state}")
+    return 0
+
+
+def cmd_classify(args: argparse.Namespace) -> int:
+    from goodput.classify import run_classify  # type: ignore[import-not-found,unused-ignore]
+
+    code: int = run_classify(args.paths, args.json, sys.stdout, sys.stderr)
+    return code
+
+
+def dispatch(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console()
+    err = Console(stderr=True)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "classify":
+            return cmd_classify(args)
+        settings = settings_from(args)
+        if args.command == "up":
+            return asyncio.run(cmd_up(settings, console))
+        if args.command == "worker":
+            return asyncio.run(cmd_worker(settings, console))
+        return asyncio.run(cmd_client(args, settings, console))
+    except (ServiceError, AnomalyInputError, InvalidIdentifierError, devserver.DevServerError) as error:
+        err.print(f"[red]error:[/] {error}", highlight=False, markup=True)
+        return 2
+    except ValueError as error:  # pydantic validation of settings or decisions
+        err.print(f"[red]error:[/] {error}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def main() -> None:
+    code = dispatch()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Short-lived Temporal clients can abort at interpreter exit (sdk-python#300) after the call
+    # succeeded; leave without running finalizers so the exit code is the command's.
+    with contextlib.suppress(Exception):
+        logging.shutdown()
+    os._exit(code)

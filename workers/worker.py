@@ -1,0 +1,77 @@
+"""Building and running the goodput worker: one task queue, the recovery workflow, its activities.
+
+The composition root for adapters: settings decide which scheduler and notifier the activities
+get. Also registers goodput's search attributes on an external Temporal cluster so the UI can
+filter incidents there too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
+from temporalio.worker import Worker
+
+from activities.recovery import RecoveryActivities
+from goodput.config import SchedulerKind, Settings
+from goodput.fakes.scheduler import FakeScheduler
+from goodput.notify import JsonLinesNotifier, Notifier
+from goodput.scheduler import Scheduler
+from workflows import search
+from workflows.recovery import RecoveryWorkflow
+
+log = logging.getLogger("goodput.worker")
+
+
+def scheduler_from(settings: Settings) -> Scheduler:
+    if settings.scheduler is SchedulerKind.FAKE:
+        return FakeScheduler(state_path=settings.fake_state_path,
+                             action_delay_s=settings.fake_action_delay_s)
+    raise ValueError(f"unsupported scheduler {settings.scheduler}")
+
+
+def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier: Notifier, *,
+                 fail_workflows_on_bugs: bool = False,
+                 workflow_failure_exception_types: Sequence[type[BaseException]] = ()) -> Worker:
+    activities = RecoveryActivities(scheduler, notifier)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[RecoveryWorkflow],
+        activities=activities.all(),
+        # A dead worker's sticky workflows move to a live one after this, not the 10 s default.
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
+        max_concurrent_workflow_task_polls=4,
+        workflow_failure_exception_types=(list(workflow_failure_exception_types)
+                                          or ([Exception] if fail_workflows_on_bugs else [])),
+        graceful_shutdown_timeout=timedelta(seconds=5),
+        activity_executor=ThreadPoolExecutor(max_workers=4),
+    )
+
+
+def worker_for(client: Client, settings: Settings) -> Worker:
+    return build_worker(client, settings.task_queue, scheduler_from(settings),
+                        JsonLinesNotifier(settings.notifications_path))
+
+
+async def ensure_search_attributes(client: Client, namespace: str) -> None:
+    """Idempotent; a cluster that forbids it (no operator rights) only loses UI filtering."""
+    wanted = {key.name: (IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST
+                         if key.indexed_value_type.name == "KEYWORD_LIST"
+                         else IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD)
+              for key in search.ALL_KEYS}
+    try:
+        existing = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace))
+        missing = {k: v for k, v in wanted.items() if k not in existing.custom_attributes}
+        if missing:
+            await client.operator_service.add_search_attributes(
+                AddSearchAttributesRequest(namespace=namespace, search_attributes=missing))
+    except RPCError as err:
+        log.warning("could not register search attributes on %s: %s", namespace, err)

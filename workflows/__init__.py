@@ -1,0 +1,1 @@
+"""Temporal workflows: deterministic orchestration of the recovery loop."""

@@ -1,0 +1,310 @@
+"""RecoveryWorkflow: one durable workflow per incident (cluster + job id + job attempt).
+
+Started by signal-with-start, so a burst of anomalies for one job attempt is one incident: the
+first anomaly starts it, the rest arrive as `anomaly` signals and are folded into the evidence.
+The workflow only orchestrates; attribution runs in an activity (it needs the scheduler's view of
+the job), planning is the pure `plan_recovery`, and every effect is an idempotent activity.
+Operators steer it with `approve`/`cancel` signals (the Temporal UI can send those) or the
+`decide` update, which returns the resulting state to the CLI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TypeVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from goodput.incident import (
+        MAX_REPORTED_ANOMALIES,
+        AttributeInput,
+        AttributeResult,
+        Decision,
+        DecisionVerb,
+        IncidentReport,
+        IsolateInput,
+        IsolateResult,
+        Notification,
+        RecoveryStart,
+        ResumeInput,
+        ResumeResult,
+        StopInput,
+        TimelineEvent,
+        VerifyInput,
+        VerifyResult,
+    )
+    from goodput.lifecycle import OUTCOME_OF, IncidentState, is_terminal, transition
+    from goodput.models import ActionKind, Anomaly, Mode, OperatorDecision, RecoveryPlan
+    from goodput.policy import ResumeStrategy, plan_recovery
+    from workflows import search
+
+S = IncidentState
+T = TypeVar("T")
+
+STEP_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                         maximum_interval=timedelta(seconds=30), maximum_attempts=10)
+STEP_TIMEOUT = timedelta(seconds=120)
+HEARTBEAT_TIMEOUT = timedelta(seconds=5)
+
+
+class Escalation(Exception):
+    """A step failed for good; the incident goes to a person with the reason."""
+
+
+class CancelledByOperator(Exception):
+    """An operator cancelled while a step was in flight; the step was cancelled too."""
+
+
+@workflow.defn
+class RecoveryWorkflow:
+    @workflow.init
+    def __init__(self, start: RecoveryStart) -> None:
+        self._start = start
+        self._anomalies: list[Anomaly] = []
+        self._anomaly_count = 0
+        self._seen_ids: set[str] = set()
+        self._state = S.DETECTED
+        self._mode = start.mode or start.policy.mode
+        self._decision: Decision | None = None
+        self._timeline: list[TimelineEvent] = []
+        self._attributed: AttributeResult | None = None
+        self._plan: RecoveryPlan | None = None
+        self._resumed_job_id: str | None = None
+        self._actions_done: list[str] = []
+
+    # -- run ------------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, start: RecoveryStart) -> IncidentReport:
+        self._record(S.DETECTED, f"incident opened for job {start.key.job_id} attempt {start.key.job_attempt}")
+        await workflow.wait_condition(lambda: bool(self._anomalies) or self._cancel_requested())
+        # Let the rest of a burst arrive before attributing, unless someone cancels first.
+        await self._wait(lambda: self._cancel_requested(), start.policy.coalesce_window_s)
+        try:
+            await self._recover(start)
+        except CancelledByOperator:
+            self._cancelled_here()
+        except Escalation as why:
+            self._move(S.ESCALATED, str(why))
+            await self._notify(f"escalated: {why}")
+        if self._state is S.CANCELLED:
+            await self._notify(self._timeline[-1].detail)
+        return self.report()
+
+    async def _recover(self, start: RecoveryStart) -> None:
+        if self._cancelled_here():
+            return
+        self._attributed = await self._step(
+            "attribute", AttributeInput(incident_id=self._id, key=start.key,
+                                        anomalies=tuple(self._anomalies)), AttributeResult)
+        attribution, job = self._attributed.attribution, self._attributed.job
+        if start.mode is None and job is not None:
+            self._mode = start.policy.mode_for(job.partition)
+        self._move(S.ATTRIBUTED, attribution.explanation + (f" ({self._attributed.note})"
+                                                            if self._attributed.note else ""))
+        self._upsert()
+
+        self._plan = plan_recovery(attribution, job, start.policy)
+        self._move(S.PLANNED, self._plan.rationale)
+        self._upsert()
+        if self._cancelled_here():
+            return
+        if self._plan.blocked_by_blast_radius:
+            raise Escalation(self._plan.rationale)
+        if job is None:
+            raise Escalation(self._attributed.note or "the scheduler has no record of this job")
+
+        if self._mode is Mode.MONITOR:
+            self._move(S.RECOMMENDED_ONLY, f"monitor mode: recommended — {self._plan.rationale}")
+            await self._notify(f"recommendation: {self._plan.rationale}")
+            return
+        if self._mode is Mode.APPROVE:
+            self._move(S.AWAITING_APPROVAL, "waiting for an operator to approve or cancel")
+            self._upsert()
+            await self._notify(f"approval needed: {self._plan.rationale}")
+            decided = await self._wait(lambda: self._decision is not None,
+                                       start.policy.approval_timeout_s)
+            if not decided:
+                raise Escalation(f"no decision within {start.policy.approval_timeout_s:.0f}s")
+            if self._cancelled_here():
+                return
+        await self._execute(self._plan, job.job_id, job.restart_count)
+
+    async def _execute(self, plan: RecoveryPlan, job_id: str, restarts: int) -> None:
+        resumed: ResumeResult | None = None
+        for action in plan.actions:
+            if self._cancelled_here():
+                return
+            if action.kind is ActionKind.DRAIN_NODES:
+                self._move(S.ISOLATING, f"draining {', '.join(action.nodes)}")
+                isolated = await self._step("isolate", IsolateInput(
+                    incident_id=self._id, nodes=action.nodes, summary=action.reason), IsolateResult)
+                self._done(f"drained {', '.join(isolated.drained) or 'nothing new'}"
+                           + (f"; already drained: {', '.join(isolated.already)}" if isolated.already else ""))
+            elif action.kind in (ActionKind.REQUEUE, ActionKind.RESUBMIT):
+                resumed = await self._resume(action.kind, job_id, action.exclude, restarts)
+            elif action.kind is ActionKind.STOP_JOB:
+                detail = await self._step("stop_job", StopInput(incident_id=self._id, job_id=job_id), str)
+                self._done(detail)
+        if resumed is None:
+            self._move(S.STOPPED, plan.rationale)
+            await self._notify(f"stopped: {plan.rationale}")
+            return
+        self._move(S.RECOVERED, f"job {resumed.job_id} verified running")
+        await self._notify(f"recovered: job {resumed.job_id} running again")
+
+    async def _resume(self, kind: ActionKind, job_id: str, exclude: tuple[str, ...],
+                      restarts: int) -> ResumeResult:
+        policy = self._start.policy
+        strategy = ResumeStrategy(kind.value)
+        for attempt in range(1, policy.max_resume_attempts + 1):
+            self._move(S.RESUMING, f"{kind.value} job {job_id} (attempt {attempt})")
+            resumed = await self._step("resume", ResumeInput(
+                incident_id=self._id, job_id=job_id, strategy=strategy, exclude=exclude,
+                restart_count_before=restarts, attempt=attempt), ResumeResult)
+            self._resumed_job_id = resumed.job_id
+            self._done(resumed.detail)
+            self._move(S.VERIFYING, f"waiting for job {resumed.job_id} to run")
+            verified = await self._step("verify", VerifyInput(
+                job_id=resumed.job_id, restart_count_before=restarts,
+                same_job=resumed.job_id == job_id, timeout_s=policy.verify_running_timeout_s,
+                poll_interval_s=policy.verify_poll_interval_s), VerifyResult,
+                timeout=timedelta(seconds=policy.verify_running_timeout_s + 60))
+            self._done(verified.detail)
+            if verified.ok:
+                return resumed
+            if resumed.job_id == job_id:
+                restarts += 1  # our requeue moved the count; the next attempt must move it again
+        raise Escalation(f"job did not run again after {policy.max_resume_attempts} attempt(s)")
+
+    # -- signals, updates, queries --------------------------------------------------------
+
+    @workflow.signal
+    def anomaly(self, anomaly: Anomaly) -> None:
+        if anomaly.id in self._seen_ids:
+            return  # a detector retrying the same signal is not new evidence
+        self._seen_ids.add(anomaly.id)
+        self._anomaly_count += 1
+        if len(self._anomalies) < MAX_REPORTED_ANOMALIES:
+            self._anomalies.append(anomaly)
+
+    @workflow.signal
+    def approve(self, decision: OperatorDecision) -> None:
+        self._take(Decision(verb=DecisionVerb.APPROVE, by=decision))
+
+    @workflow.signal
+    def cancel(self, decision: OperatorDecision) -> None:
+        self._take(Decision(verb=DecisionVerb.CANCEL, by=decision))
+
+    @workflow.update
+    async def decide(self, decision: Decision) -> IncidentState:
+        self._take(decision)
+        # Return once the workflow has acted on it, so the CLI prints the state it caused.
+        if decision.verb is DecisionVerb.CANCEL:
+            await workflow.wait_condition(lambda: is_terminal(self._state))
+        else:
+            await workflow.wait_condition(lambda: self._state is not S.AWAITING_APPROVAL)
+        return self._state
+
+    @decide.validator
+    def _validate_decide(self, decision: Decision) -> None:
+        if is_terminal(self._state):
+            raise ApplicationError(f"incident is already {self._state}", type="IncidentClosed")
+        if self._decision is not None:
+            raise ApplicationError(f"already decided: {self._decision.verb} by {self._decision.by.who}",
+                                   type="AlreadyDecided")
+        if decision.verb is DecisionVerb.APPROVE and self._state is not S.AWAITING_APPROVAL \
+                and self._mode is not Mode.APPROVE:
+            raise ApplicationError(f"incident is {self._state} in {self._mode} mode; nothing to approve",
+                                   type="NotAwaitingApproval")
+
+    @workflow.query
+    def report(self) -> IncidentReport:
+        attributed = self._attributed
+        return IncidentReport(
+            incident_id=self._id, key=self._start.key, state=self._state, mode=self._mode,
+            anomaly_count=self._anomaly_count, anomalies=tuple(self._anomalies),
+            attribution=attributed.attribution if attributed else None, plan=self._plan,
+            job=attributed.job if attributed else None, resumed_job_id=self._resumed_job_id,
+            decision=self._decision.by if self._decision else None,
+            decision_verb=self._decision.verb.value if self._decision else None,
+            outcome=OUTCOME_OF.get(self._state), timeline=tuple(self._timeline),
+            actions_done=tuple(self._actions_done))
+
+    @workflow.query
+    def state(self) -> IncidentState:
+        return self._state
+
+    # -- helpers --------------------------------------------------------------------------
+
+    @property
+    def _id(self) -> str:
+        return workflow.info().workflow_id
+
+    def _take(self, decision: Decision) -> None:
+        if self._decision is None and not is_terminal(self._state):
+            self._decision = decision
+            self._record(self._state, f"{decision.verb.value} by {decision.by.who}: {decision.by.reason}")
+
+    def _cancel_requested(self) -> bool:
+        return self._decision is not None and self._decision.verb is DecisionVerb.CANCEL
+
+    def _cancelled_here(self) -> bool:
+        if self._cancel_requested() and not is_terminal(self._state):
+            assert self._decision is not None
+            self._move(S.CANCELLED, f"cancelled by {self._decision.by.who}: {self._decision.by.reason}")
+            return True
+        return is_terminal(self._state)
+
+    async def _wait(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        try:
+            await workflow.wait_condition(condition, timeout=timedelta(seconds=timeout_s))
+        except TimeoutError:
+            return False
+        return True
+
+    def _record(self, state: IncidentState, detail: str) -> None:
+        self._timeline.append(TimelineEvent(at=workflow.now(), state=state, detail=detail))
+
+    def _move(self, target: IncidentState, detail: str) -> None:
+        if target is not self._state:
+            self._state = transition(self._state, target)
+        self._record(target, detail)
+        if is_terminal(target):
+            self._upsert()
+
+    def _done(self, detail: str) -> None:
+        self._actions_done.append(detail)
+        self._record(self._state, detail)
+
+    def _upsert(self) -> None:
+        if not self._start.index:
+            return
+        search.upsert(self._start.key, self._state, self._mode, self._attributed, OUTCOME_OF.get(self._state))
+
+    async def _notify(self, summary: str) -> None:
+        await self._step("notify", Notification(incident_id=self._id, state=self._state,
+                                                 summary=summary), type(None))
+
+    async def _step(self, name: str, arg: object, result_type: type[T],
+                    timeout: timedelta = STEP_TIMEOUT) -> T:
+        """Run one activity; an operator's cancel cancels it in flight (activities heartbeat)."""
+        handle = workflow.start_activity(
+            name, arg, result_type=result_type, start_to_close_timeout=timeout,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=STEP_RETRY)
+        await workflow.wait_condition(lambda: handle.done() or self._cancel_requested())
+        if not handle.done() and name != "notify":
+            handle.cancel()
+        try:
+            result: T = await handle
+            return result
+        except ActivityError as err:
+            if self._cancel_requested():
+                raise CancelledByOperator from err
+            cause = err.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            raise Escalation(f"step {name} failed: {message}") from err

@@ -1,0 +1,56 @@
+"""Search attributes that make incidents listable and filterable in the Temporal UI and CLI.
+
+The names are registered on the dev server at start (`goodput up`) and by `goodput worker` on an
+external cluster; the workflow upserts them as the incident moves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    SearchAttributeUpdate,
+    TypedSearchAttributes,
+)
+
+from goodput.incident import AttributeResult
+from goodput.lifecycle import IncidentState
+from goodput.models import IncidentKey, Mode, Outcome
+
+JOB_ID = SearchAttributeKey.for_keyword("GoodputJobId")
+CLUSTER = SearchAttributeKey.for_keyword("GoodputCluster")
+CATEGORY = SearchAttributeKey.for_keyword("GoodputCategory")
+CULPRIT_NODES = SearchAttributeKey.for_keyword_list("GoodputCulpritNodes")
+MODE = SearchAttributeKey.for_keyword("GoodputMode")
+OUTCOME = SearchAttributeKey.for_keyword("GoodputOutcome")
+STATE = SearchAttributeKey.for_keyword("GoodputState")
+
+ALL_KEYS: tuple[SearchAttributeKey[str] | SearchAttributeKey[Sequence[str]], ...] = (
+    JOB_ID, CLUSTER, CATEGORY, CULPRIT_NODES, MODE, OUTCOME, STATE)
+
+
+def at_start(key: IncidentKey, mode: Mode) -> TypedSearchAttributes:
+    return TypedSearchAttributes([
+        SearchAttributePair(JOB_ID, key.job_id),
+        SearchAttributePair(CLUSTER, key.cluster),
+        SearchAttributePair(MODE, mode.value),
+        SearchAttributePair(STATE, IncidentState.DETECTED.value),
+    ])
+
+
+def upsert(key: IncidentKey, state: IncidentState, mode: Mode, attributed: AttributeResult | None,
+           outcome: Outcome | None) -> None:
+    updates: list[SearchAttributeUpdate[Any]] = [JOB_ID.value_set(key.job_id), CLUSTER.value_set(key.cluster),
+               STATE.value_set(state.value), MODE.value_set(mode.value)]
+    if attributed is not None:
+        updates.append(CATEGORY.value_set(attributed.attribution.category.value))
+        nodes = list(attributed.attribution.culprit_nodes)
+        if nodes:
+            updates.append(CULPRIT_NODES.value_set(nodes))
+    if outcome is not None:
+        updates.append(OUTCOME.value_set(outcome.value))
+    workflow.upsert_search_attributes(updates)
