@@ -18,6 +18,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from goodput.attribution import attribute
+from goodput.breaker import DrainGate, DrainVerdict
 from goodput.identifiers import InvalidIdentifierError
 from goodput.incident import (
     AttributeInput,
@@ -25,6 +26,7 @@ from goodput.incident import (
     IsolateInput,
     IsolateResult,
     Notification,
+    ReserveInput,
     ResumeInput,
     ResumeResult,
     StopInput,
@@ -82,9 +84,14 @@ async def heartbeating(detail: Callable[[], object] = lambda: None) -> AsyncIter
 class RecoveryActivities:
     """Bound to one scheduler and one notifier; registered on the worker as methods."""
 
-    def __init__(self, scheduler: Scheduler, notifier: Notifier) -> None:
+    def __init__(self, scheduler: Scheduler, notifier: Notifier, gate: DrainGate) -> None:
         self._scheduler = scheduler
         self._notifier = notifier
+        self._gate = gate
+
+    @activity.defn(name="reserve_drain")
+    async def reserve_drain(self, request: ReserveInput) -> DrainVerdict:
+        return await self._gate.reserve(request.cluster, request.request, request.policy)
 
     @activity.defn(name="attribute")
     async def attribute(self, request: AttributeInput) -> AttributeResult:
@@ -174,4 +181,4 @@ class RecoveryActivities:
         await self._notifier.notify(notification)
 
     def all(self) -> list[Callable[..., Awaitable[object]]]:
-        return [self.attribute, self.isolate, self.resume, self.verify, self.stop_job, self.notify]
+        return [self.attribute, self.reserve_drain, self.isolate, self.resume, self.verify, self.stop_job, self.notify]

@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
+from goodput.breaker import BreakerPolicy, DrainRequest
 from goodput.lifecycle import IncidentState
 from goodput.models import (
     Anomaly,
@@ -95,6 +96,12 @@ class IsolateInput(Frozen):
     incident_id: str
     nodes: tuple[str, ...]
     summary: str
+
+
+class ReserveInput(Frozen):
+    cluster: str
+    request: DrainRequest
+    policy: BreakerPolicy
 
 
 class IsolateResult(Frozen):

@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
+from goodput.breaker import BreakerPolicy
 from goodput.models import (
     ActionKind,
     Attribution,
@@ -41,6 +42,7 @@ class Policy(Frozen):
     verify_running_timeout_s: float = Field(default=900.0, gt=0.0)
     verify_poll_interval_s: float = Field(default=2.0, gt=0.0)
     max_resume_attempts: int = Field(default=2, ge=1, le=20)
+    breaker: BreakerPolicy = Field(default_factory=BreakerPolicy)
 
     def mode_for(self, partition: str) -> Mode:
         """Sites trust goodput partition by partition; unknown partitions get the default."""

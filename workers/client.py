@@ -22,6 +22,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
+from goodput.breaker import BreakerState
 from goodput.cli.service import (
     DecisionRejectedError,
     IncidentSummary,
@@ -31,9 +32,10 @@ from goodput.cli.service import (
 )
 from goodput.incident import Decision, IncidentReport, RecoveryStart
 from goodput.lifecycle import IncidentState
-from goodput.models import Anomaly, Mode
+from goodput.models import Anomaly, Mode, OperatorDecision
 from goodput.policy import Policy
 from workflows import search
+from workflows.breaker import DrainBreakerWorkflow, breaker_workflow_id
 from workflows.recovery import RecoveryWorkflow
 
 RPC_TIMEOUT = timedelta(seconds=10)
@@ -115,6 +117,22 @@ class TemporalIncidentService:
                 if closed:
                     raise DecisionRejectedError(f"{incident_id}: incident is already {closed}") from err
             raise _translate(err, incident_id) from err
+
+    async def breaker_status(self, cluster: str) -> BreakerState:
+        handle = self._client.get_workflow_handle_for(DrainBreakerWorkflow.run, breaker_workflow_id(cluster))
+        try:
+            return await handle.query(DrainBreakerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return BreakerState()  # no drain was ever requested on this cluster
+            raise _translate(err, breaker_workflow_id(cluster)) from err
+
+    async def breaker_reset(self, cluster: str, decision: OperatorDecision) -> None:
+        handle = self._client.get_workflow_handle_for(DrainBreakerWorkflow.run, breaker_workflow_id(cluster))
+        try:
+            await handle.signal(DrainBreakerWorkflow.reset, decision, rpc_timeout=RPC_TIMEOUT)
+        except RPCError as err:
+            raise _translate(err, breaker_workflow_id(cluster)) from err
 
     async def _closed_state(self, incident_id: str) -> str | None:
         """Updates to a closed workflow answer NOT_FOUND; say what really happened instead."""

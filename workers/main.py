@@ -23,7 +23,7 @@ from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_f
 from goodput.cli.render import incident_detail, incidents_table
 from goodput.cli.service import ServiceError
 from goodput.config import Settings
-from goodput.identifiers import InvalidIdentifierError
+from goodput.identifiers import InvalidIdentifierError, validate_cluster
 from goodput.incident import Decision, DecisionVerb
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
 from workers import devserver
@@ -70,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("incident_id")
         p.add_argument("--reason", required=True)
         p.add_argument("--who", default=os.environ.get("USER") or "operator")
+
+    breaker = sub.add_parser("breaker", help="show or reset the cluster's drain breaker")
+    breaker.add_argument("action", choices=["status", "reset"], nargs="?", default="status")
+    breaker.add_argument("--cluster", help="cluster name (default from settings)")
+    breaker.add_argument("--reason", help="why (required for reset)")
+    breaker.add_argument("--who", default=os.environ.get("USER") or "operator")
 
     classify = sub.add_parser("classify", help="diagnose log files offline")
     classify.add_argument("--json", action="store_true")
@@ -169,6 +175,19 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
             print(report.model_dump_json(indent=2))
         else:
             console.print(incident_detail(report))
+    elif args.command == "breaker":
+        cluster = validate_cluster(args.cluster or settings.cluster)
+        if args.action == "reset":
+            if not args.reason:
+                raise AnomalyInputError("breaker reset needs --reason")
+            await service.breaker_reset(cluster, OperatorDecision(who=args.who, reason=args.reason))
+            console.print(f"drain breaker of {cluster} reset by {args.who}")
+        else:
+            status = await service.breaker_status(cluster)
+            opened = status.tripped_at.isoformat() if status.tripped_at else "closed"
+            drained = sorted({n for g in status.grants for n in g.nodes})
+            console.print(f"drain breaker of {cluster}: {opened}; trips={status.trips} refused={status.refused}; "
+                          f"drained in window: {', '.join(drained) or 'none'}")
     else:
         decision = Decision(verb=DecisionVerb(args.command),
                             by=OperatorDecision(who=args.who, reason=args.reason))

@@ -18,12 +18,15 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from activities.adapters.breaker_gate import TemporalDrainGate
 from activities.recovery import RecoveryActivities
+from goodput.breaker import DrainGate
 from goodput.config import SchedulerKind, Settings
 from goodput.fakes.scheduler import FakeScheduler
 from goodput.notify import JsonLinesNotifier, Notifier
 from goodput.scheduler import Scheduler
 from workflows import search
+from workflows.breaker import DrainBreakerWorkflow
 from workflows.recovery import RecoveryWorkflow
 
 log = logging.getLogger("goodput.worker")
@@ -37,13 +40,13 @@ def scheduler_from(settings: Settings) -> Scheduler:
 
 
 def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier: Notifier, *,
-                 fail_workflows_on_bugs: bool = False,
+                 gate: DrainGate | None = None, fail_workflows_on_bugs: bool = False,
                  workflow_failure_exception_types: Sequence[type[BaseException]] = ()) -> Worker:
-    activities = RecoveryActivities(scheduler, notifier)
+    activities = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue))
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[RecoveryWorkflow],
+        workflows=[RecoveryWorkflow, DrainBreakerWorkflow],
         activities=activities.all(),
         # A dead worker's sticky workflows move to a live one after this, not the 10 s default.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),

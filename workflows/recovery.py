@@ -19,6 +19,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from goodput.breaker import DrainRequest, DrainVerdict
     from goodput.incident import (
         MAX_REPORTED_ANOMALIES,
         AttributeInput,
@@ -30,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         IsolateResult,
         Notification,
         RecoveryStart,
+        ReserveInput,
         ResumeInput,
         ResumeResult,
         StopInput,
@@ -140,7 +142,12 @@ class RecoveryWorkflow:
             if self._cancelled_here():
                 return
             if action.kind is ActionKind.DRAIN_NODES:
-                self._move(S.ISOLATING, f"draining {', '.join(action.nodes)}")
+                verdict = await self._step("reserve_drain", ReserveInput(
+                    cluster=self._start.key.cluster, policy=self._start.policy.breaker,
+                    request=DrainRequest(incident_id=self._id, nodes=action.nodes)), DrainVerdict)
+                if not verdict.allowed:
+                    raise Escalation(verdict.reason)
+                self._move(S.ISOLATING, f"draining {', '.join(action.nodes)} ({verdict.reason})")
                 isolated = await self._step("isolate", IsolateInput(
                     incident_id=self._id, nodes=action.nodes, summary=action.reason), IsolateResult)
                 self._done(f"drained {', '.join(isolated.drained) or 'nothing new'}"

@@ -149,3 +149,10 @@ def test_up_runs_monitor_mode_and_keeps_incidents_across_restart(up_env: dict[st
         assert "recommended-only" in listed.stdout
     finally:
         stop_up(proc)
+
+
+def test_breaker_status_of_a_quiet_cluster(cli_env: dict[str, str]) -> None:
+    done = run("breaker", env=cli_env)
+    assert done.returncode == 0, done.stderr
+    assert "closed" in done.stdout and "trips=0" in done.stdout
+    assert run("breaker", "reset", env=cli_env).returncode == 2

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 from temporalio.client import Client
 
+from goodput.breaker import BreakerPolicy
 from goodput.cli.service import DecisionRejectedError
 from goodput.fakes.notifier import RecordingNotifier
 from goodput.fakes.scheduler import FakeClusterState, FakeScheduler
@@ -19,6 +20,7 @@ from goodput.scheduler import JobInfo, JobState, NodeInfo
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker, wait_for_state
 from workers.client import TemporalIncidentService
 from workflows import search
+from workflows.breaker import DrainBreakerWorkflow, breaker_workflow_id
 
 pytestmark = pytest.mark.temporal
 S = IncidentState
@@ -166,3 +168,22 @@ async def test_search_attributes_make_incidents_filterable(client: Client, task_
     assert attrs.get(search.CATEGORY) == "gpu-hardware"
     assert list(attrs.get(search.CULPRIT_NODES) or []) == ["node2"]
     assert attrs.get(search.OUTCOME) == "recommended-only"
+
+
+async def test_drain_breaker_stops_a_drain_storm(client: Client, task_queue: str) -> None:
+    # A switch failure: several jobs fail at once, each blaming its own node.
+    policy = FAST.model_copy(update={"breaker": BreakerPolicy(max_drained_nodes=2)})
+    first = anomaly("1001", nodes=("node1",))
+    cluster = first.cluster
+    storm = [first, anomaly("1002", nodes=("node3",), cluster=cluster),
+             anomaly("1003", nodes=("node5",), cluster=cluster)]
+    async with running_worker(client, task_queue) as fake:
+        reports = []
+        for a in storm:  # one after another so which one trips the breaker is deterministic
+            reports.append(await result(client, await inject(client, task_queue, a, policy, Mode.AUTONOMOUS)))
+        breaker = client.get_workflow_handle(breaker_workflow_id(cluster))
+        status = await breaker.query(DrainBreakerWorkflow.status)
+    assert [r.state for r in reports] == [S.RECOVERED, S.RECOVERED, S.ESCALATED]
+    assert "breaker" in reports[2].timeline[-1].detail
+    assert sorted(d.target for d in fake.journal("drain")) == ["node1", "node3"]
+    assert status.trips == 1 and status.tripped_at is not None
