@@ -1,0 +1,1 @@
+"""Adapters: the only code that talks to Slurm, NVML, HTTP and SSH."""

@@ -1,0 +1,1 @@
+"""Reproducible performance measurements; each module runs with `python -m benchmarks.<name>`."""
