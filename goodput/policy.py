@@ -43,6 +43,9 @@ class Policy(Frozen):
     verify_poll_interval_s: float = Field(default=2.0, gt=0.0)
     max_resume_attempts: int = Field(default=2, ge=1, le=20)
     breaker: BreakerPolicy = Field(default_factory=BreakerPolicy)
+    # A closed incident keeps accepting late evidence of its job attempt this long, so the tail
+    # of a burst is folded in instead of being turned away.
+    linger_s: float = Field(default=30.0, ge=0.0, le=3600.0)
 
     def mode_for(self, partition: str) -> Mode:
         """Sites trust goodput partition by partition; unknown partitions get the default."""

@@ -3,7 +3,7 @@
 Run after a deliberate change to RecoveryWorkflow's command sequence (and keep the old history
 too if running incidents must survive the upgrade: then the change needs `workflow.patched`):
 
-    .venv/bin/python scripts/record_history.py tests/workflows/histories/autonomous_recovery.json
+    .venv/bin/python scripts/record_history.py tests/workflows/histories/<name>.json
 """
 
 from __future__ import annotations

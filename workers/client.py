@@ -71,9 +71,11 @@ class TemporalIncidentService:
                                 note="incident already closed for this job attempt; evidence not added")
         except RPCError as err:
             raise ServiceUnavailableError(f"Temporal refused the anomaly: {err}") from err
-        # signal-with-start reports a first-execution run id only when it started the run.
-        return InjectResult(incident_id=key.workflow_id,
-                            new_incident=handle.first_execution_run_id is not None)
+        # Only the raw SignalWithStart response says whether this call started the run; the SDK
+        # keeps it on the handle without a public accessor.
+        response = getattr(handle, "_start_workflow_response", None)
+        started = bool(getattr(response, "started", False))
+        return InjectResult(incident_id=key.workflow_id, new_incident=started)
 
     async def list_incidents(self, limit: int = 50) -> Sequence[IncidentSummary]:
         summaries: list[IncidentSummary] = []

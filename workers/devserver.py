@@ -68,7 +68,7 @@ def port_open(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def start(*, port: int, ui_port: int | None, db_file: Path | None, log_file: Path,
+def start(*, port: int, ui_port: int | None, db_file: Path | None, log_file: Path, wal: bool = True,
           timeout_s: float = 30.0) -> subprocess.Popen[bytes]:
     if port_open("127.0.0.1", port):
         raise DevServerError(f"port {port} on 127.0.0.1 is already in use; is goodput already up? "
@@ -77,7 +77,7 @@ def start(*, port: int, ui_port: int | None, db_file: Path | None, log_file: Pat
         db_file.parent.mkdir(parents=True, exist_ok=True)
     log_file.parent.mkdir(parents=True, exist_ok=True)
     cmd = [temporal_binary(), "server", "start-dev", "--port", str(port),
-           *dev_server_args(port=port, ui_port=ui_port, db_file=db_file)]
+           *dev_server_args(port=port, ui_port=ui_port, db_file=db_file, wal=wal)]
     with log_file.open("ab") as log:
         # Its own process group: Ctrl-C in the terminal reaches goodput, which stops it cleanly.
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

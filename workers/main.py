@@ -111,7 +111,7 @@ async def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) 
 async def cmd_up(settings: Settings, console: Console) -> int:
     _, port = settings.temporal_host_port()
     server = devserver.start(port=port, ui_port=settings.temporal_ui_port, db_file=settings.temporal_db,
-                             log_file=settings.data_dir / "temporal.log")
+                             log_file=settings.data_dir / "temporal.log", wal=settings.temporal_sqlite_wal)
     try:
         client = await connect(settings.temporal_address, settings.namespace)
         worker = worker_for(client, settings)

@@ -95,6 +95,8 @@ class RecoveryWorkflow:
             await self._notify(f"escalated: {why}")
         if self._state is S.CANCELLED:
             await self._notify(self._timeline[-1].detail)
+        if workflow.patched("linger-for-late-evidence") and start.policy.linger_s > 0:
+            await self._wait(lambda: False, start.policy.linger_s)
         return self.report()
 
     async def _recover(self, start: RecoveryStart) -> None:

@@ -20,7 +20,7 @@ from workers.client import TemporalIncidentService
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
 
-FAST = Policy(coalesce_window_s=0.2, verify_poll_interval_s=0.2, verify_running_timeout_s=20)
+FAST = Policy(coalesce_window_s=0.2, verify_poll_interval_s=0.2, verify_running_timeout_s=20, linger_s=0)
 
 
 def anomaly(job_id: str = "1001", *, kind: AnomalyKind = AnomalyKind.GPU_FAULT,

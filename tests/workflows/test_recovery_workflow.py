@@ -187,3 +187,18 @@ async def test_drain_breaker_stops_a_drain_storm(client: Client, task_queue: str
     assert "breaker" in reports[2].timeline[-1].detail
     assert sorted(d.target for d in fake.journal("drain")) == ["node1", "node3"]
     assert status.trips == 1 and status.tripped_at is not None
+
+
+async def test_late_evidence_is_folded_in_while_lingering_then_turned_away(client: Client, task_queue: str) -> None:
+    policy = FAST.model_copy(update={"linger_s": 2.0})
+    first = anomaly()
+    service = TemporalIncidentService(client, task_queue)
+    async with running_worker(client, task_queue):
+        opened = await service.inject(first, policy, Mode.MONITOR)
+        await wait_for_state(client, opened.incident_id, S.RECOMMENDED_ONLY)
+        late = await service.inject(anomaly(first.job_id, cluster=first.cluster), policy, Mode.MONITOR)
+        report = await result(client, opened.incident_id)
+        after = await service.inject(anomaly(first.job_id, cluster=first.cluster), policy, Mode.MONITOR)
+    assert opened.new_incident and not late.new_incident and late.incident_id == opened.incident_id
+    assert report.anomaly_count == 2
+    assert not after.new_incident and "already closed" in after.note

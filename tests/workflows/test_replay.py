@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
@@ -18,9 +19,10 @@ from workflows.recovery import RecoveryWorkflow
 HISTORIES = Path(__file__).parent / "histories"
 
 
-async def test_autonomous_recovery_history_replays() -> None:
-    path = HISTORIES / "autonomous_recovery.json"
-    history = WorkflowHistory.from_json("autonomous-recovery", path.read_text())
+@pytest.mark.parametrize("path", sorted(HISTORIES.glob("*.json")), ids=lambda p: p.stem)
+async def test_recorded_recovery_histories_replay(path: Path) -> None:
+    """One history per workflow version still in the field: each must replay on today's code."""
+    history = WorkflowHistory.from_json(path.stem, path.read_text())
     replayer = Replayer(workflows=[RecoveryWorkflow], data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None
