@@ -1,0 +1,227 @@
+"""DCGM-exporter's Prometheus text exposition, parsed into the same `GpuSample`s NVML gives.
+
+Clusters that already run dcgm-exporter should not need a second agent on every node: goodput
+scrapes `/metrics` and reads it here. The parser is a strict implementation of the text format
+(HELP/TYPE comments, escaped label values, NaN/±Inf, optional timestamps) so that a garbage body
+is a clear `ExpositionError` with a line number instead of a quietly empty answer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from goodput.gpu import (
+    GpuRecoveryAction,
+    GpuSample,
+    XidEvent,
+    decode_clock_event_reasons,
+    normalize_pci_bus_id,
+)
+
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+
+
+class ExpositionError(ValueError):
+    def __init__(self, line_no: int, message: str, line: str = "") -> None:
+        snippet = f": {line[:80]!r}" if line else ""
+        super().__init__(f"line {line_no}: {message}{snippet}")
+        self.line_no = line_no
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    value: float = 0.0
+    timestamp_ms: int | None = None
+
+
+def _parse_value(text: str) -> float:
+    lowered = text.lower()
+    if lowered in {"nan", "+inf", "inf", "-inf"}:
+        return float(lowered)
+    value = float(text)  # ValueError for garbage; the caller adds the line number
+    if text.strip() != text or "_" in text:
+        raise ValueError(text)
+    return value
+
+
+def _skip_blanks(line: str, pos: int) -> int:
+    while pos < len(line) and line[pos] in " \t":
+        pos += 1
+    return pos
+
+
+def _parse_labels(line: str, pos: int, line_no: int) -> tuple[dict[str, str], int]:
+    """Labels from just after `{`; returns them and the index just after `}`."""
+    labels: dict[str, str] = {}
+    n = len(line)
+    while True:
+        pos = _skip_blanks(line, pos)
+        if pos < n and line[pos] == "}":
+            return labels, pos + 1
+        match = _LABEL_NAME.match(line, pos)
+        if not match:
+            raise ExpositionError(line_no, "bad label name", line)
+        name, pos = match.group(), match.end()
+        pos = _skip_blanks(line, pos)
+        if pos >= n or line[pos] != "=":
+            raise ExpositionError(line_no, f"label {name} has no value", line)
+        pos = _skip_blanks(line, pos + 1)
+        if pos >= n or line[pos] != '"':
+            raise ExpositionError(line_no, f"label {name} has no quoted value", line)
+        pos += 1
+        chars: list[str] = []
+        while True:
+            if pos >= n:
+                raise ExpositionError(line_no, "unterminated label value", line)
+            ch = line[pos]
+            if ch == "\\" and pos + 1 < n:
+                chars.append(_ESCAPES.get(line[pos + 1], "\\" + line[pos + 1]))
+                pos += 2
+            elif ch == '"':
+                pos += 1
+                break
+            else:
+                chars.append(ch)
+                pos += 1
+        if name in labels:
+            raise ExpositionError(line_no, f"duplicate label {name}", line)
+        labels[name] = "".join(chars)
+        pos = _skip_blanks(line, pos)
+        if pos < n and line[pos] == ",":
+            pos += 1
+        elif pos < n and line[pos] != "}":
+            raise ExpositionError(line_no, "expected , or } after a label", line)
+
+
+def parse_exposition(text: str) -> list[Metric]:
+    """Every sample line of a Prometheus text exposition, in order."""
+    metrics: list[Metric] = []
+    for line_no, raw in enumerate(text.split("\n"), start=1):  # not splitlines: \x1c is data
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _NAME.match(line)
+        if not match:
+            raise ExpositionError(line_no, "not a metric line", line)
+        name, pos = match.group(), match.end()
+        labels: dict[str, str] = {}
+        brace = line.find("{", pos)
+        if brace >= 0 and not line[pos:brace].strip():  # the Go parser allows blanks before "{"
+            pos = brace
+        if pos < len(line) and line[pos] == "{":
+            labels, pos = _parse_labels(line, pos + 1, line_no)
+        rest = line[pos:].split()
+        if (pos < len(line) and line[pos] not in " \t") or not 1 <= len(rest) <= 2:
+            raise ExpositionError(line_no, "expected a value and an optional timestamp", line)
+        try:
+            value = _parse_value(rest[0])
+            timestamp = int(rest[1]) if len(rest) == 2 else None
+        except ValueError:
+            raise ExpositionError(line_no, "bad value or timestamp", line) from None
+        metrics.append(Metric(name, labels, value, timestamp))
+    return metrics
+
+
+# DCGM field → (GpuSample field, type). Counters arrive as floats in the exposition.
+_FIELDS: dict[str, tuple[str, type[float] | type[int] | type[bool]]] = {
+    "DCGM_FI_DEV_GPU_UTIL": ("utilisation_pct", float),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("memory_utilisation_pct", float),
+    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", float),
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", float),
+    "DCGM_FI_DEV_GPU_TEMP": ("temperature_c", float),
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": ("ecc_volatile_corrected", int),
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ("ecc_volatile_uncorrected", int),
+    "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL": ("ecc_aggregate_corrected", int),
+    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL": ("ecc_aggregate_uncorrected", int),
+    "DCGM_FI_DEV_RETIRED_SBE": ("retired_pages_sbe", int),
+    "DCGM_FI_DEV_RETIRED_DBE": ("retired_pages_dbe", int),
+    "DCGM_FI_DEV_RETIRED_PENDING": ("retired_pages_pending", bool),
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("remapped_rows_correctable", int),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("remapped_rows_uncorrectable", int),
+    "DCGM_FI_DEV_ROW_REMAP_PENDING": ("row_remap_pending", bool),
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("row_remap_failure", bool),
+}
+_CLOCK_REASONS = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
+_RECOVERY = ("DCGM_FI_DEV_GET_GPU_RECOVERY_ACTION", "DCGM_FI_DEV_GPU_RECOVERY_ACTION")
+JOB_LABELS = ("hpc_job", "HPC_JOB", "job_id")
+
+
+def _gpu_key(labels: dict[str, str]) -> tuple[str, str] | None:
+    ident = labels.get("UUID") or labels.get("pci_bus_id") or labels.get("gpu")
+    return (labels.get("Hostname", ""), ident) if ident else None
+
+
+def samples_from_metrics(metrics: Iterable[Metric], *, observed_at: datetime | None = None,
+                         node: str | None = None) -> list[GpuSample]:
+    """One `GpuSample` per GPU (by Hostname and UUID), fields from the DCGM series it carries.
+
+    dcgm-exporter repeats a series once per HPC job sharing a GPU; their `hpc_job` labels are
+    gathered into `job_ids`. NaN (a field DCGM could not read) becomes None like NVML's
+    NotSupported. `node` overrides the Hostname label, which may be a container's name.
+    """
+    fields: dict[tuple[str, str], dict[str, object]] = {}
+    jobs: dict[tuple[str, str], list[str]] = {}
+    messages: dict[tuple[str, str], str] = {}
+    for metric in metrics:
+        if not metric.name.startswith("DCGM_FI_"):
+            continue
+        key = _gpu_key(metric.labels)
+        if key is None:
+            continue
+        row = fields.setdefault(key, _identity(metric.labels, node))
+        job = next((metric.labels[k] for k in JOB_LABELS if metric.labels.get(k)), None)
+        if job and job != "0" and job not in jobs.setdefault(key, []):
+            jobs[key].append(job)
+        value = metric.value
+        if math.isnan(value) or math.isinf(value):
+            continue
+        if metric.name in _FIELDS:
+            target, kind = _FIELDS[metric.name]
+            row[target] = bool(value) if kind is bool else (int(value) if kind is int else value)
+        elif metric.name in _CLOCK_REASONS:
+            row["clock_event_mask"] = int(value)
+            row["clock_event_reasons"] = decode_clock_event_reasons(int(value))
+        elif metric.name in _RECOVERY:
+            row["recovery_action"] = GpuRecoveryAction.from_code(int(value))
+        elif metric.name == "DCGM_FI_DEV_XID_ERRORS":
+            row["last_xid"] = int(value)
+            messages[key] = " ".join(metric.labels.get("err_msg", "").split())  # evidence is one line
+    samples = []
+    for key, row in fields.items():
+        row["job_ids"] = tuple(jobs.get(key, ()))
+        row["observed_at"] = observed_at
+        sample = GpuSample.model_validate(row)
+        if sample.last_xid:
+            # DCGM reports only the last Xid, not each occurrence; callers diff successive scrapes.
+            event = XidEvent(code=sample.last_xid, pci_bus_id=sample.pci_bus_id, gpu_index=sample.index,
+                             uuid=sample.uuid, node=sample.node, message=messages.get(key, ""),
+                             source="dcgm", observed_at=observed_at)
+            sample = sample.model_copy(update={"xid_events": (event,)})
+        samples.append(sample)
+    return sorted(samples, key=lambda s: (s.node or "", s.index if s.index is not None else 1 << 30))
+
+
+def _identity(labels: dict[str, str], node: str | None) -> dict[str, object]:
+    gpu = labels.get("gpu", "")
+    pci = labels.get("pci_bus_id")
+    return {
+        "index": int(gpu) if gpu.isdigit() else None,
+        "uuid": labels.get("UUID") or None,
+        "pci_bus_id": normalize_pci_bus_id(pci) if pci else None,
+        "name": labels.get("modelName") or None,
+        "node": node or labels.get("Hostname") or None,
+    }
+
+
+def parse_dcgm_metrics(text: str, *, observed_at: datetime | None = None,
+                       node: str | None = None) -> list[GpuSample]:
+    """Exposition text → samples; `ExpositionError` when the text is not an exposition at all."""
+    return samples_from_metrics(parse_exposition(text), observed_at=observed_at, node=node)
