@@ -1,0 +1,165 @@
+"""Properties of the goodput discrete-event simulation (benchmarks/goodput_sim.py): bounds, the
+zero-failure limit, monotonicity under common random numbers, the analytic cross-check, the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import goodput_sim
+from benchmarks._sim_model import (
+    LLAMA3_INTERRUPTIONS,
+    LLAMA3_UNEXPECTED,
+    MODELS,
+    PHASES,
+    Failure,
+    SimParams,
+    analytic_ettr,
+    draw_failures,
+    replication_seed,
+    seconds_to_on_hours,
+    simulate,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+SHORT = SimParams(days=14)
+
+
+def _histories(p: SimParams, reps: int, seed: int = 3) -> list[list[Failure]]:
+    return [draw_failures(p, random.Random(replication_seed(seed, r))) for r in range(reps)]
+
+
+def _ettr(p: SimParams, history: list[Failure], model: str) -> float:
+    return simulate(history, p, model)["productive"] / p.horizon_s
+
+
+def test_llama3_table_sums_to_the_419_unexpected_interruptions() -> None:
+    assert sum(c[2] for c in LLAMA3_INTERRUPTIONS) == LLAMA3_UNEXPECTED
+
+
+@pytest.mark.parametrize(
+    ("p", "strict"),
+    [
+        (SHORT, True),
+        (dataclasses.replace(SHORT, spares=0), True),
+        (dataclasses.replace(SHORT, gpus=131072), True),
+        # MTTF 23 min < a 2-hour interval: checkpoints rarely complete, ETTR may reach exactly 0.
+        (dataclasses.replace(SHORT, gpus=131072, ckpt_interval_min=120), False),
+    ],
+)
+def test_ettr_is_in_zero_one_and_phases_add_up_to_the_horizon(p: SimParams, strict: bool) -> None:
+    for h in _histories(p, 3):
+        for m in MODELS:
+            out = simulate(h, p, m)
+            ettr = out["productive"] / p.horizon_s
+            assert (0.0 < ettr <= 1.0) if strict else (0.0 <= ettr <= 1.0)
+            assert sum(out[ph] for ph in PHASES) == pytest.approx(p.horizon_s, rel=1e-9)
+
+
+def test_zero_failures_leaves_only_checkpoint_overhead() -> None:
+    p = dataclasses.replace(SHORT, failure_rate=0.0)
+    assert draw_failures(p, random.Random(1)) == []
+    expected = p.ckpt_interval_min * 60 / (p.ckpt_interval_min * 60 + p.ckpt_save_s)
+    for m in MODELS:
+        assert _ettr(p, [], m) == pytest.approx(expected, abs=p.ckpt_interval_min * 60 / p.horizon_s)
+    free = dataclasses.replace(p, ckpt_save_s=0.0)
+    assert _ettr(free, [], "goodput") == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("spares", [None, 0, 4])
+@pytest.mark.parametrize("interval", [5.0, 30.0, 120.0])
+def test_faster_response_never_lowers_ettr_on_the_same_failures(spares: int | None, interval: float) -> None:
+    p = dataclasses.replace(SHORT, spares=spares, ckpt_interval_min=interval)
+    slower_goodput = dataclasses.replace(p, detection_s=30.0, action_s=45.0)
+    for h in _histories(p, 6):
+        manual, seed, fast = (_ettr(p, h, m) for m in MODELS)
+        assert manual <= seed <= fast
+        assert _ettr(slower_goodput, h, "goodput") <= fast
+
+
+def test_more_frequent_failures_lower_ettr() -> None:
+    rates = [SHORT.failure_rate * k for k in (0.5, 1.0, 2.0)]
+    for m in MODELS:
+        means = []
+        for rate in rates:
+            p = dataclasses.replace(SHORT, failure_rate=rate)
+            hs = _histories(p, 5)
+            means.append(sum(_ettr(p, h, m) for h in hs) / len(hs))
+        assert means[0] > means[1] > means[2], (m, means)
+
+
+def test_automated_models_match_the_renewal_reward_estimate() -> None:
+    p = dataclasses.replace(SimParams(days=54), spares=10_000)  # no spare waits, as the formula assumes
+    hs = _histories(p, 8)
+    for m in ("seed", "goodput"):
+        sim = sum(_ettr(p, h, m) for h in hs) / len(hs)
+        assert sim == pytest.approx(analytic_ettr(p, m), abs=0.006)
+
+
+def test_people_are_slower_off_hours() -> None:
+    p = SimParams()  # the run starts Monday 09:00
+    assert seconds_to_on_hours(0.0, p) == 0.0
+    assert seconds_to_on_hours(11 * 3600.0, p) == pytest.approx(12 * 3600.0)  # Monday 20:00 -> Tue 08:00
+    friday_21h = 4 * 86400.0 + 12 * 3600.0
+    assert seconds_to_on_hours(friday_21h, p) == pytest.approx(59 * 3600.0)  # -> Monday 08:00
+
+
+def test_same_seed_same_result_and_json_last_line(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--json", "--reps", "2", "--days", "7", "--sweep-min", "15,60", "--seed", "5"]
+    first = goodput_sim.run(argv)
+    out = capsys.readouterr().out.strip().splitlines()
+    data = json.loads(out[-1])
+    for key in (
+        "ettr_manual",
+        "ettr_seed",
+        "ettr_goodput",
+        "gpu_hours_lost_manual",
+        "gpu_hours_lost_seed",
+        "gpu_hours_lost_goodput",
+        "params",
+        "sweep",
+    ):
+        assert key in data
+    assert 0 < data["ettr_manual"] <= data["ettr_seed"] <= data["ettr_goodput"] <= 1
+    assert data["ettr_gain_goodput_vs_seed"] >= 0
+    assert [row["ckpt_interval_min"] for row in data["sweep"]] == [15, 60]
+    assert data["params"]["seed"] == 5 and data["params"]["days"] == 7
+    again = goodput_sim.run(argv)
+    capsys.readouterr()
+    assert again["models"] == first["models"]
+
+
+def test_latencies_from_a_latency_benchmark_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "latency.json"
+    src.write_text(json.dumps({"detection_p50_s": 4.5, "action_p50_s": 7.25, "other": 1}))
+    r = goodput_sim.run(["--from-latency-json", str(src), "--reps", "1", "--days", "3", "--sweep-min", ""])
+    capsys.readouterr()
+    assert r["params"]["detection_s"] == 4.5 and r["params"]["action_s"] == 7.25
+    assert r["params"]["goodput_latency_source"] == str(src)
+
+
+def test_module_entry_point_prints_json_last() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.goodput_sim", "--json", "--reps", "1", "--days", "2", "--sweep-min", ""],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert {"ettr_manual", "ettr_seed", "ettr_goodput"} <= data.keys()
+
+
+def test_plots_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    r = goodput_sim.run(["--plots", "--plot-dir", str(tmp_path), "--reps", "1", "--days", "3", "--sweep-min", "10,30"])
+    capsys.readouterr()
+    for name in ("goodput-ettr.png", "goodput-lost-time.png"):
+        assert (tmp_path / name).stat().st_size > 1000
+    assert len(r["plots"]) == 2
