@@ -85,7 +85,8 @@ class RecoveryWorkflow:
         self._record(S.DETECTED, f"incident opened for job {start.key.job_id} attempt {start.key.job_attempt}")
         await workflow.wait_condition(lambda: bool(self._anomalies) or self._cancel_requested())
         # Let the rest of a burst arrive before attributing, unless someone cancels first.
-        await self._wait(lambda: self._cancel_requested(), start.policy.coalesce_window_s)
+        if start.policy.coalesce_window_s > 0:
+            await self._wait(lambda: self._cancel_requested(), start.policy.coalesce_window_s)
         try:
             await self._recover(start)
         except CancelledByOperator:
