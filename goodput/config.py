@@ -20,6 +20,7 @@ from pydantic_settings import (
 )
 
 from goodput.policy import Policy
+from goodput.watch import OptInRule, WatchClusterInput
 
 
 class SchedulerKind(StrEnum):
@@ -40,6 +41,14 @@ class Settings(BaseSettings):
     scheduler: SchedulerKind = SchedulerKind.FAKE
     fake_action_delay_s: float = Field(default=0.0, ge=0.0)
     policy: Policy = Field(default_factory=Policy)
+    watch: bool = True
+    opt_in: OptInRule = Field(default_factory=OptInRule)
+    scheduler_poll_s: float = Field(default=2.0, gt=0)
+    log_poll_s: float = Field(default=0.25, gt=0)
+
+    def watch_request(self) -> WatchClusterInput:
+        return WatchClusterInput(cluster=self.cluster, opt_in=self.opt_in, poll_interval_s=self.scheduler_poll_s,
+                                 log_poll_interval_s=self.log_poll_s)
 
     @classmethod
     def settings_customise_sources(

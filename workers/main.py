@@ -28,6 +28,7 @@ from goodput.incident import Decision, DecisionVerb
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
 from workers import devserver
 from workers.client import TemporalIncidentService, connect
+from workers.watching import start_cluster_watch
 from workers.worker import ensure_search_attributes, worker_for
 
 log = logging.getLogger("goodput")
@@ -118,6 +119,8 @@ async def cmd_up(settings: Settings, console: Console) -> int:
 
         async def serve(stop: asyncio.Event) -> None:
             async with worker:
+                if settings.watch:
+                    await start_cluster_watch(client, settings.task_queue, settings.watch_request())
                 console.print(f"goodput is up: Temporal at {settings.temporal_address}, "
                               f"UI at http://127.0.0.1:{settings.temporal_ui_port} "
                               f"(namespace {settings.namespace}), mode [bold]{settings.policy.mode}[/], "
@@ -138,6 +141,8 @@ async def cmd_worker(settings: Settings, console: Console) -> int:
 
     async def serve(stop: asyncio.Event) -> None:
         async with worker:
+            if settings.watch:
+                await start_cluster_watch(client, settings.task_queue, settings.watch_request())
             console.print(f"goodput worker on {settings.temporal_address} queue {settings.task_queue}")
             await stop.wait()
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from temporalio.api.enums.v1 import IndexedValueType
@@ -20,14 +19,19 @@ from temporalio.worker import Worker
 
 from activities.adapters.breaker_gate import TemporalDrainGate
 from activities.recovery import RecoveryActivities
+from activities.watch import WatchActivities
 from goodput.breaker import DrainGate
 from goodput.config import SchedulerKind, Settings
 from goodput.fakes.scheduler import FakeScheduler
 from goodput.notify import JsonLinesNotifier, Notifier
+from goodput.policy import Policy
 from goodput.scheduler import Scheduler
+from workers.client import TemporalIncidentService
+from workers.watching import IncidentSink, TemporalWatchLauncher
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow
 from workflows.recovery import RecoveryWorkflow
+from workflows.watch import ClusterWatchWorkflow, JobWatchWorkflow
 
 log = logging.getLogger("goodput.worker")
 
@@ -40,27 +44,31 @@ def scheduler_from(settings: Settings) -> Scheduler:
 
 
 def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier: Notifier, *,
-                 gate: DrainGate | None = None, fail_workflows_on_bugs: bool = False,
+                 gate: DrainGate | None = None, policy: Policy | None = None, fail_workflows_on_bugs: bool = False,
                  workflow_failure_exception_types: Sequence[type[BaseException]] = ()) -> Worker:
-    activities = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue))
+    recovery = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue))
+    # Anomalies the watchers find open incidents with the service's policy.
+    sink = IncidentSink(TemporalIncidentService(client, task_queue), policy or Policy())
+    watch = WatchActivities(scheduler, sink, TemporalWatchLauncher(client, task_queue))
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[RecoveryWorkflow, DrainBreakerWorkflow],
-        activities=activities.all(),
+        workflows=[RecoveryWorkflow, DrainBreakerWorkflow, JobWatchWorkflow, ClusterWatchWorkflow],
+        activities=[*recovery.all(), watch.watch_job_logs, watch.watch_scheduler],
         # A dead worker's sticky workflows move to a live one after this, not the 10 s default.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
         max_concurrent_workflow_task_polls=4,
         workflow_failure_exception_types=(list(workflow_failure_exception_types)
                                           or ([Exception] if fail_workflows_on_bugs else [])),
         graceful_shutdown_timeout=timedelta(seconds=5),
-        activity_executor=ThreadPoolExecutor(max_workers=4),
+        # Watchers are long-running activities: leave room for many beside the recovery steps.
+        max_concurrent_activities=1000,
     )
 
 
 def worker_for(client: Client, settings: Settings) -> Worker:
     return build_worker(client, settings.task_queue, scheduler_from(settings),
-                        JsonLinesNotifier(settings.notifications_path))
+                        JsonLinesNotifier(settings.notifications_path), policy=settings.policy)
 
 
 async def ensure_search_attributes(client: Client, namespace: str) -> None:

@@ -1,0 +1,130 @@
+"""The watchers as long-running, heartbeating activities.
+
+`watch_job_logs` tails one job attempt's output files and feeds the live detector;
+`watch_scheduler` diffs the scheduler's jobs and nodes every few seconds, reports bad endings and
+dead nodes, and launches a log watcher for every opted-in job that starts running. Both heartbeat
+their position (file cursors, the previous snapshot) so Temporal can move them to another worker
+without losing or repeating anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.recovery import mapped
+from goodput.detect.hang import ProgressState
+from goodput.detect.live import LiveLogDetector, LiveState
+from goodput.detect.scheduler_watch import Snapshot, changes, new_running, snapshot
+from goodput.logtail import LogTailer
+from goodput.models import IncidentKey
+from goodput.scheduler import ACTIVE_JOB_STATES, Scheduler, SchedulerError
+from goodput.watch import (
+    AnomalySink,
+    ClusterCheckpoint,
+    WatchCheckpoint,
+    WatchClusterInput,
+    WatchJobInput,
+    WatchJobResult,
+    WatchLauncher,
+)
+
+log = logging.getLogger("goodput.watch")
+
+
+def _details(model: type[WatchCheckpoint] | type[ClusterCheckpoint]) -> object | None:
+    details = activity.info().heartbeat_details
+    return model.model_validate(details[0]) if details else None
+
+
+class WatchActivities:
+    def __init__(self, scheduler: Scheduler, sink: AnomalySink, launcher: WatchLauncher) -> None:
+        self._scheduler = scheduler
+        self._sink = sink
+        self._launcher = launcher
+
+    @activity.defn(name="watch_job_logs")
+    async def watch_job_logs(self, request: WatchJobInput) -> WatchJobResult:
+        job = request.job
+        if not request.paths:
+            return WatchJobResult(job_id=job.job_id, anomalies=0, reason="the job has no output files to watch")
+        resumed = _details(WatchCheckpoint)
+        checkpoint = resumed if isinstance(resumed, WatchCheckpoint) else WatchCheckpoint()
+        cursors = {c.path: c for c in checkpoint.cursors}
+        key = IncidentKey(cluster=request.cluster, job_id=job.job_id, job_attempt=job.restart_count)
+        node = job.nodes[0] if len(job.nodes) == 1 else None
+        state = checkpoint.live or LiveState(progress=ProgressState(started_at=request.started_at))
+        detector = LiveLogDetector(key, state, node=node, hang=request.hang)
+        # srun -l labels stay in the text: the catalogue reads them (rank and host context).
+        tailers = [LogTailer(p, cursors.get(p), srun_labels=False) for p in request.paths]
+        loop = asyncio.get_running_loop()
+        next_check = loop.time() + request.job_check_interval_s
+        try:
+            while True:
+                now = datetime.now(UTC)
+                lines = [line for tailer in tailers for line in tailer.poll(now)]
+                for anomaly in detector.feed(lines, now, datetime.now(UTC)) + detector.tick(now):
+                    await self._sink.submit(anomaly)
+                activity.heartbeat(WatchCheckpoint(cursors=tuple(t.cursor for t in tailers), live=detector.state))
+                if loop.time() >= next_check:
+                    next_check = loop.time() + request.job_check_interval_s
+                    ended = await self._ended(key)
+                    if ended:
+                        # One last read: the lines a dying job printed last are often the cause.
+                        now = datetime.now(UTC)
+                        final = [line for tailer in tailers for line in tailer.poll(now)]
+                        for anomaly in detector.feed(final, now, datetime.now(UTC)):
+                            await self._sink.submit(anomaly)
+                        return WatchJobResult(job_id=job.job_id, anomalies=detector.state.anomalies, reason=ended)
+                await asyncio.sleep(request.poll_interval_s)
+        finally:
+            for tailer in tailers:
+                tailer.close()
+
+    async def _ended(self, key: IncidentKey) -> str | None:
+        try:
+            job = await mapped(self._scheduler.get_job(key.job_id))
+        except ApplicationError as err:  # a scheduler hiccup must not end the watch; an unknown job does
+            if err.non_retryable:
+                return f"job {key.job_id} is no longer known to the scheduler"
+            log.warning("job check for %s failed: %s", key.job_id, err)
+            return None
+        if job.restart_count != key.job_attempt:
+            return f"job {key.job_id} moved on to attempt {job.restart_count}"
+        if job.state not in ACTIVE_JOB_STATES:
+            return f"job {key.job_id} is {job.state}"
+        return None
+
+    @activity.defn(name="watch_scheduler")
+    async def watch_scheduler(self, request: WatchClusterInput) -> None:
+        resumed = _details(ClusterCheckpoint)
+        checkpoint = resumed if isinstance(resumed, ClusterCheckpoint) else ClusterCheckpoint()
+        previous = checkpoint.previous
+        scans = checkpoint.scans
+        while True:
+            try:
+                jobs = await self._scheduler.list_jobs()
+                nodes = await self._scheduler.list_nodes()
+            except SchedulerError as err:
+                log.warning("scheduler scan of %s failed (will retry): %s", request.cluster, err)
+                activity.heartbeat(checkpoint)
+                await asyncio.sleep(request.poll_interval_s)
+                continue
+            current = snapshot(jobs, nodes)
+            watched = {j.job_id: j for j in jobs if request.opt_in.admits(j)}
+            now = datetime.now(UTC)
+            if previous is not None:
+                for anomaly in changes(previous, current, cluster=request.cluster, now=now, watched=watched):
+                    await self._sink.submit(anomaly)
+            for job in new_running(previous or Snapshot(), current, watched):
+                await self._launcher.launch(WatchJobInput(
+                    cluster=request.cluster, job=job, started_at=now, poll_interval_s=request.log_poll_interval_s,
+                    hang=request.hang))
+            previous, scans = current, scans + 1
+            checkpoint = ClusterCheckpoint(previous=previous, scans=scans)
+            activity.heartbeat(checkpoint)
+            await asyncio.sleep(request.poll_interval_s)

@@ -1,0 +1,92 @@
+"""The live log detector of one job attempt: tailed lines in, anomalies out.
+
+The same catalogue and verdict code as `goodput classify`, applied batch by batch to what the
+tailer returns, plus the progress/hang detector. Pure apart from the state it folds: time is
+passed in, and anomaly ids are digests of (job attempt, file, byte offset), so a watcher that
+restarts from an older cursor and re-reads a few lines produces the same ids, which the
+incident workflow deduplicates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime
+
+from pydantic import Field
+
+from goodput.classify import anomaly_from_verdict
+from goodput.detect.hang import DEFAULT_HANG_CONFIG, HangConfig, ProgressState, assess_hang, hang_anomaly
+from goodput.detect.progress import ProgressParser
+from goodput.logtail import LogLine
+from goodput.models import Anomaly, Frozen, IncidentKey
+from goodput.signatures import Catalogue, default_catalogue
+from goodput.signatures.model import Match, Role
+from goodput.signatures.verdict import VerdictBuilder
+
+_DECISIVE = (Role.ROOT, Role.KNOCK_ON)
+
+
+class LiveState(Frozen):
+    """What a watcher must carry across restarts besides its file cursors."""
+
+    progress: ProgressState
+    hang_reported: bool = False
+    anomalies: int = Field(default=0, ge=0)
+
+
+def anomaly_id(key: IncidentKey, *parts: object) -> str:
+    digest = hashlib.sha256("\0".join(map(str, (key.cluster, key.job_id, key.job_attempt, *parts))).encode())
+    return f"log-{digest.hexdigest()[:20]}"
+
+
+class LiveLogDetector:
+    def __init__(self, key: IncidentKey, state: LiveState, *, node: str | None = None,
+                 catalogue: Catalogue | None = None, hang: HangConfig = DEFAULT_HANG_CONFIG,
+                 progress: ProgressParser | None = None) -> None:
+        self.key = key
+        self.state = state
+        self._node = node
+        self._catalogue = catalogue or default_catalogue()
+        self._hang = hang
+        self._progress = progress or ProgressParser()
+
+    @classmethod
+    def start(cls, key: IncidentKey, started_at: datetime, **kwargs: object) -> LiveLogDetector:
+        return cls(key, LiveState(progress=ProgressState(started_at=started_at)), **kwargs)  # type: ignore[arg-type]
+
+    def feed(self, lines: Sequence[LogLine], observed_at: datetime, detected_at: datetime) -> list[Anomaly]:
+        """One anomaly per batch that holds a cause or a consequence; progress folded in."""
+        matches: list[Match] = []
+        first: LogLine | None = None
+        progress = self.state.progress
+        for line in lines:
+            event = self._progress.parse(line.text)
+            if event is not None:
+                progress = progress.observe(event, observed_at, self._hang)
+            for match in self._catalogue.match_line(line.text, line.line_no):
+                if match.signature.role in _DECISIVE:
+                    first = first or line
+                matches.append(match)
+        self.state = self.state.model_copy(update={"progress": progress})
+        if first is None:
+            return []
+        verdict = VerdictBuilder(self._catalogue.version).add_all(matches).build()
+        anomaly = anomaly_from_verdict(
+            verdict, anomaly_id=anomaly_id(self.key, first.path, first.offset), job_id=self.key.job_id,
+            observed_at=observed_at, detected_at=detected_at, cluster=self.key.cluster,
+            job_attempt=self.key.job_attempt, host=self._node)
+        self.state = self.state.model_copy(update={"anomalies": self.state.anomalies + 1})
+        return [anomaly]
+
+    def tick(self, now: datetime) -> list[Anomaly]:
+        """The hang check: at most one hang anomaly per job attempt."""
+        if self.state.hang_reported:
+            return []
+        assessment = assess_hang(self.state.progress, now, self._hang)
+        if not assessment.hung:
+            return []
+        self.state = self.state.model_copy(update={"hang_reported": True, "anomalies": self.state.anomalies + 1})
+        return [hang_anomaly(assessment, anomaly_id=anomaly_id(self.key, "hang"), job_id=self.key.job_id,
+                             observed_at=now, detected_at=now, cluster=self.key.cluster,
+                             job_attempt=self.key.job_attempt)]

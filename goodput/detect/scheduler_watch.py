@@ -1,0 +1,99 @@
+"""Scheduler signals: job and node state changes between two snapshots, as anomalies.
+
+Slurm says *that* a job died (NODE_FAIL, FAILED with an exit code, TIMEOUT, PREEMPTED,
+OUT_OF_MEMORY) and which nodes stopped responding; it rarely says why. These anomalies are
+weighed with the log evidence of the same job attempt: a FAILED state is a consequence and never
+outranks an Xid line, while a node that went DOWN under a running job names its culprit.
+Pure: the scan activity keeps the previous snapshot and calls `changes`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Frozen
+from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo, JobState, NodeInfo
+
+# Terminal job states that deserve an incident, and what each means on its own.
+_JOB_ENDINGS: dict[JobState, tuple[AnomalyKind, Category | None]] = {
+    JobState.NODE_FAIL: (AnomalyKind.NODE_FAILURE, Category.NODE_FAILURE),
+    JobState.FAILED: (AnomalyKind.JOB_FAILED, None),
+    JobState.TIMEOUT: (AnomalyKind.JOB_FAILED, Category.SCHEDULER_POLICY),
+    JobState.PREEMPTED: (AnomalyKind.JOB_FAILED, Category.SCHEDULER_POLICY),
+    JobState.OUT_OF_MEMORY: (AnomalyKind.OOM, Category.OOM),
+    JobState.BOOT_FAIL: (AnomalyKind.NODE_FAILURE, Category.NODE_FAILURE),
+}
+_NODE_DEAD = ("DOWN", "FAIL", "NOT_RESPONDING", "NO_RESPOND")
+
+
+class Snapshot(Frozen):
+    jobs: dict[str, JobInfo] = {}
+    nodes: dict[str, NodeInfo] = {}
+
+
+def snapshot(jobs: Sequence[JobInfo], nodes: Sequence[NodeInfo]) -> Snapshot:
+    return Snapshot(jobs={j.job_id: j for j in jobs}, nodes={n.name: n for n in nodes})
+
+
+def node_dead(node: NodeInfo) -> bool:
+    words = {node.state.upper(), *(f.upper() for f in node.flags)}
+    return any(w.startswith(d) for w in words for d in _NODE_DEAD)
+
+
+def _id(*parts: object) -> str:
+    return "sched-" + hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()[:20]
+
+
+def changes(previous: Snapshot, current: Snapshot, *, cluster: str, now: datetime,
+            watched: Mapping[str, JobInfo] | None = None) -> list[Anomaly]:
+    """Anomalies for jobs that ended badly and for running jobs whose nodes died since `previous`.
+
+    `watched` limits attention to opted-in jobs (all jobs of `current` when None). The first scan
+    of a watcher is a baseline: call this only from the second on, or every job that failed
+    within Slurm's MinJobAge would open an incident at start-up.
+    """
+    scope = watched if watched is not None else current.jobs
+    out: list[Anomaly] = []
+    for job_id, job in scope.items():
+        before = previous.jobs.get(job_id)
+        ending = _JOB_ENDINGS.get(job.state)
+        # A job first seen already ended started and died between two scans: still ours.
+        if ending and (before is None or before.state != job.state or before.restart_count != job.restart_count):
+            kind, category = ending
+            dead = tuple(n for n in job.nodes if (node := current.nodes.get(n)) is not None and node_dead(node))
+            out.append(Anomaly(
+                id=_id(cluster, job_id, job.restart_count, job.state), source=AnomalySource.SCHEDULER,
+                kind=kind, cluster=cluster, job_id=job_id, job_attempt=job.restart_count,
+                nodes=dead if category is Category.NODE_FAILURE else (), category=category,
+                evidence=[f"slurm: job {job_id} {job.state}"
+                          + (f" exit={job.exit_code}" if job.exit_code else "")
+                          + (f" reason={job.state_reason}" if job.state_reason else "")
+                          + (f" on {','.join(job.nodes)}" if job.nodes else "")],
+                observed_at=now, detected_at=now))
+    for name, node in current.nodes.items():
+        was = previous.nodes.get(name)
+        if not node_dead(node) or (was is not None and node_dead(was)):
+            continue
+        for job_id, job in scope.items():
+            if job.state in ACTIVE_JOB_STATES and name in job.nodes:
+                out.append(Anomaly(
+                    id=_id(cluster, job_id, job.restart_count, "node", name, node.state),
+                    source=AnomalySource.SCHEDULER,
+                    kind=AnomalyKind.NODE_FAILURE, cluster=cluster, job_id=job_id, job_attempt=job.restart_count,
+                    nodes=(name,), category=Category.NODE_FAILURE,
+                    evidence=[f"slurm: node {name} {node.state} {' '.join(node.flags)} {node.reason}".strip()],
+                    observed_at=now, detected_at=now))
+    return out
+
+
+def new_running(previous: Snapshot, current: Snapshot, watched: Mapping[str, JobInfo]) -> list[JobInfo]:
+    """Opted-in jobs that (re)started running since the previous snapshot: they need a log watcher."""
+    out = []
+    for job_id, job in watched.items():
+        before = previous.jobs.get(job_id)
+        if job.state is JobState.RUNNING and (before is None or before.state is not JobState.RUNNING
+                                              or before.restart_count != job.restart_count):
+            out.append(job)
+    return out

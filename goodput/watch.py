@@ -1,0 +1,84 @@
+"""The shapes of the live watchers: what a job or cluster watcher is given and what it carries.
+
+Watchers run as long-lived, heartbeating activities distributed over the worker fleet through
+Temporal: whichever worker polls the task queue runs them, and when that worker dies the
+activity is retried on a survivor with the last heartbeat's details — the file cursors and the
+detector state here — so no line is lost and repeated lines map to the same anomaly ids.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol
+
+from pydantic import Field
+
+from goodput.detect.hang import DEFAULT_HANG_CONFIG, HangConfig
+from goodput.detect.live import LiveState
+from goodput.detect.scheduler_watch import Snapshot
+from goodput.logtail import TailCursor
+from goodput.models import Anomaly, Frozen
+from goodput.scheduler import JobInfo
+
+
+class OptInRule(Frozen):
+    """Only jobs that asked for goodput are ever acted on (and therefore watched)."""
+
+    comment_marker: str = "goodput:opt-in"
+    partitions: tuple[str, ...] = ()
+    all_jobs: bool = False
+
+    def admits(self, job: JobInfo) -> bool:
+        return (self.all_jobs or (bool(self.comment_marker) and self.comment_marker in job.comment)
+                or job.partition in self.partitions)
+
+
+class WatchJobInput(Frozen):
+    cluster: str
+    job: JobInfo
+    started_at: datetime
+    poll_interval_s: float = Field(default=0.25, gt=0)
+    job_check_interval_s: float = Field(default=5.0, gt=0)
+    hang: HangConfig = DEFAULT_HANG_CONFIG
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(p for p in (self.job.stdout_path, self.job.stderr_path) if p))
+
+
+class WatchCheckpoint(Frozen):
+    """Heartbeat details of a job watcher: enough to resume exactly where it stood."""
+
+    cursors: tuple[TailCursor, ...] = ()
+    live: LiveState | None = None
+
+
+class WatchJobResult(Frozen):
+    job_id: str
+    anomalies: int
+    reason: str
+
+
+class WatchClusterInput(Frozen):
+    cluster: str
+    opt_in: OptInRule = Field(default_factory=OptInRule)
+    poll_interval_s: float = Field(default=2.0, gt=0)
+    log_poll_interval_s: float = Field(default=0.25, gt=0)
+    hang: HangConfig = DEFAULT_HANG_CONFIG
+
+
+class ClusterCheckpoint(Frozen):
+    previous: Snapshot | None = None
+    scans: int = 0
+
+
+class AnomalySink(Protocol):
+    """Where detectors send what they see: signal-with-start of the incident, in the service."""
+
+    async def submit(self, anomaly: Anomaly) -> None: ...
+
+
+class WatchLauncher(Protocol):
+    """Starts (idempotently) the log watcher of one job attempt."""
+
+    async def launch(self, request: WatchJobInput) -> None: ...

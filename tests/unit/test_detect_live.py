@@ -1,0 +1,55 @@
+"""The live log detector: batches of tailed lines in, at most one anomaly per batch out."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from goodput.detect.hang import HangConfig
+from goodput.detect.live import LiveLogDetector
+from goodput.logtail import LogLine
+from goodput.models import AnomalyKind, Category, IncidentKey
+
+T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)
+KEY = IncidentKey(cluster="lab", job_id="42", job_attempt=1)
+XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
+
+
+def lines(*texts: str, start: int = 0) -> list[LogLine]:
+    return [LogLine(path="/logs/42.out", offset=(start + i) * 100, line_no=start + i + 1, text=t, observed_at=T0)
+            for i, t in enumerate(texts)]
+
+
+def test_clean_lines_raise_nothing() -> None:
+    detector = LiveLogDetector.start(KEY, T0, node="node2")
+    assert detector.feed(lines("loading data", "iteration 1/ 10 | loss 2.3"), T0, T0) == []
+
+
+def test_xid_line_becomes_one_anomaly_naming_the_node_of_a_one_node_job() -> None:
+    detector = LiveLogDetector.start(KEY, T0, node="node2")
+    [anomaly] = detector.feed(lines("step 1", XID, XID), T0, T0 + timedelta(milliseconds=5))
+    assert anomaly.category is Category.GPU_HARDWARE and anomaly.kind is AnomalyKind.GPU_FAULT
+    assert anomaly.nodes == ("node2",) and "xid-79" in anomaly.signature_ids
+    assert (anomaly.job_id, anomaly.job_attempt, anomaly.cluster) == ("42", 1, "lab")
+    assert XID in anomaly.evidence
+
+
+def test_reread_lines_give_the_same_anomaly_id() -> None:
+    """A watcher resumed from an older cursor re-reads lines; the incident dedupes by id."""
+    first = LiveLogDetector.start(KEY, T0).feed(lines("x", XID), T0, T0)
+    again = LiveLogDetector.start(KEY, T0).feed(lines("x", XID), T0 + timedelta(seconds=9), T0)
+    assert first[0].id == again[0].id
+    other_attempt = LiveLogDetector.start(KEY.model_copy(update={"job_attempt": 2}), T0).feed(lines("x", XID), T0, T0)
+    assert other_attempt[0].id != first[0].id
+
+
+def test_silence_after_progress_is_one_hang() -> None:
+    config = HangConfig(k=5, floor_s=30, startup_grace_s=60)
+    detector = LiveLogDetector.start(KEY, T0, hang=config)
+    for step in range(1, 6):
+        detector.feed(lines(f"iteration {step}/ 100 | elapsed time per iteration (ms): 1000.0"),
+                      T0 + timedelta(seconds=step), T0)
+    assert detector.tick(T0 + timedelta(seconds=20)) == []
+    [hang] = detector.tick(T0 + timedelta(seconds=40))
+    assert hang.kind is AnomalyKind.HANG and hang.category is Category.HANG
+    assert detector.tick(T0 + timedelta(seconds=90)) == []
+    assert detector.state.hang_reported

@@ -1,0 +1,63 @@
+"""Scheduler signals: job endings and dead nodes between two snapshots."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from goodput.detect.scheduler_watch import changes, new_running, snapshot
+from goodput.models import AnomalyKind, Category
+from goodput.scheduler import JobInfo, JobState, NodeInfo
+
+NOW = datetime(2026, 11, 29, tzinfo=UTC)
+
+
+def job(state: JobState, restarts: int = 0, **kw: object) -> JobInfo:
+    return JobInfo.model_validate({"job_id": "7", "state": state, "nodes": ("node1", "node2"),
+                                   "restart_count": restarts, **kw})
+
+
+NODES = [NodeInfo(name="node1", state="ALLOCATED"), NodeInfo(name="node2", state="ALLOCATED")]
+
+
+def test_failed_job_is_a_consequence_without_a_category() -> None:
+    before = snapshot([job(JobState.RUNNING)], NODES)
+    after = snapshot([job(JobState.FAILED, exit_code="1:0")], NODES)
+    [a] = changes(before, after, cluster="lab", now=NOW)
+    assert a.kind is AnomalyKind.JOB_FAILED and a.category is None and a.nodes == ()
+    assert "exit=1:0" in a.evidence[0]
+
+
+def test_node_fail_names_the_dead_node() -> None:
+    dead = [NODES[0], NodeInfo(name="node2", state="DOWN", flags=("NOT_RESPONDING",))]
+    before = snapshot([job(JobState.RUNNING)], NODES)
+    after = snapshot([job(JobState.NODE_FAIL)], dead)
+    anomalies = changes(before, after, cluster="lab", now=NOW)
+    ending = [a for a in anomalies if a.kind is AnomalyKind.NODE_FAILURE and "job 7" in a.evidence[0]]
+    assert ending and ending[0].nodes == ("node2",) and ending[0].category is Category.NODE_FAILURE
+
+
+def test_node_dying_under_a_running_job() -> None:
+    before = snapshot([job(JobState.RUNNING, 2)], NODES)
+    after = snapshot([job(JobState.RUNNING, 2)], [NODES[0], NodeInfo(name="node2", state="DOWN*")])
+    [a] = changes(before, after, cluster="lab", now=NOW)
+    assert a.nodes == ("node2",) and a.job_attempt == 2
+
+
+def test_nothing_changes_nothing_reported_and_timeouts_are_policy() -> None:
+    same = snapshot([job(JobState.RUNNING)], NODES)
+    assert changes(same, same, cluster="lab", now=NOW) == []
+    [a] = changes(same, snapshot([job(JobState.TIMEOUT)], NODES), cluster="lab", now=NOW)
+    assert a.category is Category.SCHEDULER_POLICY
+
+
+def test_only_watched_jobs_count() -> None:
+    before = snapshot([job(JobState.RUNNING)], NODES)
+    after = snapshot([job(JobState.FAILED)], NODES)
+    assert changes(before, after, cluster="lab", now=NOW, watched={}) == []
+
+
+def test_requeued_job_running_again_needs_a_new_watcher() -> None:
+    before = snapshot([job(JobState.RUNNING, 0)], NODES)
+    after = snapshot([job(JobState.RUNNING, 1)], NODES)
+    assert [j.restart_count for j in new_running(before, after, after.jobs)] == [1]
+    assert new_running(after, after, after.jobs) == []

@@ -1,0 +1,100 @@
+"""Watchers on the real dev server: a job's log grows an Xid line, a job's state turns FAILED."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from goodput.fakes.scheduler import FakeScheduler
+from goodput.models import IncidentKey
+from goodput.scheduler import JobState
+from goodput.watch import OptInRule, WatchClusterInput, WatchJobInput
+from tests.workflows.helpers import running_worker
+from workers.watching import TemporalWatchLauncher, start_cluster_watch
+from workflows.recovery import RecoveryWorkflow
+from workflows.watch import job_watch_id
+
+pytestmark = pytest.mark.temporal
+XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
+
+WRITER = """
+import sys, time
+path, xid = sys.argv[1], sys.argv[2]
+with open(path, "a", buffering=1) as out:
+    for step in range(1, 6):
+        out.write(f"iteration {step}/ 100 | elapsed time per iteration (ms): 100.0\\n")
+        time.sleep(0.05)
+    out.write(xid + "\\n")
+"""
+
+
+async def workflow_exists(client: Client, workflow_id: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            await client.get_workflow_handle(workflow_id).describe()
+            return
+        except RPCError:
+            assert time.monotonic() < deadline, f"{workflow_id} never started"
+            await asyncio.sleep(0.05)
+
+
+async def incident_appears(client: Client, key: IncidentKey, timeout_s: float = 20.0) -> float:
+    """Seconds until the incident's workflow exists (polled; the benchmark measures latency)."""
+    handle = client.get_workflow_handle_for(RecoveryWorkflow.run, key.workflow_id)
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        try:
+            await handle.describe()
+            return time.monotonic() - start
+        except RPCError:
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"no incident {key.workflow_id} within {timeout_s}s")
+
+
+async def test_xid_line_in_a_growing_log_opens_an_incident(client: Client, task_queue: str, tmp_path: Path) -> None:
+    log = tmp_path / "slurm-1001.out"
+    log.write_text("")
+    fake = FakeScheduler()
+    one_node = fake.snapshot().jobs["1001"].model_copy(update={"nodes": ("node2",), "stdout_path": str(log)})
+    fake.add_job(one_node)
+    cluster = f"w{time.monotonic_ns() % 10**6}"
+    async with running_worker(client, task_queue, fake):
+        await TemporalWatchLauncher(client, task_queue).launch(WatchJobInput(
+            cluster=cluster, job=one_node, started_at=datetime.now(UTC), poll_interval_s=0.1))
+        writer = subprocess.run([sys.executable, "-c", WRITER, str(log), XID], timeout=30, check=True)
+        assert writer.returncode == 0
+        await incident_appears(client, IncidentKey(cluster=cluster, job_id="1001", job_attempt=0))
+        report = await client.get_workflow_handle_for(RecoveryWorkflow.run, IncidentKey(
+            cluster=cluster, job_id="1001", job_attempt=0).workflow_id).query(RecoveryWorkflow.report)
+        watch = client.get_workflow_handle(job_watch_id(cluster, "1001", 0))
+        await watch.terminate("test over")
+    evidence = [line for a in report.anomalies for line in a.evidence]
+    assert XID in evidence
+    assert report.anomalies[0].nodes == ("node2",) and "xid-79" in report.anomalies[0].signature_ids
+
+
+async def test_cluster_watch_reports_a_failed_job(client: Client, task_queue: str) -> None:
+    fake = FakeScheduler()
+    cluster = f"cw{time.monotonic_ns() % 10**6}"
+    async with running_worker(client, task_queue, fake):
+        watch_id = await start_cluster_watch(client, task_queue, WatchClusterInput(
+            cluster=cluster, opt_in=OptInRule(), poll_interval_s=0.1))
+        # Baseline first: a failure is only news once the watcher has seen the job running. Its
+        # first scan launches the job watchers, so wait for one of them.
+        await workflow_exists(client, job_watch_id(cluster, "1002", 0))
+        fake.set_job_state("1002", JobState.FAILED, exit_code="1:0")
+        await incident_appears(client, IncidentKey(cluster=cluster, job_id="1002", job_attempt=0))
+        await client.get_workflow_handle(watch_id).terminate("test over")
+        for job in ("1001", "1002", "1003"):  # the job watchers it launched (no log files: they end)
+            with contextlib.suppress(RPCError):
+                await client.get_workflow_handle(job_watch_id(cluster, job, 0)).terminate("test over")
