@@ -19,6 +19,7 @@ from goodput.models import (
     CulpritKind,
 )
 from goodput.scheduler import JobInfo
+from goodput.signatures import ROLE_ORDER, Catalogue, Role, Signature, default_catalogue
 
 # For anomalies that carry no category of their own: what their kind most likely means.
 _KIND_DEFAULTS: dict[AnomalyKind, tuple[Category, bool, bool]] = {
@@ -60,28 +61,65 @@ PRECEDENCE: dict[Category, int] = {
 }
 
 
-def category_of(anomaly: Anomaly) -> Category:
-    return anomaly.category or _KIND_DEFAULTS[anomaly.kind][0]
+_HARDWARE = frozenset({Category.GPU_HARDWARE, Category.NVLINK, Category.NODE_FAILURE, Category.NETWORK})
 
 
-def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None) -> Attribution:
+def category_of(anomaly: Anomaly, catalogue: Catalogue | None = None) -> Category:
+    if anomaly.category is not None:
+        return anomaly.category
+    sig = lead_signature(anomaly, catalogue)
+    return sig.category if sig is not None else _KIND_DEFAULTS[anomaly.kind][0]
+
+
+def lead_signature(anomaly: Anomaly, catalogue: Catalogue | None = None) -> Signature | None:
+    """The strongest catalogue entry an anomaly names; ids the catalogue does not know are ignored."""
+    if not anomaly.signature_ids:
+        return None
+    cat = catalogue or default_catalogue()
+    named = (cat.get(i) for i in anomaly.signature_ids)
+    known = [s for s in named if s is not None and s.role is not Role.LOCATOR]
+    return max(known, key=lambda s: s.rank_key) if known else None
+
+
+def _weight(anomaly: Anomaly, catalogue: Catalogue) -> tuple[int, int]:
+    """(role, precedence): a root cause outranks any knock-on effect, then precedence decides."""
+    sig = lead_signature(anomaly, catalogue)
+    if sig is None:
+        return ROLE_ORDER[Role.ROOT], PRECEDENCE[category_of(anomaly, catalogue)]
+    return sig.rank_key
+
+
+def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
+              catalogue: Catalogue | None = None) -> Attribution:
     """Weigh all the evidence of one incident; the strongest root cause decides."""
     if not anomalies:
         return Attribution(category=Category.UNKNOWN, explanation="no evidence", restart=False)
-    ranked = sorted(anomalies, key=lambda a: (-PRECEDENCE[category_of(a)], a.observed_at, a.id))
+    cat = catalogue or default_catalogue()
+
+    def key(a: Anomaly) -> tuple[int, int, object, str]:
+        role, precedence = _weight(a, cat)
+        return (-role, -precedence, a.observed_at, a.id)
+
+    ranked = sorted(anomalies, key=key)
     lead = ranked[0]
-    category = category_of(lead)
-    restart, drain = _CATEGORY_DEFAULTS[category]
-    supporting = [a for a in ranked if category_of(a) == category]
+    category = category_of(lead, cat)
+    sig = lead_signature(lead, cat)
+    if sig is not None and sig.category == category:
+        restart, drain = sig.restart, sig.drain
+    else:
+        restart, drain = _CATEGORY_DEFAULTS[category]
+    # Knock-on anomalies never contribute culprits: a socket closed on node X says X's peer died.
+    lead_role = _weight(lead, cat)[0]
+    supporting = [a for a in ranked if category_of(a, cat) == category and _weight(a, cat)[0] == lead_role]
 
     culprits: list[Culprit] = []
-    if drain:
+    if drain or category in _HARDWARE:
         nodes = list(dict.fromkeys(n for a in supporting for n in a.nodes))
         if not nodes:
             drain = False
-        culprits += [Culprit(kind=CulpritKind.NODE, id=n, confidence=0.9 if len(nodes) == 1 else 0.6)
-                     for n in nodes]
-        culprits += [Culprit(kind=CulpritKind.GPU, id=g, confidence=0.8)
+        confidence = (0.9 if len(nodes) == 1 else 0.6) if drain else 0.5
+        culprits += [Culprit(kind=CulpritKind.NODE, id=n, confidence=confidence) for n in nodes]
+        culprits += [Culprit(kind=CulpritKind.GPU, id=g, confidence=0.8 if drain else 0.5)
                      for g in dict.fromkeys(g for a in supporting for g in a.gpus)]
     elif category is Category.APP_ERROR:
         culprits.append(Culprit(kind=CulpritKind.APP, id=job.name if job and job.name else "application",
@@ -90,21 +128,23 @@ def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None) -> Attri
     culprits += [Culprit(kind=CulpritKind.RANK, id=f"rank {r}", confidence=0.5) for r in ranks[:8]]
 
     signatures = tuple(dict.fromkeys(s for a in ranked for s in a.signature_ids))
-    explanation = _explain(category, lead, culprits, len(anomalies), drain)
+    explanation = _explain(category, lead, culprits, len(anomalies), drain, sig)
     return Attribution(category=category, culprits=tuple(culprits), explanation=explanation,
                        restart=restart, drain=drain, signature_ids=signatures)
 
 
 def _explain(category: Category, lead: Anomaly, culprits: Sequence[Culprit], count: int,
-             drain: bool) -> str:
+             drain: bool, sig: Signature | None) -> str:
     blamed = ", ".join(c.id for c in culprits if c.kind in (CulpritKind.NODE, CulpritKind.GPU))
     parts = [f"{category} from {lead.source} evidence ({lead.kind})"]
+    if sig is not None:
+        parts.append(f"signature {sig.id}: {sig.explanation}")
     if blamed:
         parts.append(f"implicating {blamed}")
     if category is Category.APP_ERROR:
         parts.append("the application is at fault; no hardware is blamed")
     elif not drain:
-        parts.append("no node is blamed")
+        parts.append("nothing is drained" if blamed else "no node is blamed")
     if count > 1:
         parts.append(f"{count} anomalies weighed")
     return "; ".join(parts)

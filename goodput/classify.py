@@ -1,0 +1,129 @@
+"""`goodput classify`: run the signature catalogue over logs and say what failed and who is to blame.
+
+The same `classify_lines` serves the live service (lines tailed from a job's output) and the
+offline command (files named on the command line), so a post-mortem gives the verdict the
+service would have given. Files are read as bytes in bounded pieces: any size, any encoding, any
+line length; undecodable bytes become U+FFFD and never stop the scan.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import BinaryIO, TextIO
+
+from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, CulpritKind
+from goodput.signatures import MAX_SCAN_CHARS, Catalogue, default_catalogue
+from goodput.signatures.verdict import Evidence, Verdict, VerdictBuilder
+
+__all__ = ["Evidence", "Verdict", "anomaly_from_verdict", "classify_file", "classify_lines",
+           "iter_lines", "run_classify", "verdict_json"]
+
+# Reading more than this of one line is pointless: the matcher only looks at the first 64 KiB.
+_READ_CAP = MAX_SCAN_CHARS * 4  # bytes; UTF-8 can take up to 4 bytes per character
+
+
+def classify_lines(lines: Iterable[str], catalogue: Catalogue | None = None) -> Verdict:
+    """The verdict for one log, given as lines (numbered from 1)."""
+    cat = catalogue or default_catalogue()
+    builder = VerdictBuilder(cat.version, mismatch=cat.get("nccl-collective-mismatch"))
+    return builder.add_all(cat.scan(lines)).build()
+
+
+def iter_lines(stream: BinaryIO) -> Iterator[str]:
+    """Decoded lines of a binary stream; the tail of an over-long line is skipped, not buffered."""
+    while True:
+        chunk = stream.readline(_READ_CAP)
+        if not chunk:
+            return
+        if not chunk.endswith(b"\n"):
+            while True:  # drop the rest of this physical line without holding it in memory
+                rest = stream.readline(_READ_CAP)
+                if not rest or rest.endswith(b"\n"):
+                    break
+        yield chunk.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+def classify_file(path: str, catalogue: Catalogue | None = None) -> Verdict:
+    """Raises OSError when the file cannot be opened or read."""
+    with open(path, "rb") as stream:
+        return classify_lines(iter_lines(stream), catalogue)
+
+
+def verdict_json(path: str, verdict: Verdict) -> dict[str, object]:
+    """The `--json` object for one path; its keys are a public contract."""
+    return {
+        "path": path,
+        "category": str(verdict.category),
+        "culprit_kind": str(verdict.culprit_kind),
+        "culprit": verdict.culprit,
+        "restart": verdict.restart,
+        "drain": verdict.drain,
+        "signatures": list(verdict.signatures),
+        "evidence": [{"line": e.line, "text": e.text} for e in verdict.evidence],
+        "explanation": verdict.explanation,
+    }
+
+
+def render_text(path: str, verdict: Verdict) -> str:
+    culprit = f"{verdict.culprit or '-'} ({verdict.culprit_kind})"
+    lines = [
+        f"== {path}",
+        f"category:   {verdict.category}",
+        f"culprit:    {culprit}",
+        f"restart:    {'yes' if verdict.restart else 'no'}",
+        f"drain:      {'yes' if verdict.drain else 'no'}",
+        f"signatures: {', '.join(verdict.signatures) or '-'}",
+        f"why:        {verdict.explanation}",
+    ]
+    if verdict.evidence:
+        lines.append("evidence:")
+        width = len(str(verdict.evidence[-1].line))
+        lines += [f"  {e.line:>{width}} | {e.text}" for e in verdict.evidence]
+    return "\n".join(lines) + "\n"
+
+
+def run_classify(paths: Sequence[str], as_json: bool, out: TextIO, err: TextIO,
+                 catalogue: Catalogue | None = None) -> int:
+    """Classify each path; 0 if all were read, 2 if any could not be (the others still are)."""
+    status = 0
+    for index, path in enumerate(paths):
+        try:
+            verdict = classify_file(path, catalogue)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            err.write(f"goodput classify: cannot read {path}: {reason}\n")
+            status = 2
+            continue
+        if as_json:
+            out.write(json.dumps(verdict_json(path, verdict), ensure_ascii=False) + "\n")
+        else:
+            if index:
+                out.write("\n")
+            out.write(render_text(path, verdict))
+    return status
+
+
+_KIND_OF: dict[Category, AnomalyKind] = {
+    Category.GPU_HARDWARE: AnomalyKind.GPU_FAULT, Category.NVLINK: AnomalyKind.GPU_FAULT,
+    Category.NODE_FAILURE: AnomalyKind.NODE_FAILURE, Category.HANG: AnomalyKind.HANG,
+    Category.NCCL_TIMEOUT: AnomalyKind.HANG, Category.STRAGGLER: AnomalyKind.STRAGGLER,
+    Category.OOM: AnomalyKind.OOM, Category.STORAGE: AnomalyKind.STORAGE,
+    Category.APP_ERROR: AnomalyKind.CRASH, Category.NETWORK: AnomalyKind.CRASH,
+    Category.SCHEDULER_POLICY: AnomalyKind.JOB_FAILED, Category.UNKNOWN: AnomalyKind.OTHER,
+}
+
+
+def anomaly_from_verdict(verdict: Verdict, *, anomaly_id: str, job_id: str, observed_at: datetime,
+                         detected_at: datetime, cluster: str = "default", job_attempt: int = 0,
+                         host: str | None = None) -> Anomaly:
+    """The live service's anomaly for a classified log; `host` is where the log came from, if known."""
+    node = verdict.host or (host if verdict.culprit_kind in (CulpritKind.GPU, CulpritKind.NODE) else None)
+    return Anomaly(
+        id=anomaly_id, source=AnomalySource.LOG, kind=_KIND_OF[verdict.category], cluster=cluster,
+        job_id=job_id, job_attempt=job_attempt, nodes=(node,) if node else (),
+        ranks=(verdict.rank,) if verdict.rank is not None else (),
+        gpus=(verdict.gpu,) if verdict.gpu else (),
+        evidence=[e.text for e in verdict.evidence], signature_ids=verdict.signatures,
+        category=verdict.category, observed_at=observed_at, detected_at=detected_at)

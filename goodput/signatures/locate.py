@@ -1,0 +1,118 @@
+"""Joining hosts, ranks, tasks and GPUs across lines of one log.
+
+A fault line rarely names everything: a Python exception knows its rank but not its host, an
+`srun: error:` line knows host and task, a torchrun failure summary spreads host, rank and exit
+code over consecutive lines, the kernel's fallen-off-the-bus banner names the PCI id two lines
+before the message. This collector remembers those facts (bounded, so a hostile log cannot grow
+it without limit) and fills them into the hits that lack them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from goodput.signatures.model import LineContext, Match
+
+MAX_ENTRIES = 10_000
+# torchrun prints host, rank and exitcode within a few lines of each other.
+SUMMARY_SPAN = 4
+BANNER_SPAN = 4
+
+
+def nccl_bus_id_to_pci(bus_id: str) -> str:
+    """NCCL prints `0000:bb:00.0` with the punctuation removed and leading zeros trimmed (`bb000`)."""
+    digits = bus_id.lower().rjust(9, "0")
+    return f"{digits[:-5][-4:].rjust(4, '0')}:{digits[-5:-3]}:{digits[-3:-1]}.{digits[-1]}"
+
+
+class Locator:
+    def __init__(self) -> None:
+        self.task_host: dict[int, str] = {}
+        self.rank_host: dict[int, str] = {}
+        self._summary_host: tuple[str, int] | None = None
+        self._summary_rank: tuple[int, str | None, int] | None = None
+        self._banner_pci: tuple[str, str | None, int] | None = None
+        # rank -> (communicator size, host, PCI id) from NCCL init lines; the biggest communicator
+        # is the world, whose ranks are global ranks (sub-communicators number their own).
+        self._nccl: dict[int, tuple[int, str, str]] = {}
+        self._world = 0
+
+    def observe(self, match: Match) -> Match:
+        """Learn from one hit (in line order) and return it with what is known filled in."""
+        sig_id = match.signature.id
+        g = match.groups
+        line = match.line_no
+        if sig_id == "torchrun-summary-host":
+            self._summary_host = (g["host"], line)
+            return match
+        if sig_id == "torchrun-summary-rank":
+            rank = int(g["rank"])
+            host = None
+            if self._summary_host and line - self._summary_host[1] <= SUMMARY_SPAN:
+                host = self._summary_host[0]
+                self._remember(self.rank_host, rank, host)
+            self._summary_rank = (rank, host, line)
+            return match
+        if sig_id == "nccl-init-rank":
+            host = match.host
+            if host:
+                rank, size = int(g["rank"]), int(g["code"])
+                if size >= self._nccl.get(rank, (0, "", ""))[0] and (rank in self._nccl or
+                                                                      len(self._nccl) < MAX_ENTRIES):
+                    self._nccl[rank] = (size, host, nccl_bus_id_to_pci(g["pci"]))
+                self._world = max(self._world, size)
+            return match
+        if sig_id == "gpu-pci-banner":
+            self._banner_pci = (g["pci"], match.context.host, line)
+            return match
+
+        host = match.host
+        task = g.get("task")
+        if host and task is not None and task.isdigit():
+            self._remember(self.task_host, int(task), host)
+        if host and match.context.rank is not None:
+            self._remember(self.rank_host, match.context.rank, host)
+
+        updates: dict[str, str] = {}
+        if (self._summary_rank and match.rank is None and "exitcode" in match.text
+                and line - self._summary_rank[2] <= SUMMARY_SPAN):
+            rank, summary_host, _ = self._summary_rank
+            updates["rank"] = str(rank)
+            if summary_host and not host:
+                updates["host"] = summary_host
+        if ("pci" not in g and match.signature.category.startswith("gpu") and self._banner_pci
+                and line - self._banner_pci[2] <= BANNER_SPAN and self._banner_pci[1] == match.context.host):
+            updates["pci"] = self._banner_pci[0]
+        if not updates:
+            return match
+        return dataclasses.replace(match, groups={**g, **updates})
+
+    def host_of(self, match: Match) -> str | None:
+        """The host that printed (or is named by) a hit, joined through ranks and tasks if need be."""
+        if match.host:
+            return match.host
+        ctx: LineContext = match.context
+        rank_text = match.groups.get("rank")
+        if rank_text is not None and rank_text.isdigit() and int(rank_text) in self.rank_host:
+            return self.rank_host[int(rank_text)]
+        if ctx.rank is not None and ctx.rank in self.rank_host:
+            return self.rank_host[ctx.rank]
+        if ctx.task is not None and ctx.task in self.task_host:
+            return self.task_host[ctx.task]
+        world = self._world_entry(match)
+        return world[1] if world else None
+
+    def gpu_of(self, match: Match) -> str | None:
+        """The PCI id of the GPU behind a rank, when NCCL's init lines told us."""
+        world = self._world_entry(match)
+        return world[2] if world and (not match.host or match.host == world[1]) else None
+
+    def _world_entry(self, match: Match) -> tuple[int, str, str] | None:
+        rank = match.rank
+        entry = self._nccl.get(rank) if rank is not None else None
+        return entry if entry and entry[0] == self._world else None
+
+    @staticmethod
+    def _remember(table: dict[int, str], key: int, host: str) -> None:
+        if key in table or len(table) < MAX_ENTRIES:
+            table.setdefault(key, host)

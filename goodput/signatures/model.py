@@ -1,0 +1,117 @@
+"""The shape of one catalogue entry and of one hit, kept apart from the data and the matcher.
+
+Signatures are data (TOML files under `data/`); this module only says what a valid entry is, so a
+typo in a category, a regex that does not compile or a missing prefilter literal fails when the
+catalogue loads, not when the first real incident arrives.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+
+from pydantic import Field, field_validator, model_validator
+
+from goodput.models import Category, CulpritKind, Frozen
+
+# Named groups a pattern may use; anything else is a catalogue bug, caught at load time.
+KNOWN_GROUPS = frozenset({"host", "pci", "rank", "task", "xid", "peer", "path", "code", "action",
+                          "ranks", "exitcode", "detail", "pg", "op", "numel"})
+
+
+class Role(StrEnum):
+    """How much a hit says about *why* a job died."""
+
+    ROOT = "root"          # a cause: hardware fault, exception, OOM, node failure, policy
+    KNOCK_ON = "knock-on"  # a consequence of a cause elsewhere (aborts, SIGTERM cascades, banners)
+    INFO = "info"          # worth reporting, never decides alone (corrected ECC, Xid 45/154-none)
+    LOCATOR = "locator"    # says nothing about the cause, only where things ran (host <-> rank)
+
+
+ROLE_ORDER: dict[Role, int] = {Role.ROOT: 3, Role.KNOCK_ON: 2, Role.INFO: 1, Role.LOCATOR: 0}
+
+
+class Signature(Frozen):
+    """One recognisable log line and what it implies."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$", max_length=64)
+    family: str = Field(min_length=1)
+    category: Category
+    culprit_kind: CulpritKind
+    role: Role = Role.ROOT
+    # Higher wins among hits of the same role; hardware explains software symptoms.
+    precedence: int = Field(ge=0, le=1000)
+    pattern: str
+    # At least one must occur verbatim (case-sensitively, even for ignore_case rules) in a line
+    # before the regex is tried: the prefilter.
+    literals: tuple[str, ...] = Field(min_length=1)
+    ignore_case: bool = False
+    restart: bool
+    drain: bool
+    # A generic rule (a bare `FooError:` line) yields to any specific rule that matched the same line.
+    generic: bool = False
+    # Slurm ended the job here: application errors printed after this line are teardown noise.
+    terminates: bool = False
+    explanation: str = Field(min_length=1)
+
+    @field_validator("literals")
+    @classmethod
+    def _no_empty_literal(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not lit for lit in value):
+            raise ValueError("an empty literal would make the prefilter pass every line")
+        return value
+
+    @model_validator(mode="after")
+    def _pattern_compiles(self) -> Signature:
+        try:
+            compiled = re.compile(self.pattern, re.IGNORECASE if self.ignore_case else 0)
+        except re.error as exc:
+            raise ValueError(f"{self.id}: pattern does not compile: {exc}") from exc
+        unknown = set(compiled.groupindex) - KNOWN_GROUPS
+        if unknown:
+            raise ValueError(f"{self.id}: unknown named groups {sorted(unknown)}")
+        return self
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.pattern, re.IGNORECASE if self.ignore_case else 0)
+
+    @property
+    def rank_key(self) -> tuple[int, int]:
+        return (ROLE_ORDER[self.role], self.precedence)
+
+
+@dataclass(frozen=True, slots=True)
+class LineContext:
+    """Who printed a line, read from launcher prefixes (`srun -l`, `[rankN]:`, NCCL, syslog)."""
+
+    host: str | None = None
+    rank: int | None = None
+    task: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """One signature hit on one line (a dataclass, not pydantic: it is built on the hot path)."""
+
+    signature: Signature
+    line_no: int
+    text: str
+    groups: dict[str, str] = field(default_factory=dict)
+    context: LineContext = LineContext()
+
+    @property
+    def host(self) -> str | None:
+        return self.groups.get("host") or self.context.host
+
+    @property
+    def rank(self) -> int | None:
+        for key in ("rank", "task"):
+            value = self.groups.get(key)
+            if value is not None and value.isdigit():
+                return int(value)
+        if self.context.rank is not None:
+            return self.context.rank
+        return self.context.task

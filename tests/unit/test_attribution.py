@@ -1,0 +1,103 @@
+"""Attribution: kind/category defaults for plain anomalies, catalogue precedence for signed ones."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from goodput.attribution import attribute, category_of, lead_signature
+from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, CulpritKind
+from goodput.scheduler import JobInfo, JobState
+
+T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+
+
+def anomaly(n: int, kind: AnomalyKind, **kw: Any) -> Anomaly:
+    at = T0 + timedelta(seconds=n)
+    return Anomaly(id=f"a{n}", source=kw.pop("source", AnomalySource.LOG), kind=kind, job_id="42",
+                   observed_at=at, detected_at=at, **kw)
+
+
+def test_no_evidence() -> None:
+    att = attribute([])
+    assert (att.category, att.restart, att.drain) == (Category.UNKNOWN, False, False)
+
+
+def test_gpu_fault_without_signatures_drains_its_node() -> None:
+    att = attribute([anomaly(1, AnomalyKind.GPU_FAULT, nodes=("n1",), gpus=("0000:3b:00",))])
+    assert (att.category, att.drain, att.restart, att.culprit_nodes) == (Category.GPU_HARDWARE, True, True,
+                                                                         ("n1",))
+    assert {c.kind for c in att.culprits} == {CulpritKind.NODE, CulpritKind.GPU}
+
+
+def test_hardware_without_a_node_cannot_drain() -> None:
+    att = attribute([anomaly(1, AnomalyKind.NODE_FAILURE)])
+    assert (att.category, att.drain) == (Category.NODE_FAILURE, False)
+
+
+def test_plain_precedence_hardware_over_app_over_hang() -> None:
+    att = attribute([anomaly(1, AnomalyKind.HANG), anomaly(2, AnomalyKind.CRASH, category=Category.APP_ERROR),
+                     anomaly(3, AnomalyKind.GPU_FAULT, nodes=("n2",))])
+    assert att.category is Category.GPU_HARDWARE and att.culprit_nodes == ("n2",)
+
+
+def test_app_error_blames_the_application_by_job_name() -> None:
+    job = JobInfo(job_id="42", name="llama-sft", state=JobState.FAILED)
+    att = attribute([anomaly(1, AnomalyKind.CRASH, category=Category.APP_ERROR, ranks=(3,))], job)
+    assert (att.category, att.drain, att.restart) == (Category.APP_ERROR, False, False)
+    assert [(c.kind, c.id) for c in att.culprits] == [(CulpritKind.APP, "llama-sft"), (CulpritKind.RANK, "rank 3")]
+
+
+def test_signature_precedence_orders_anomalies_of_the_same_kind() -> None:
+    # Both arrive as CRASH log anomalies; the catalogue says the Xid explains the timeout.
+    timeout = anomaly(1, AnomalyKind.CRASH, nodes=("n1",), signature_ids=("nccl-watchdog-timeout",))
+    xid = anomaly(2, AnomalyKind.CRASH, nodes=("n2",), gpus=("0000:bb:00",), signature_ids=("xid-119",))
+    att = attribute([timeout, xid])
+    assert (att.category, att.drain, att.culprit_nodes) == (Category.GPU_HARDWARE, True, ("n2",))
+    assert att.signature_ids == ("xid-119", "nccl-watchdog-timeout")
+    assert "xid-119" in att.explanation
+
+
+def test_root_cause_beats_knock_on_even_when_the_knock_on_category_ranks_higher() -> None:
+    # A socket-closed cascade is filed under network (precedence 80 for plain anomalies); the app error
+    # is a root cause and must win.
+    cascade = anomaly(1, AnomalyKind.CRASH, signature_ids=("nccl-socket-closed",))
+    app = anomaly(2, AnomalyKind.CRASH, signature_ids=("python-exception",), ranks=(3,))
+    att = attribute([cascade, app])
+    assert (att.category, att.drain, att.restart) == (Category.APP_ERROR, False, False)
+
+
+def test_signature_restart_and_drain_override_category_defaults() -> None:
+    # Xid 94 is gpu-hardware but contained: restart on the same node, nothing drained.
+    att = attribute([anomaly(1, AnomalyKind.GPU_FAULT, nodes=("n1",), signature_ids=("xid-94",))])
+    assert (att.category, att.restart, att.drain) == (Category.GPU_HARDWARE, True, False)
+    assert att.culprit_nodes == ("n1",)  # still named, for the operator, but not drained
+    tl = attribute([anomaly(1, AnomalyKind.JOB_FAILED, signature_ids=("slurm-time-limit",))])
+    assert (tl.category, tl.restart, tl.drain) == (Category.SCHEDULER_POLICY, True, False)
+
+
+def test_unknown_signature_ids_fall_back_to_kind_defaults() -> None:
+    a = anomaly(1, AnomalyKind.OOM, signature_ids=("not-in-catalogue",))
+    assert lead_signature(a) is None and category_of(a) is Category.OOM
+    att = attribute([a])
+    assert (att.category, att.restart, att.drain) == (Category.OOM, False, False)
+
+
+def test_explicit_category_is_respected() -> None:
+    a = anomaly(1, AnomalyKind.CRASH, category=Category.STORAGE, signature_ids=("storage-estale",))
+    assert category_of(a) is Category.STORAGE
+    assert attribute([a]).restart is True
+
+
+def test_earliest_observation_breaks_ties() -> None:
+    first = anomaly(1, AnomalyKind.GPU_FAULT, nodes=("early",), signature_ids=("xid-48",))
+    second = anomaly(5, AnomalyKind.GPU_FAULT, nodes=("late",), signature_ids=("xid-48",))
+    att = attribute([second, first])
+    assert att.culprit_nodes[0] == "early"
+
+
+def test_knock_on_anomalies_of_the_same_category_do_not_add_culprits() -> None:
+    port = anomaly(1, AnomalyKind.CRASH, nodes=("hx-1",), signature_ids=("nccl-ib-port-error",))
+    cascade = anomaly(2, AnomalyKind.CRASH, nodes=("hx-9",), signature_ids=("nccl-socket-closed",))
+    att = attribute([cascade, port])
+    assert (att.category, att.drain, att.culprit_nodes) == (Category.NETWORK, True, ("hx-1",))

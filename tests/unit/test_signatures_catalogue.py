@@ -1,0 +1,101 @@
+"""The catalogue as data: it loads, it is consistent, and bad data fails at load time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from goodput.models import Category, CulpritKind
+from goodput.signatures import Catalogue, CatalogueError, Role, default_catalogue
+from goodput.signatures.loader import parse
+
+CAT = default_catalogue()
+
+META = {"version": 3, "fragments": {"num": r"\d+", "twice": "{num}-{num}"}}
+
+
+def entry(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "id": "t-1", "family": "t", "category": "gpu-hardware", "culprit_kind": "gpu", "precedence": 10,
+        "pattern": "boom {num}", "literals": ["boom"], "restart": True, "drain": False,
+        "explanation": "a test rule"}
+    base.update(overrides)
+    return base
+
+
+def test_packaged_catalogue_is_versioned_and_covers_every_category_it_needs() -> None:
+    assert CAT.version >= 1
+    assert len(CAT) >= 90
+    categories = {s.category for s in CAT.signatures}
+    needed = set(Category) - {Category.HANG, Category.STRAGGLER}  # those two come from detectors mostly
+    assert needed <= categories | {Category.HANG}
+
+
+def test_every_signature_is_exercised_by_an_example_line() -> None:
+    # A rule no example reaches is either dead (its literal never occurs where its regex matches)
+    # or untested; both are bugs in the catalogue.
+    from tests.unit.test_signatures_families import LINE_CASES, XID, XID_CASES
+
+    lines = [line for line, _, _ in LINE_CASES] + [XID.format(code=c[0], tail=c[1]) for c in XID_CASES]
+    lines.append(XID.format(code=31, tail="MMU Fault: UNRECOGNIZED_CLIENT"))
+    reached = {m.signature.id for line in lines for m in CAT.match_line(line, 1)}
+    assert sorted(s.id for s in CAT.signatures if s.id not in reached) == []
+
+
+def test_root_causes_outrank_consequences_by_precedence() -> None:
+    knock_on = [s for s in CAT.signatures if s.role is Role.KNOCK_ON]
+    assert {"nccl-abort-cascade", "slurm-failed-banner", "elastic-closing-siblings",
+            "elastic-child-failed"} <= {s.id for s in knock_on}
+    assert all(not s.drain for s in knock_on), "a consequence never drains a node"
+    hw = CAT.get("xid-79")
+    app = CAT.get("python-exception")
+    nccl = CAT.get("nccl-watchdog-timeout")
+    assert hw and app and nccl
+    assert hw.precedence > app.precedence > nccl.precedence
+
+
+def test_application_faults_never_drain() -> None:
+    for sig in CAT.signatures:
+        if sig.category in (Category.APP_ERROR, Category.OOM, Category.SCHEDULER_POLICY, Category.STORAGE):
+            assert not sig.drain, sig.id
+        if sig.culprit_kind is CulpritKind.APP:
+            assert not sig.drain, sig.id
+
+
+def test_fragments_expand_recursively() -> None:
+    version, sigs = parse(META, [("t.toml", {"signature": [entry(pattern="x {twice}")]})])
+    assert version == 3
+    assert sigs[0].pattern == r"x \d+-\d+"
+    assert Catalogue(sigs).match_line("boom x 12-7")
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    (entry(pattern="boom {nope}"), "unknown fragment"),
+    (entry(pattern="boom (unclosed"), "does not compile"),
+    (entry(pattern="boom (?P<secret>x)"), "unknown named groups"),
+    (entry(literals=[""]), "empty literal"),
+    (entry(literals=[]), "literals"),
+    (entry(category="gpu-on-fire"), "category"),
+    (entry(role="maybe"), "role"),
+])
+def test_bad_entries_fail_at_load_time(bad: dict[str, Any], message: str) -> None:
+    with pytest.raises(CatalogueError, match=message):
+        parse(META, [("bad.toml", {"signature": [bad]})])
+
+
+def test_duplicate_ids_are_rejected() -> None:
+    with pytest.raises(CatalogueError, match="duplicate"):
+        parse(META, [("a.toml", {"signature": [entry()]}), ("b.toml", {"signature": [entry()]})])
+
+
+def test_version_is_required() -> None:
+    with pytest.raises(CatalogueError, match="version"):
+        parse({}, [])
+
+
+def test_the_catalogue_document_lists_every_signature() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "failure-catalogue.md").read_text(encoding="utf-8")
+    assert [s.id for s in CAT.signatures if f"`{s.id}`" not in doc] == []

@@ -1,0 +1,263 @@
+"""Table-driven checks: each signature family recognises the lines it is for, extracts the right
+fields, and leaves look-alike lines alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from goodput.models import Category
+from goodput.signatures import Match, default_catalogue
+
+CAT = default_catalogue()
+
+
+def ids(line: str) -> list[str]:
+    return sorted(m.signature.id for m in CAT.match_line(line, 1))
+
+
+def hit(line: str, sig_id: str) -> Match:
+    found = [m for m in CAT.match_line(line, 1) if m.signature.id == sig_id]
+    assert found, f"{sig_id} did not match {line!r}; got {ids(line)}"
+    return found[0]
+
+
+K = "Nov 29 07:41:02 gpu-c12 kernel: "
+XID = K + "NVRM: Xid (PCI:0000:4e:00): {code}, pid=2217, name=python3, {tail}"
+
+XID_CASES = [
+    (79, "GPU has fallen off the bus.", "xid-79", Category.GPU_HARDWARE, True),
+    (48, "An uncorrectable double bit error", "xid-48", Category.GPU_HARDWARE, True),
+    (95, "Uncontained: FBHUB. RST: Yes", "xid-95", Category.GPU_HARDWARE, True),
+    (94, "Contained: SM (0x1). RST: No", "xid-94", Category.GPU_HARDWARE, False),
+    (62, "0000d7a2 0000d5cd 00000000 00000000", "xid-62", Category.GPU_HARDWARE, True),
+    (61, "0cec(2a4c) 00000000 00000000", "xid-61", Category.GPU_HARDWARE, True),
+    (64, "Row Remapper Error: failed to remap", "xid-64", Category.GPU_HARDWARE, True),
+    (63, "Row Remapper: New row marked for remapping, reset gpu to activate.", "xid-63",
+     Category.GPU_HARDWARE, False),
+    (92, "High single-bit ECC error rate", "xid-92", Category.GPU_HARDWARE, False),
+    (13, "Graphics SM Warp Exception on (GPC 1, TPC 0, SM 1): Out Of Range Address", "xid-13",
+     Category.APP_ERROR, False),
+    (31, "Ch 00000010, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_3 faulted @ 0x7f1c_9a000000",
+     "xid-31", Category.APP_ERROR, False),
+    (43, "Ch 00000008", "xid-43", Category.APP_ERROR, False),
+    (45, "Ch 00000010", "xid-45", Category.UNKNOWN, False),
+    (74, "NVLink: fatal error detected on link 11(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)", "xid-74",
+     Category.NVLINK, True),
+    (109, "Ch 00000018, errorString CTX SWITCH TIMEOUT", "xid-109", Category.GPU_HARDWARE, True),
+    (119, "Timeout after 45s of waiting for RPC response from GPU2 GSP!", "xid-119", Category.GPU_HARDWARE, True),
+    (120, "GSP task 0 faulted", "xid-120", Category.GPU_HARDWARE, True),
+    (136, "Link training failed", "xid-136", Category.NVLINK, True),
+    (140, "An uncorrectable ECC error escaped remapping", "xid-140", Category.GPU_HARDWARE, True),
+    (143, "GPU init failed", "xid-143", Category.GPU_HARDWARE, True),
+    (149, "NETIR_LINK_EVT  Fatal   XC0 i0 Link 07 (0x00000004 0x00000000)", "xid-nvlink5-fatal",
+     Category.NVLINK, True),
+    (145, "RLW_RXPIPE Nonfatal XC0 i0 Link 07 (0x00000001 0x00000000)", "xid-nvlink5-nonfatal",
+     Category.NVLINK, False),
+    (154, "GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)", "xid-154-action",
+     Category.GPU_HARDWARE, True),
+    (154, "GPU recovery action changed from 0x4 (Drain and Reset) to 0x0 (None)", "xid-154-none",
+     Category.GPU_HARDWARE, False),
+    (155, "NVLink SW error", "xid-155", Category.GPU_HARDWARE, True),
+    (156, "Resource retirement", "xid-156", Category.GPU_HARDWARE, True),
+    (158, "GPU fatal timeout", "xid-158", Category.GPU_HARDWARE, True),
+    (57, "something this catalogue does not grade", "xid-other", Category.GPU_HARDWARE, False),
+]
+
+
+@pytest.mark.parametrize(("code", "tail", "sig_id", "category", "drain"), XID_CASES,
+                         ids=[f"xid{c[0]}-{c[2]}" for c in XID_CASES])
+def test_xid_codes_map_to_nvidia_buckets(code: int, tail: str, sig_id: str, category: Category,
+                                         drain: bool) -> None:
+    line = XID.format(code=code, tail=tail)
+    assert ids(line) == [sig_id], "exactly one Xid rule (the specific one) must claim the line"
+    m = hit(line, sig_id)
+    assert m.signature.category is category
+    assert m.signature.drain is drain
+    assert m.groups["pci"] == "0000:4e:00"
+    assert m.groups["xid"] == str(code)
+    assert m.host == "gpu-c12"
+
+
+def test_xid_without_pid_and_with_full_bdf() -> None:
+    m = hit("[ 8812.221] NVRM: Xid (PCI:0000:3b:00.0): 79, GPU has fallen off the bus.", "xid-79")
+    assert m.groups["pci"] == "0000:3b:00.0"
+    assert m.host is None
+
+
+def test_xid_31_unrecognized_client_is_hardware() -> None:
+    line = XID.format(code=31, tail="MMU Fault: ENGINE CE3 HUBCLIENT_CE1 faulted @ 0x0. Fault is of type "
+                                     "FAULT_PDE ACCESS_TYPE_VIRT_READ, UNRECOGNIZED_CLIENT")
+    matched = ids(line)
+    assert "xid-31-unrecognized-client" in matched
+    best = max(CAT.match_line(line, 1), key=lambda m: m.signature.rank_key)
+    assert best.signature.category is Category.GPU_HARDWARE and best.signature.drain
+
+
+def test_xid_code_is_not_a_prefix_match() -> None:
+    # Xid 790 does not exist, but 79 must not fire on it: the code is a whole number.
+    assert "xid-79" not in ids(K + "NVRM: Xid (PCI:0000:4e:00): 790, whatever")
+    assert "xid-13" not in ids(K + "NVRM: Xid (PCI:0000:4e:00): 136, Link training failed")
+
+
+LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
+    # GPU without an Xid line
+    (K + "NVRM: GPU 0000:4e:00.0: GPU has fallen off the bus.", "gpu-off-bus", {"pci": "0000:4e:00.0"}),
+    ("Unable to determine the device handle for GPU 0000:4E:00.0: GPU is lost.  Reboot the system to "
+     "recover this GPU", "gpu-lost-nvml", {"pci": "0000:4E:00.0"}),
+    (K + "pcieport 0000:4d:01.0: AER: Uncorrected (Fatal) error received: 0000:4e:00.0", "pcie-aer-fatal", {}),
+    (K + "nvidia-nvswitch3: SXid (PCI:0000:c5:00.0): 24007, Fatal, Link 44 sourcetrack timeout error",
+     "sxid-fatal", {"xid": "24007"}),
+    (K + "nvidia-nvswitch1: SXid (PCI:0000:86:00.0): 20034, Non-fatal, Link 30 LTSSM Fault Up", "sxid-nonfatal",
+     {}),
+    # CUDA errors raised on a rank
+    ("[rank4]: RuntimeError: CUDA error: uncorrectable ECC error encountered", "cuda-ecc", {}),
+    ("  what():  CUDA error: unknown error", "cuda-unknown-error", {}),
+    ("gpu-c12:881:905 [1] NCCL WARN Cuda failure 999 'unknown error'", "cuda-unknown-error", {}),
+    ("RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution", "cuda-nvlink", {}),
+    ("gpu-c12:881:881 [3] transport/nvls.cc:162 NCCL WARN Cuda failure 999 'unknown error'", "nccl-nvls", {}),
+    ("RuntimeError: No CUDA GPUs are available", "cuda-no-device", {}),
+    ("[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered", "cuda-illegal-access", {}),
+    ("RuntimeError: CUDA error: out of memory", "cuda-oom-raw", {}),
+    # PyTorch / NCCL
+    ("[rank7]:[E1129 07:51:04.770121 71211 ProcessGroupNCCL.cpp:632] [Rank 7] Watchdog caught collective "
+     "operation timeout: WorkNCCL(SeqNum=4821, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) "
+     "ran for 600047 milliseconds before timing out.", "nccl-watchdog-timeout", {"code": "4821"}),
+    ("[rank0]:    - [2, 9] finished collective #77, but didn't join collective #78 (count from 1)",
+     "nccl-desync-not-joined", {"ranks": "2, 9", "code": "78"}),
+    ("[rank0]:    - [11] joined but didn't finish collective #78 (count from 1)",
+     "nccl-desync-stuck-in-collective", {"ranks": "11"}),
+    ("[rank0]: ranks [12] are the lagging ranks that caused this timeout. They never joined any collectives",
+     "nccl-desync-never-joined", {"ranks": "12"}),
+    ("[PG ID 0 PG GUID 0(default_pg) Rank 3] ProcessGroupNCCL's watchdog got stuck for 480 seconds without "
+     "making progress in monitoring enqueued collectives.", "nccl-heartbeat-stuck", {"code": "480"}),
+    ("[Rank 2] NCCL communicator was aborted on rank 2.", "nccl-abort-cascade", {}),
+    ("hx-1:2201:2250 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB: Got completion from peer 10.1.2.3<5521> "
+     "with status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:10.1.2.9", "nccl-ib-retry-exceeded",
+     {"peer": "10.1.2.3", "code": "12", "host": "hx-1"}),
+    ("hx-1:2201:2250 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.1.2.3<5521> "
+     "with error 4, opcode 0, len 0, vendor err 81 (Recv)", "nccl-ib-local-protection", {"code": "4"}),
+    ("hx-1:2201:2250 [0] NCCL WARN NET/IB : Got async event : port error", "nccl-ib-port-error", {}),
+    ("hx-1:2201:2250 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer "
+     "hx-7<49122>", "nccl-socket-closed", {"peer": "hx-7"}),
+    ("torch.distributed.DistBackendError: NCCL error in: ../ProcessGroupNCCL.cpp:1970, invalid usage",
+     "nccl-invalid-usage", {}),
+    ("[hx-3:4411 :0:4498] Caught signal 7 (Bus error: nonexistent physical address)", "nccl-shm-bus-error", {}),
+    ("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 7/8 clients joined.",
+     "rendezvous-timeout", {}),
+    ("The node 'hx-4_1234_0' has failed to send a keep-alive heartbeat to the rendezvous 'job9' due to an "
+     "error of type RendezvousConnectionError.", "rendezvous-keepalive", {"host": "hx-4"}),
+    ("hx-1:2201:2250 [0] NCCL WARN NET/IB : Got completion from peer 10.1.2.3<5521> with status=10 opcode=1",
+     "nccl-ib-other", {"code": "10"}),
+    ("torch.distributed.DistBackendError: NCCL error in: ../ProcessGroupNCCL.cpp:1970, internal error - please "
+     "report this issue to the NCCL developers, NCCL version 2.21.5", "nccl-internal-error", {}),
+    ("ncclUnhandledCudaError: Call to CUDA function failed.", "nccl-unhandled-cuda", {}),
+    ("hx-2:52110:52110 [5] NCCL INFO comm 0x55e3a9f0 rank 13 nranks 16 cudaDev 5 busId bb000 commId 0x9d2f - "
+     "Init COMPLETE", "nccl-init-rank", {"rank": "13", "code": "16", "pci": "bb000", "host": "hx-2"}),
+    ("[rank3]: torch.distributed.DistNetworkError: Connection reset by peer", "dist-connection-lost", {}),
+    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+     "[10.0.0.3]:27823", "dist-connection-lost", {}),
+    ("RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+     "CollectiveFingerPrint(SequenceNumber=12, OpType=ALLREDUCE)", "nccl-collective-mismatch", {}),
+    # application, launcher, OOM
+    ("[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", "torch-cuda-oom", {}),
+    ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 79.35 GiB total "
+     "capacity)", "torch-cuda-oom", {}),
+    (K + "Out of memory: Killed process 4410 (python) total-vm:1kB", "host-oom-killer", {"code": "4410"}),
+    ("slurmstepd: error: Detected 3 oom-kill event(s) in StepId=5521.batch. Some of your processes may have "
+     "been killed by the cgroup out-of-memory handler.", "slurm-oom-kill", {"code": "3"}),
+    ("srun: error: hx-2: task 5: Out Of Memory", "srun-task-oom", {"host": "hx-2", "task": "5"}),
+    ("E1129 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) local_rank: 3 "
+     "(pid: 5) of binary: /usr/bin/python", "torchrun-exit-sigkill", {}),
+    ("  exitcode  : -11 (pid: 4242)", "native-segfault", {}),
+    ("  exitcode  : -7 (pid: 4242)", "bus-error-exit", {}),
+    ("  exitcode  : -6 (pid: 4242)", "elastic-sigabrt", {}),
+    (" [2026] iteration 9/ 10 | lm loss: NAN | loss scale: 1.0 |", "loss-nan", {}),
+    ("[rank3]: ValueError: too many values to unpack (expected 2)", "python-exception", {"detail": "ValueError"}),
+    ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "elastic-child-failed", {}),
+    ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 88 got signal: 15",
+     "elastic-signal-exception", {"code": "15"}),
+    # storage
+    ("OSError: [Errno 28] No space left on device: '/ckpt/step_9/model.pt'", "storage-enospc",
+     {"path": "/ckpt/step_9/model.pt"}),
+    ("OSError: [Errno 122] Disk quota exceeded: '/home/u/ckpt'", "storage-edquot", {"path": "/home/u/ckpt"}),
+    ("OSError: [Errno 116] Stale file handle", "storage-estale", {}),
+    ("OSError: [Errno 5] Input/output error: '/scratch/shard_00017.bin'", "storage-eio",
+     {"path": "/scratch/shard_00017.bin"}),
+    ("RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
+     "storage-torch-reader", {}),
+    ("ERROR: Failed to save checkpoint to /ckpt/global_step400", "storage-checkpoint-failed",
+     {"path": "/ckpt/global_step400"}),
+    (K + "INFO: task python3:99231 blocked for more than 122 seconds.", "kernel-hung-task", {}),
+    ("RuntimeError: DataLoader worker (pid 811) is killed by signal: Killed.", "dataloader-killed", {}),
+    ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory "
+     "(shm).", "dataloader-shm-bus-error", {}),
+    ("W1129 api.py:897] Sending process 41878 closing signal SIGTERM", "elastic-closing-siblings", {}),
+    ("E1129 api.py:869] failed (exitcode: 1) local_rank: 2 (pid: 7733) of binary: /usr/bin/python",
+     "elastic-worker-failed", {"exitcode": "1"}),
+    ("  exitcode  : 1 (pid: 140389)", "torchrun-summary-exitcode", {"exitcode": "1"}),
+    ("[rank5]: Traceback (most recent call last):", "python-traceback", {}),
+    (K + "NVRM: fallen off the bus and is not responding to commands.", "gpu-off-bus-banner", {}),
+    (K + "pcieport 0000:4d:01.0: AER: Corrected error received: 0000:4e:00.0", "pcie-aer-corrected", {}),
+    ("[PG ID 0 PG GUID 0(default_pg) Rank 0] Received a dump signal due to a collective timeout from  rank 6 "
+     "and we will try our best to dump the debug info.", "nccl-dump-signal", {"rank": "6"}),
+    ("[PG 0 Rank 1] Timeout at NCCL work: 2211, last enqueued NCCL work: 2211, last completed NCCL work: 2210.",
+     "nccl-watchdog-status", {"code": "2211"}),
+    ("hx-1:2201:2250 [0] NCCL WARN NET/IB : Got completion from peer 10.1.2.3<5521> with error 5, opcode 0",
+     "nccl-ib-flush", {"code": "5"}),
+    ("NCCL error: remote process exited or there was a network error, NCCL version 2.21.5",
+     "nccl-remote-or-system-error", {}),
+    ("RuntimeError: [enforce fail at inline_container.cc:626] . PytorchStreamWriter failed writing file "
+     "data/12: file write failed", "storage-torch-writer", {"path": "data/12"}),
+    # Slurm
+    ("slurmstepd: error: *** JOB 77 ON hx-1 CANCELLED AT 2026-11-29T01:02:03 DUE TO TIME LIMIT ***",
+     "slurm-time-limit", {"host": "hx-1"}),
+    ("slurmstepd: error: *** STEP 77.0 ON hx-1 CANCELLED AT 2026-11-29T01:02:03 DUE TO NODE FAILURE, SEE "
+     "SLURMCTLD LOG FOR DETAILS ***", "slurm-node-failure-banner", {}),
+    ("slurmstepd: error: *** STEP 77.0 ON hx-1 FAILED (non-zero exit code or other failure mode) ***",
+     "slurm-failed-banner", {}),
+    ("srun: Job step aborted: Waiting up to 32 seconds for job step to finish.", "srun-step-aborted", {}),
+    ("srun: error: Node failure on hx-9", "slurm-node-failure", {"host": "hx-9"}),
+    ("slurmstepd: error: *** JOB 77 ON hx-1 CANCELLED AT 2026-11-29T01:02:03 DUE TO PREEMPTION ***",
+     "slurm-preempted", {}),
+    ("[2026-11-29T01:02:03.000] error: *** STEP 77.0 ON hx-1 CANCELLED AT 2026-11-29T01:02:03 DUE TO JOB "
+     "REQUEUE ***", "slurm-requeued", {}),
+    ("slurmstepd: error: *** JOB 77 ON hx-1 CANCELLED AT 2026-11-29T01:02:03 ***", "slurm-cancelled", {}),
+    ("slurmstepd: error: *** JOB 77 ON hx-1 CANCELLED AT 2026-11-29T01:02:03 DUE to SIGNAL Terminated ***",
+     "slurm-cancelled", {}),
+    ("slurmstepd: error: *** STEP 77.0 ON hx-3 UNCORRECTABLE MEMORY ERROR AT 2026-11-29T01:02:03 ***",
+     "slurm-uncorrectable-memory", {"host": "hx-3"}),
+    ("srun: error: Task launch for StepId=77.0 failed on node hx-5: Job credential expired", "slurm-launch-failed",
+     {"host": "hx-5"}),
+    ("slurmstepd: error: *** JOB 77 STEPD TERMINATED ON hx-6 AT 2026-11-29T01:02:03 DUE TO JOB NOT ENDING WITH "
+     "SIGNALS ***", "slurm-unkillable-step", {"host": "hx-6"}),
+    ("  host      : hx-6.cluster", "torchrun-summary-host", {"host": "hx-6.cluster"}),
+    ("  rank      : 12 (local_rank: 4)", "torchrun-summary-rank", {"rank": "12"}),
+    (K + "NVRM: The NVIDIA GPU 0000:4e:00.0", "gpu-pci-banner", {"pci": "0000:4e:00.0"}),
+    ("srun: error: hx-1: tasks 0-7: Exited with exit code 1", "srun-task-exit", {"host": "hx-1", "task": "0"}),
+]
+
+
+@pytest.mark.parametrize(("line", "sig_id", "groups"), LINE_CASES, ids=[c[1] for c in LINE_CASES])
+def test_family_lines(line: str, sig_id: str, groups: dict[str, str]) -> None:
+    m = hit(line, sig_id)
+    for key, value in groups.items():
+        assert m.groups.get(key, m.host if key == "host" else None) == value, key
+    assert CAT.might_match(line)
+
+
+NEAR_MISSES = [
+    "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.90.07",
+    "hx-1:2201:2201 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.1.2.9<0>",
+    " iteration      100/   1000 | lm loss: 2.3 | number of nan iterations:   0 |",
+    "successfully saved checkpoint from iteration    2000 to /ckpt",
+    "INFO: error_file not set, using default",
+    "the model uses 3% of free memory; no space issues expected",
+    "slurmstepd: error: *** JOB 77 ON hx-1 COMPLETED ***",
+    "Received keep-alive from node hx-4",
+    "rank 3 reached a timeout-free barrier",
+]
+
+
+@pytest.mark.parametrize("line", NEAR_MISSES)
+def test_near_misses_do_not_match(line: str) -> None:
+    assert CAT.match_line(line, 1) == []
