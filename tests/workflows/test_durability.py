@@ -26,10 +26,11 @@ from tests.workflows.helpers import FAST, anomaly, inject, result
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
 
-def start_worker(address: str, task_queue: str, data_dir: Path, delay_s: float) -> subprocess.Popen[bytes]:
+def start_worker(address: str, task_queue: str, data_dir: Path, delay_s: float, *,
+                 extra_env: dict[str, str] | None = None, tag: str = "") -> subprocess.Popen[bytes]:
     env = {**os.environ, "GOODPUT_DATA_DIR": str(data_dir), "GOODPUT_FAKE_ACTION_DELAY_S": str(delay_s),
-           "GOODPUT_CONFIG": str(data_dir / "none.toml")}
-    with (data_dir / f"worker-{delay_s}.log").open("ab") as log:
+           "GOODPUT_CONFIG": str(data_dir / "none.toml"), **(extra_env or {})}
+    with (data_dir / f"worker-{delay_s}{tag}.log").open("ab") as log:
         return subprocess.Popen([sys.executable, "-c", "from workers.main import main; main()",
                                  "--temporal", address, "worker", "--task-queue", task_queue],
                                 env=env, stdout=log, stderr=subprocess.STDOUT)
