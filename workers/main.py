@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from goodput.classify import run_classify
 from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_file
 from goodput.cli.render import incident_detail, incidents_table
 from goodput.cli.service import ServiceError
@@ -202,10 +203,7 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
 
 
 def cmd_classify(args: argparse.Namespace) -> int:
-    from goodput.classify import run_classify  # type: ignore[import-not-found,unused-ignore]
-
-    code: int = run_classify(args.paths, args.json, sys.stdout, sys.stderr)
-    return code
+    return run_classify(args.paths, args.json, sys.stdout, sys.stderr)
 
 
 def dispatch(argv: Sequence[str] | None = None) -> int:
