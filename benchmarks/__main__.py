@@ -12,6 +12,7 @@ BENCHMARKS = {
     "classify": "benchmarks.classify_throughput",
     "temporal": "benchmarks.temporal_starts",
     "goodput": "benchmarks.goodput_sim",
+    "watch": "benchmarks.watch_capacity",
 }
 
 
