@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import random
 import subprocess
 import sys
@@ -69,7 +70,7 @@ async def level(client: Client, n: int, args: argparse.Namespace, tmp: Path) -> 
                                          stdout_path=str(path), comment="goodput:opt-in")
     fake = FakeScheduler(FakeClusterState(jobs=jobs))
     queue = f"cap-{uuid.uuid4().hex[:6]}"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, *map(str, paths)])
+    writer = subprocess.Popen(  # noqa: ASYNC220 - a writer that runs beside the loop, never awaited[sys.executable, "-c", WRITER, *map(str, paths)])
     try:
         async with worker(client, queue, fake):
             launcher = TemporalWatchLauncher(client, queue)
@@ -94,15 +95,13 @@ async def level(client: Client, n: int, args: argparse.Namespace, tmp: Path) -> 
                     latencies.append(got)
             for job_id in jobs:
                 handle = client.get_workflow_handle(job_watch_id(cluster, job_id, 0))
-                try:
+                with contextlib.suppress(RPCError):
                     await handle.terminate("benchmark level over")
-                except RPCError:
-                    pass
     finally:
         writer.kill()
         writer.wait()
-    return {"jobs": n, "cpu_cores": round(cpu, 3), "detection_s": {k: round(v, 4) for k, v in summary(latencies).items()},
-            "missed": missed}
+    detection = {k: round(v, 4) for k, v in summary(latencies).items()}
+    return {"jobs": n, "cpu_cores": round(cpu, 3), "detection_s": detection, "missed": missed}
 
 
 async def run_levels(args: argparse.Namespace) -> dict[str, Any]:
@@ -129,7 +128,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"  {'jobs':>6} {'CPU (cores)':>12} {'detect p50':>11} {'p99':>8} {'missed':>7}")
     for r in result["levels"]:
         d = r["detection_s"]
-        print(f"  {r['jobs']:>6} {r['cpu_cores']:>12} {d['p50'] * 1000:>8.0f} ms {d['p99'] * 1000:>5.0f} ms {r['missed']:>7}")
+        print(f"  {r['jobs']:>6} {r['cpu_cores']:>12} {d['p50'] * 1000:>8.0f} ms {d['p99'] * 1000:>5.0f} ms "
+              f"{r['missed']:>7}")
     emit(result, args.json)
     return result
 

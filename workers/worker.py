@@ -62,7 +62,7 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
                                           or ([Exception] if fail_workflows_on_bugs else [])),
         graceful_shutdown_timeout=timedelta(seconds=5),
         # Watchers are long-running activities: leave room for many beside the recovery steps.
-        max_concurrent_activities=1000,
+        max_concurrent_activities=5000,
     )
 
 
