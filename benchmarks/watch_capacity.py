@@ -70,7 +70,8 @@ async def level(client: Client, n: int, args: argparse.Namespace, tmp: Path) -> 
                                          stdout_path=str(path), comment="goodput:opt-in")
     fake = FakeScheduler(FakeClusterState(jobs=jobs))
     queue = f"cap-{uuid.uuid4().hex[:6]}"
-    writer = subprocess.Popen(  # noqa: ASYNC220 - a writer that runs beside the loop, never awaited[sys.executable, "-c", WRITER, *map(str, paths)])
+    # The writer runs beside the event loop for the whole level; it is never awaited.
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, *map(str, paths)])  # noqa: ASYNC220
     try:
         async with worker(client, queue, fake):
             launcher = TemporalWatchLauncher(client, queue)
