@@ -20,6 +20,7 @@ from pydantic_settings import (
 )
 
 from goodput.policy import Policy
+from goodput.push import PushConfig
 from goodput.watch import OptInRule, WatchClusterInput
 
 
@@ -45,6 +46,7 @@ class Settings(BaseSettings):
     opt_in: OptInRule = Field(default_factory=OptInRule)
     scheduler_poll_s: float = Field(default=2.0, gt=0)
     log_poll_s: float = Field(default=0.25, gt=0)
+    push: PushConfig = Field(default_factory=PushConfig)
 
     def watch_request(self) -> WatchClusterInput:
         return WatchClusterInput(cluster=self.cluster, opt_in=self.opt_in, poll_interval_s=self.scheduler_poll_s,

@@ -13,11 +13,12 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
+from temporalio.client import Client
 
 from goodput.classify import run_classify
 from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_file
@@ -29,7 +30,8 @@ from goodput.incident import Decision, DecisionVerb
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
 from workers import devserver
 from workers.client import TemporalIncidentService, connect
-from workers.watching import start_cluster_watch
+from workers.push_server import serve_push
+from workers.watching import IncidentSink, start_cluster_watch
 from workers.worker import ensure_search_attributes, worker_for
 
 log = logging.getLogger("goodput")
@@ -110,6 +112,20 @@ async def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) 
     await main(stop)
 
 
+@contextlib.asynccontextmanager
+async def service_extras(settings: Settings, client: Client, console: Console) -> AsyncIterator[None]:
+    """What runs beside a worker: the cluster watcher and, when enabled, the log push endpoint."""
+    if settings.watch:
+        await start_cluster_watch(client, settings.task_queue, settings.watch_request())
+    if not settings.push.enabled:
+        yield
+        return
+    sink = IncidentSink(TemporalIncidentService(client, settings.task_queue), settings.policy)
+    async with serve_push(settings.push, sink, settings.cluster) as server:
+        console.print(f"log push endpoint at {server.url}")
+        yield
+
+
 async def cmd_up(settings: Settings, console: Console) -> int:
     _, port = settings.temporal_host_port()
     server = devserver.start(port=port, ui_port=settings.temporal_ui_port, db_file=settings.temporal_db,
@@ -119,9 +135,7 @@ async def cmd_up(settings: Settings, console: Console) -> int:
         worker = worker_for(client, settings)
 
         async def serve(stop: asyncio.Event) -> None:
-            async with worker:
-                if settings.watch:
-                    await start_cluster_watch(client, settings.task_queue, settings.watch_request())
+            async with worker, service_extras(settings, client, console):
                 console.print(f"goodput is up: Temporal at {settings.temporal_address}, "
                               f"UI at http://127.0.0.1:{settings.temporal_ui_port} "
                               f"(namespace {settings.namespace}), mode [bold]{settings.policy.mode}[/], "
@@ -141,9 +155,7 @@ async def cmd_worker(settings: Settings, console: Console) -> int:
     worker = worker_for(client, settings)
 
     async def serve(stop: asyncio.Event) -> None:
-        async with worker:
-            if settings.watch:
-                await start_cluster_watch(client, settings.task_queue, settings.watch_request())
+        async with worker, service_extras(settings, client, console):
             console.print(f"goodput worker on {settings.temporal_address} queue {settings.task_queue}")
             await stop.wait()
 

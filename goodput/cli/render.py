@@ -26,7 +26,7 @@ def _when(at: datetime | None) -> str:
 def incidents_table(rows: Sequence[IncidentSummary]) -> Table:
     table = Table(title="goodput incidents", show_lines=False)
     for column in ("incident", "job", "state", "mode", "category", "culprits", "started"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("incident", "state"))
+        table.add_column(column, overflow="fold")
     for row in rows:
         state = Text(row.state or "?", style=_STATE_STYLE.get(row.state, ""))
         table.add_row(row.incident_id, row.job_id, state, row.mode, row.category or "-",

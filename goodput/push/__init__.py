@@ -1,0 +1,31 @@
+"""Pushed logs: batches of JSON records from log shippers, turned into anomalies by the live detector.
+
+Some sites cannot give goodput read access to job output files, but already run Fluent Bit or
+Vector on every node. Those shippers POST batches of JSON records; this module is everything
+about such a batch that needs no network: the settings, the bearer-token check, parsing and
+validating a body into per-stream lines, and `PushRouter`, which keeps one `LiveLogDetector` per
+(cluster, job, attempt, host) so pushed lines are judged exactly like tailed ones.
+
+Bodies are hostile input. A record that is not an object, lacks a field, or names a job id that
+no scheduler call may carry is rejected on its own (line number and reason); only a body in
+which nothing is JSON fails as a whole. Sizes are bounded everywhere: the body, each line, the
+lines of a batch, the rejections reported and the number of detectors kept.
+"""
+
+from goodput.push.batch import (
+    BodyTooLargeError,
+    ParsedBatch,
+    PushBodyError,
+    PushLine,
+    Rejection,
+    StreamKey,
+    parse_batch,
+)
+from goodput.push.config import MAX_ATTEMPT, MIN_TOKEN_CHARS, PushConfig, PushFields, authenticate, token_matches
+from goodput.push.router import PushRouter
+
+__all__ = [
+    "MAX_ATTEMPT", "MIN_TOKEN_CHARS", "BodyTooLargeError", "ParsedBatch", "PushBodyError", "PushConfig",
+    "PushFields", "PushLine", "PushRouter", "Rejection", "StreamKey", "authenticate", "parse_batch",
+    "token_matches",
+]

@@ -1,0 +1,195 @@
+"""The HTTP side of log push: Fluent Bit and Vector POST JSON lines here, anomalies go to the sink.
+
+Everything about a body (auth, parsing, detection) lives in the pure `goodput.push`; this module
+only speaks HTTP, with status codes chosen for shippers: 4xx for what a retry cannot fix (bad
+token, too large, wrong type, not JSON), 503 with Retry-After when the sink fails, because both
+shippers retry 5xx and the retried batch maps to the same anomaly ids. The body is never read
+past `max_body_bytes`, and at most `max_concurrent_requests` bodies are held at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from goodput.identifiers import validate_cluster
+from goodput.models import Anomaly
+from goodput.push import (
+    BodyTooLargeError,
+    ParsedBatch,
+    PushBodyError,
+    PushConfig,
+    PushRouter,
+    authenticate,
+    parse_batch,
+    token_matches,
+)
+from goodput.watch import AnomalySink
+
+log = logging.getLogger("goodput.push")
+
+LOGS_PATH = "/v1/logs"
+HEALTH_PATH = "/healthz"
+ACCEPTED_TYPES = frozenset({"application/json", "application/x-ndjson", "application/jsonl",
+                            "application/x-jsonlines", "text/plain"})
+RETRY_AFTER_S = 5
+SUBMIT_TIMEOUT_S = 30.0  # shippers give up on a request after about this long anyway
+_KEPT_HEADERS = ("Allow", "WWW-Authenticate", "Retry-After")
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.json_response({"error": message}, status=status, headers=headers)
+
+
+async def _plain_server_header(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers["Server"] = "goodput"  # not the Python and aiohttp versions
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: _Handler) -> web.StreamResponse:
+    """aiohttp's own refusals (405, 404, 413 while reading) in the same JSON shape as ours."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        headers = {k: exc.headers[k] for k in _KEPT_HEADERS if k in exc.headers}
+        return _error(exc.status, exc.text or exc.reason, headers)
+
+
+class PushServer:
+    """`POST /v1/logs` and `GET /healthz` on the configured host and port (0 picks a free port)."""
+
+    def __init__(self, config: PushConfig, sink: AnomalySink, cluster: str, *, router: PushRouter | None = None,
+                 clock: Callable[[], datetime] = _utcnow) -> None:
+        self.config = config
+        self.cluster = validate_cluster(cluster)  # a bad setting fails at startup, not on every request
+        self._sink = sink
+        self._router = router if router is not None else PushRouter(config)
+        self._clock = clock
+        self._slots = asyncio.Semaphore(config.max_concurrent_requests)
+        # A threading lock, not an asyncio one: a cancelled request must not free the router while
+        # its worker thread is still inside it.
+        self._route_lock = threading.Lock()
+        self.app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_json_errors])
+        self.app.on_response_prepare.append(_plain_server_header)
+        self.app.router.add_post(LOGS_PATH, self._logs)
+        self.app.router.add_get(HEALTH_PATH, self._health)
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port, once started."""
+        if self._port is None:
+            raise RuntimeError("the push server is not started")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        if self._runner is not None:
+            return
+        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=5.0)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.config.host, self.config.port)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self._port = int(runner.addresses[0][1])
+        log.info("log push listening on %s%s", self.url, LOGS_PATH)
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+        self._port = None
+
+    async def __aenter__(self) -> PushServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.stop()
+
+    # -- handlers -------------------------------------------------------------------------
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    def _authorized(self, request: web.Request) -> bool:
+        header = request.headers.get("Authorization")
+        if header is not None:
+            return authenticate(header, self.config)
+        token = request.headers.get("X-Goodput-Token")
+        return token is not None and token_matches(token.strip(), self.config)
+
+    def _route(self, batch: ParsedBatch, detected_at: datetime) -> list[Anomaly]:
+        with self._route_lock:  # the detectors are stateful: one batch at a time
+            return self._router.route(batch, detected_at)
+
+    async def _logs(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return _error(401, "missing or invalid token: send 'Authorization: Bearer <token>'",
+                          {"WWW-Authenticate": 'Bearer realm="goodput"'})
+        if request.content_type not in ACCEPTED_TYPES:
+            return _error(415, f"unsupported content type {request.content_type[:100]!r}; "
+                               f"send one of {', '.join(sorted(ACCEPTED_TYPES))}")
+        limit = self.config.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            return _error(413, f"body is {request.content_length} bytes (limit {limit})")
+        async with self._slots:
+            body = await request.read()  # bounded by client_max_size, chunked or not
+            try:
+                batch = await asyncio.to_thread(parse_batch, body, self.config, cluster=self.cluster,
+                                                received_at=self._clock())
+            except BodyTooLargeError as err:
+                return _error(413, str(err))
+            except PushBodyError as err:
+                return _error(400, str(err))
+            del body
+            anomalies = await asyncio.to_thread(self._route, batch, self._clock())
+        for anomaly in anomalies:
+            try:
+                async with asyncio.timeout(SUBMIT_TIMEOUT_S):
+                    await self._sink.submit(anomaly)
+            except Exception:
+                log.warning("log push: could not submit anomaly %s for job %s; asking the shipper to retry",
+                            anomaly.id, anomaly.job_id, exc_info=True)
+                return _error(503, "could not record the anomalies of this batch; retry later",
+                              {"Retry-After": str(RETRY_AFTER_S)})
+        if batch.rejected_total:
+            log.info("log push: %d records accepted, %d rejected (first: line %d: %s)", batch.accepted,
+                     batch.rejected_total, batch.rejected[0].line, batch.rejected[0].reason)
+        result: dict[str, Any] = {
+            "accepted": batch.accepted,
+            "rejected": [{"line": r.line, "reason": r.reason} for r in batch.rejected],
+            "rejected_total": batch.rejected_total,
+            "anomalies": len(anomalies),
+        }
+        return web.json_response(result)
+
+
+def serve_push(config: PushConfig, sink: AnomalySink, cluster: str, *, router: PushRouter | None = None,
+               clock: Callable[[], datetime] = _utcnow) -> PushServer:
+    """`async with serve_push(settings.push, sink, settings.cluster) as server:` listens inside the block."""
+    return PushServer(config, sink, cluster, router=router, clock=clock)
