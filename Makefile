@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PKGS := goodput workflows activities workers
 
-.PHONY: up test lint install clean
+.PHONY: up test lint install clean bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,3 +29,12 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .goodput .mypy_cache .ruff_cache .pytest_cache
+
+# Every benchmark, its JSON result saved under docs/results/, then the plots for docs/benchmarks.md.
+BENCHES ?= classify temporal storm watch goodput latency
+bench: $(STAMP)
+	mkdir -p docs/results
+	set -e; for b in $(BENCHES); do \
+	  echo "== $$b"; $(BIN)/python -m benchmarks $$b --json | tee /tmp/goodput-bench-$$b.log; \
+	  tail -n 1 /tmp/goodput-bench-$$b.log > docs/results/$$b.json; done
+	$(BIN)/python -m benchmarks.plots
