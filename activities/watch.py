@@ -54,7 +54,12 @@ class WatchActivities:
             return WatchJobResult(job_id=job.job_id, anomalies=0, reason="the job has no output files to watch")
         resumed = _details(WatchCheckpoint)
         checkpoint = resumed if isinstance(resumed, WatchCheckpoint) else WatchCheckpoint()
-        cursors = {c.path: c for c in checkpoint.cursors}
+        initial = checkpoint.cursors or request.cursors
+        if not initial and resumed is None and job.restart_count > 0:
+            # A requeued job may append to its predecessor's file: start where that watch stopped.
+            initial = await self._launcher.handover(request.cluster, job.job_id, job.restart_count - 1,
+                                                    wait_s=3 * request.job_check_interval_s)
+        cursors = {c.path: c for c in initial}
         key = IncidentKey(cluster=request.cluster, job_id=job.job_id, job_attempt=job.restart_count)
         node = job.nodes[0] if len(job.nodes) == 1 else None
         state = checkpoint.live or LiveState(progress=ProgressState(started_at=request.started_at))
@@ -79,7 +84,8 @@ class WatchActivities:
                         final = [line for tailer in tailers for line in tailer.poll(now)]
                         for anomaly in detector.feed(final, now, datetime.now(UTC)):
                             await self._sink.submit(anomaly)
-                        return WatchJobResult(job_id=job.job_id, anomalies=detector.state.anomalies, reason=ended)
+                        return WatchJobResult(job_id=job.job_id, anomalies=detector.state.anomalies, reason=ended,
+                                              cursors=tuple(t.cursor for t in tailers))
                 await asyncio.sleep(request.poll_interval_s)
         finally:
             for tailer in tailers:

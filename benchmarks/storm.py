@@ -32,6 +32,7 @@ def cluster(jobs: int) -> FakeClusterState:
     state = FakeClusterState(nodes=nodes)
     for j in range(jobs):
         state.jobs[str(10_000 + j)] = JobInfo(job_id=str(10_000 + j), state=JobState.RUNNING, partition="gpu",
+                                              comment="goodput:opt-in",
                                               nodes=(f"n{2 * j + 1:04d}", f"n{2 * j + 2:04d}"))
     return state
 

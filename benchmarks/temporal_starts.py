@@ -41,7 +41,8 @@ class StampingScheduler(FakeScheduler):
 
 
 def jobs(n: int) -> FakeClusterState:
-    return FakeClusterState(jobs={str(100_000 + i): JobInfo(job_id=str(100_000 + i), state=JobState.RUNNING)
+    return FakeClusterState(jobs={str(100_000 + i): JobInfo(job_id=str(100_000 + i), state=JobState.RUNNING,
+                                                            comment="goodput:opt-in")
                                   for i in range(n)})
 
 

@@ -11,7 +11,7 @@ import os
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -26,6 +26,27 @@ from goodput.watch import OptInRule, WatchClusterInput
 
 class SchedulerKind(StrEnum):
     FAKE = "fake"
+    SLURM_CLI = "slurm-cli"
+    SLURM_SSH = "slurm-ssh"
+    SLURM_REST = "slurm-rest"
+
+
+class SlurmSettings(BaseModel):
+    """How to reach Slurm in each deployment mode; see docs/slurm.md."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command_timeout_s: float = Field(default=30.0, gt=0)
+    # SSH mode: a controller off the cluster runs the same commands on a login/head node.
+    ssh_host: str = ""
+    ssh_port: int = Field(default=22, ge=1, le=65535)
+    ssh_user: str | None = None
+    ssh_known_hosts: Path = Path("~/.ssh/known_hosts")
+    ssh_client_keys: tuple[Path, ...] = ()
+    # In-cluster REST mode: slurmrestd with a JWT; operations the served API lacks use the CLI.
+    rest_url: str = ""
+    rest_user: str = "slurm"
+    rest_token_file: Path | None = None
 
 
 class Settings(BaseSettings):
@@ -40,6 +61,7 @@ class Settings(BaseSettings):
     temporal_ui_port: int = Field(default=8233, ge=1, le=65535)
     temporal_sqlite_wal: bool = True
     scheduler: SchedulerKind = SchedulerKind.FAKE
+    slurm: SlurmSettings = Field(default_factory=SlurmSettings)
     fake_action_delay_s: float = Field(default=0.0, ge=0.0)
     policy: Policy = Field(default_factory=Policy)
     watch: bool = True

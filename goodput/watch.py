@@ -19,18 +19,18 @@ from goodput.detect.scheduler_watch import Snapshot
 from goodput.logtail import TailCursor
 from goodput.models import Anomaly, Frozen
 from goodput.scheduler import JobInfo
+from goodput.slurm.optin import DEFAULT_MARKER, is_opted_in
 
 
 class OptInRule(Frozen):
     """Only jobs that asked for goodput are ever acted on (and therefore watched)."""
 
-    comment_marker: str = "goodput:opt-in"
+    comment_marker: str = DEFAULT_MARKER
     partitions: tuple[str, ...] = ()
     all_jobs: bool = False
 
     def admits(self, job: JobInfo) -> bool:
-        return (self.all_jobs or (bool(self.comment_marker) and self.comment_marker in job.comment)
-                or job.partition in self.partitions)
+        return self.all_jobs or is_opted_in(job, self.partitions, self.comment_marker)
 
 
 class WatchJobInput(Frozen):
@@ -40,6 +40,9 @@ class WatchJobInput(Frozen):
     poll_interval_s: float = Field(default=0.25, gt=0)
     job_check_interval_s: float = Field(default=5.0, gt=0)
     hang: HangConfig = DEFAULT_HANG_CONFIG
+    # Where the previous attempt's watcher stopped: a requeued job appending to the same file
+    # must not have its predecessor's fatal lines read again as its own.
+    cursors: tuple[TailCursor, ...] = ()
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -57,6 +60,7 @@ class WatchJobResult(Frozen):
     job_id: str
     anomalies: int
     reason: str
+    cursors: tuple[TailCursor, ...] = ()
 
 
 class WatchClusterInput(Frozen):
@@ -79,6 +83,10 @@ class AnomalySink(Protocol):
 
 
 class WatchLauncher(Protocol):
-    """Starts (idempotently) the log watcher of one job attempt."""
+    """Starts (idempotently) the log watcher of one job attempt, and hands over between attempts."""
 
     async def launch(self, request: WatchJobInput) -> None: ...
+
+    async def handover(self, cluster: str, job_id: str, attempt: int, wait_s: float) -> tuple[TailCursor, ...]:
+        """Where the previous attempt's watcher stopped reading (empty when there was none)."""
+        ...

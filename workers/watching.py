@@ -7,20 +7,25 @@ already finished) as done, so every scan can ask again safely.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+from datetime import timedelta
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
+from goodput.logtail import TailCursor
 from goodput.models import Anomaly
 from goodput.policy import Policy
-from goodput.watch import WatchClusterInput, WatchJobInput
+from goodput.watch import WatchCheckpoint, WatchClusterInput, WatchJobInput
 from workers.client import TemporalIncidentService
 from workflows.watch import ClusterWatchWorkflow, JobWatchWorkflow, cluster_watch_id, job_watch_id
 
 log = logging.getLogger("goodput.watch")
+HANDOVER_TIMEOUT = timedelta(seconds=5)
 
 
 class IncidentSink:
@@ -47,6 +52,39 @@ class TemporalWatchLauncher:
                 JobWatchWorkflow.run, request, id=job_watch_id(request.cluster, job.job_id, job.restart_count),
                 task_queue=self._task_queue, id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+
+
+    async def handover(self, cluster: str, job_id: str, attempt: int, wait_s: float) -> tuple[TailCursor, ...]:
+        """Where the watcher of `attempt` stopped reading.
+
+        It ends by itself soon after its job attempt ends and returns exact cursors; wait for
+        that. If it does not end in time, stop it and take its last heartbeated cursors (up to a
+        heartbeat interval old: a few of its last lines may then be read again).
+        """
+        handle = self._client.get_workflow_handle_for(JobWatchWorkflow.run, job_watch_id(cluster, job_id, attempt))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        try:
+            while True:
+                described = await handle.describe(rpc_timeout=HANDOVER_TIMEOUT)
+                if described.status == WorkflowExecutionStatus.COMPLETED:
+                    return (await handle.result(rpc_timeout=HANDOVER_TIMEOUT)).cursors
+                if described.status != WorkflowExecutionStatus.RUNNING:
+                    return ()
+                if loop.time() >= deadline:
+                    break
+                await asyncio.sleep(0.2)
+            await handle.cancel(rpc_timeout=HANDOVER_TIMEOUT)
+            raw = await handle.describe(rpc_timeout=HANDOVER_TIMEOUT)
+            for pending in raw.raw_description.pending_activities:
+                if pending.heartbeat_details.payloads:
+                    [details] = await self._client.data_converter.decode(
+                        pending.heartbeat_details.payloads, [WatchCheckpoint])
+                    return tuple(details.cursors)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                log.warning("cursor handover from %s attempt %s failed: %s", job_id, attempt, err)
+        return ()
 
 
 async def start_cluster_watch(client: Client, task_queue: str, request: WatchClusterInput) -> str:

@@ -18,6 +18,10 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.adapters.breaker_gate import TemporalDrainGate
+from activities.adapters.slurm_cli import SlurmCliBackend
+from activities.adapters.slurm_rest import SlurmRestBackend
+from activities.adapters.slurm_runner import LocalRunner
+from activities.adapters.slurm_ssh import SshRunner
 from activities.recovery import RecoveryActivities
 from activities.watch import WatchActivities
 from goodput.breaker import DrainGate
@@ -37,10 +41,33 @@ log = logging.getLogger("goodput.worker")
 
 
 def scheduler_from(settings: Settings) -> Scheduler:
+    """The one place that knows every backend; docs/slurm.md explains the deployment modes."""
     if settings.scheduler is SchedulerKind.FAKE:
         return FakeScheduler(state_path=settings.fake_state_path,
                              action_delay_s=settings.fake_action_delay_s)
-    raise ValueError(f"unsupported scheduler {settings.scheduler}")
+    slurm = settings.slurm
+    partitions, marker, enforce = (settings.opt_in.partitions, settings.opt_in.comment_marker,
+                                   not settings.opt_in.all_jobs)
+    local = SlurmCliBackend(LocalRunner(timeout_s=slurm.command_timeout_s), allow_partitions=partitions,
+                            comment_marker=marker, enforce_opt_in=enforce)
+    if settings.scheduler is SchedulerKind.SLURM_CLI:
+        return local
+    if settings.scheduler is SchedulerKind.SLURM_SSH:
+        if not slurm.ssh_host:
+            raise ValueError("scheduler slurm-ssh needs slurm.ssh_host")
+        runner = SshRunner(slurm.ssh_host, known_hosts=slurm.ssh_known_hosts.expanduser(), port=slurm.ssh_port,
+                           username=slurm.ssh_user, client_keys=[k.expanduser() for k in slurm.ssh_client_keys],
+                           timeout_s=slurm.command_timeout_s)
+        return SlurmCliBackend(runner, allow_partitions=partitions, comment_marker=marker, enforce_opt_in=enforce)
+    if not slurm.rest_url or slurm.rest_token_file is None:
+        raise ValueError("scheduler slurm-rest needs slurm.rest_url and slurm.rest_token_file")
+    token_file = slurm.rest_token_file.expanduser()
+
+    def token() -> str:
+        return token_file.read_text().strip()  # re-read: tokens are rotated on disk
+
+    return SlurmRestBackend(slurm.rest_url, user=slurm.rest_user, token=token, fallback=local,
+                            allow_partitions=partitions, comment_marker=marker, enforce_opt_in=enforce)
 
 
 def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier: Notifier, *,

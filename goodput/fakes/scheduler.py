@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from goodput.identifiers import validate_job_id, validate_node_name, validate_reason
 from goodput.ownership import is_goodput_reason
 from goodput.scheduler import (
+    ACTIVE_JOB_STATES,
     ActionResult,
     JobInfo,
     JobState,
@@ -31,6 +32,8 @@ from goodput.scheduler import (
     UnknownJobError,
     UnknownNodeError,
 )
+from goodput.slurm.optin import DEFAULT_MARKER, NotOptedInError, is_opted_in
+from goodput.slurm.resubmit import RESUBMIT_TAG
 
 T = TypeVar("T")
 
@@ -71,10 +74,14 @@ class FakeScheduler:
     """
 
     def __init__(self, state: FakeClusterState | None = None, *, state_path: Path | None = None,
-                 action_delay_s: float = 0.0) -> None:
+                 action_delay_s: float = 0.0, allow_partitions: Collection[str] = (),
+                 comment_marker: str = DEFAULT_MARKER, enforce_opt_in: bool = True) -> None:
         self._memory = state if state is not None else demo_cluster()
         self._path = state_path
         self._delay = action_delay_s
+        self._allow_partitions = tuple(allow_partitions)
+        self._marker = comment_marker
+        self._enforce_opt_in = enforce_opt_in
         if self._path is not None and not self._path.exists():
             self._path.parent.mkdir(parents=True, exist_ok=True)
             with self._locked() as _:
@@ -111,6 +118,12 @@ class FakeScheduler:
 
     def journal(self, op: str | None = None) -> list[JournalEntry]:
         return [e for e in self.snapshot().journal if op is None or e.op == op]
+
+    def _opted_in(self, job: JobInfo) -> JobInfo:
+        if self._enforce_opt_in and not is_opted_in(job, self._allow_partitions, self._marker):
+            raise NotOptedInError(f"job {job.job_id} did not opt in (comment marker {self._marker!r} "
+                                  "or an allowlisted partition); goodput leaves it alone")
+        return job
 
     async def _after_mutation(self, changed: bool) -> None:
         if changed and self._delay:
@@ -177,7 +190,9 @@ class FakeScheduler:
         validate_job_id(job_id)
 
         def apply(s: FakeClusterState) -> ActionResult:
-            job = _job(s, job_id)
+            job = self._opted_in(_job(s, job_id))
+            if job.state in (JobState.PENDING, JobState.REQUEUED):
+                return ActionResult(changed=False, detail=f"job {job_id} is already pending (requeued)")
             nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=job.nodes)
             state = JobState.PENDING if hold or nodes is None else JobState.RUNNING
             s.jobs[job_id] = job.model_copy(update={
@@ -196,11 +211,16 @@ class FakeScheduler:
             validate_node_name(node)
 
         def apply(s: FakeClusterState) -> ActionResult:
-            job = _job(s, job_id)
+            job = self._opted_in(_job(s, job_id))
+            tag = f"{RESUBMIT_TAG}{job_id}"
+            for other in s.jobs.values():
+                if tag in other.comment.split() and other.state in ACTIVE_JOB_STATES:
+                    return ActionResult(changed=False, detail=f"{job_id} already resubmitted as {other.job_id}",
+                                        new_job_id=other.job_id)
             new_id = str(s.next_job_id)
             s.next_job_id += 1
             nodes = _place(s, len(job.nodes) or 1, request.exclude, freeing=())
-            comment = " ".join(filter(None, (job.comment, request.idempotency_key)))
+            comment = " ".join(filter(None, (job.comment, tag, request.idempotency_key)))
             s.jobs[new_id] = job.model_copy(update={
                 "job_id": new_id, "restart_count": 0, "excluded_nodes": request.exclude,
                 "comment": comment,
@@ -225,7 +245,7 @@ class FakeScheduler:
         validate_job_id(job_id)
 
         def apply(s: FakeClusterState) -> ActionResult:
-            job = _job(s, job_id)
+            job = self._opted_in(_job(s, job_id))
             if job.state is JobState.CANCELLED:
                 return ActionResult(changed=False, detail=f"{job_id} already cancelled")
             s.jobs[job_id] = job.model_copy(update={"state": JobState.CANCELLED})
@@ -250,7 +270,7 @@ class FakeScheduler:
         validate_job_id(job_id)
 
         def apply(s: FakeClusterState) -> ActionResult:
-            job = _job(s, job_id)
+            job = self._opted_in(_job(s, job_id))
             if job.held == held:
                 return ActionResult(changed=False, detail=f"{job_id} already {op}")
             update: dict[str, Any] = {"held": held}

@@ -23,6 +23,7 @@ from workflows import search
 from workflows.breaker import DrainBreakerWorkflow, breaker_workflow_id
 
 pytestmark = pytest.mark.temporal
+OPT_IN = "goodput:opt-in"
 S = IncidentState
 
 
@@ -131,8 +132,8 @@ async def test_cancel_interrupts_a_step_in_flight(client: Client, task_queue: st
     # waits (up to ten minutes by policy) and only the operator's cancel can end it quickly.
     cluster = FakeClusterState(
         nodes={n: NodeInfo(name=n, state="ALLOCATED") for n in ("node1", "node2", "node3")},
-        jobs={"1001": JobInfo(job_id="1001", state=JobState.RUNNING, nodes=("node1", "node2")),
-              "1002": JobInfo(job_id="1002", state=JobState.RUNNING, nodes=("node3",))})
+        jobs={"1001": JobInfo(job_id="1001", state=JobState.RUNNING, nodes=("node1", "node2"), comment=OPT_IN),
+              "1002": JobInfo(job_id="1002", state=JobState.RUNNING, nodes=("node3",), comment=OPT_IN)})
     policy = FAST.model_copy(update={"verify_running_timeout_s": 600.0})
     service = TemporalIncidentService(client, task_queue)
     async with running_worker(client, task_queue, FakeScheduler(cluster)) as fake:

@@ -1,0 +1,84 @@
+"""How a Slurm command is executed: the seam between the CLI backend and a process.
+
+`SlurmCliBackend` only builds argv lists and parses text; a `CommandRunner` runs them. The local
+runner here uses `asyncio.create_subprocess_exec` (never a shell) with a deadline; the SSH
+backend supplies a runner that executes the same argv on a login node; tests inject fakes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from goodput.scheduler import PermanentSchedulerError, TransientSchedulerError
+
+DEFAULT_TIMEOUT_S = 30.0
+MAX_OUTPUT = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+@runtime_checkable
+class CommandRunner(Protocol):
+    async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                  timeout_s: float | None = None) -> CommandResult:
+        """Run argv; a non-zero exit is a result, not an exception. Timeouts and a missing
+        binary raise Transient/PermanentSchedulerError."""
+        ...
+
+
+class LocalRunner:
+    """Runs Slurm commands on this host (goodput's worker on a head or login node)."""
+
+    def __init__(self, *, env: Mapping[str, str] | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        # SLURM_CONF etc. are read at call time unless given, so a fixture can export them late
+        self._env = dict(env) if env is not None else None
+        self._timeout_s = timeout_s
+
+    async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                  timeout_s: float | None = None) -> CommandResult:
+        if not argv or any(not isinstance(a, str) or "\x00" in a for a in argv):
+            raise PermanentSchedulerError(f"refusing malformed argv {list(argv)[:3]!r}")
+        env = {**os.environ, **self._env} if self._env is not None else None
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv, env=env,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        except FileNotFoundError:
+            raise PermanentSchedulerError(f"{argv[0]}: not installed on this host") from None
+        except PermissionError as exc:
+            raise PermanentSchedulerError(f"{argv[0]}: {exc}") from None
+        limit = timeout_s if timeout_s is not None else self._timeout_s
+        try:
+            out, err = await asyncio.wait_for(process.communicate(stdin), timeout=limit)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+            raise TransientSchedulerError(f"{argv[0]} {argv[1] if len(argv) > 1 else ''}: "
+                                          f"no answer within {limit:g} s") from None
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+            raise
+        assert process.returncode is not None
+        return CommandResult(argv=tuple(argv), returncode=process.returncode,
+                             stdout=out[:MAX_OUTPUT].decode("utf-8", "replace"),
+                             stderr=err[:MAX_OUTPUT].decode("utf-8", "replace"))

@@ -1,0 +1,139 @@
+"""argv lists for the Slurm commands goodput runs; never a shell string.
+
+Each builder validates its identifiers first, so a hostile name (`node1;rm -rf /`, a newline,
+10 kB of junk) raises InvalidIdentifierError before anything is executed, and the SSH backend,
+which must hand the remote shell one string, quotes these same lists item by item.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from goodput.identifiers import (
+    InvalidIdentifierError,
+    validate_job_id,
+    validate_node_name,
+    validate_reason,
+)
+
+Argv = list[str]
+
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+MAX_ENV_VALUE = 4096
+
+
+def version() -> Argv:
+    return ["scontrol", "--version"]
+
+
+def show_job(job_id: str) -> Argv:
+    return ["scontrol", "show", "job", "-o", validate_job_id(job_id)]
+
+
+def show_node(name: str) -> Argv:
+    return ["scontrol", "show", "node", "-o", validate_node_name(name)]
+
+
+def show_all_nodes() -> Argv:
+    return ["scontrol", "show", "node", "-o"]
+
+
+def squeue_json() -> Argv:
+    """All jobs; 22.05 ignores -j/-t/-u together with --json, so no filter is passed."""
+    return ["squeue", "--json"]
+
+
+def squeue_output_patterns(job_id: str) -> Argv:
+    """StdOut/StdErr as submitted (`out-%j.log`), not expanded as scontrol prints them."""
+    return ["squeue", "--noheader", "--states=all", f"--jobs={validate_job_id(job_id)}",
+            "--Format=STDOUT:0|,STDERR:0|"]
+
+
+def sinfo_json() -> Argv:
+    return ["sinfo", "--json"]
+
+
+def drain_node(name: str, reason: str) -> Argv:
+    return ["scontrol", "update", f"NodeName={validate_node_name(name)}", "State=DRAIN",
+            f"Reason={validate_reason(reason)}"]
+
+
+def resume_node(name: str) -> Argv:
+    return ["scontrol", "update", f"NodeName={validate_node_name(name)}", "State=RESUME"]
+
+
+def requeue(job_id: str, *, hold: bool = False) -> Argv:
+    return ["scontrol", "requeuehold" if hold else "requeue", validate_job_id(job_id)]
+
+
+def hold(job_id: str) -> Argv:
+    return ["scontrol", "hold", validate_job_id(job_id)]
+
+
+def release(job_id: str) -> Argv:
+    return ["scontrol", "release", validate_job_id(job_id)]
+
+
+def cancel(job_id: str) -> Argv:
+    return ["scancel", validate_job_id(job_id)]
+
+
+def batch_script(job_id: str) -> Argv:
+    """The job's batch script on stdout (`-` as the file name)."""
+    return ["scontrol", "write", "batch_script", validate_job_id(job_id), "-"]
+
+
+def sacct_job(job_id: str) -> Argv:
+    """Accounting records of every run of a job (needs slurmdbd; 22.05+ prints --json)."""
+    return ["sacct", "--json", f"--jobs={validate_job_id(job_id)}"]
+
+
+def validate_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """Keys are shell-style names; values one printable line without commas (sbatch --export
+    splits its list on commas and has no escape for them)."""
+    checked: dict[str, str] = {}
+    for key, value in environment.items():
+        if not isinstance(key, str) or not _ENV_KEY.fullmatch(key):
+            raise InvalidIdentifierError(f"invalid environment variable name {str(key)[:60]!r}")
+        if not isinstance(value, str) or len(value) > MAX_ENV_VALUE:
+            raise InvalidIdentifierError(f"environment value of {key} is not a string of at most "
+                                         f"{MAX_ENV_VALUE} characters")
+        if "," in value or any(not ch.isprintable() for ch in value):
+            raise InvalidIdentifierError(f"environment value of {key} must be one printable line "
+                                         "without commas")
+        checked[key] = value
+    return checked
+
+
+def sbatch(options: Sequence[str], *, exclude: Sequence[str] = (),
+           environment: Mapping[str, str] | None = None, hold: bool = False) -> Argv:
+    """`sbatch --parsable ... ` reading the script from stdin.
+
+    `options` come from `resubmit.options_from_record` (already derived from validated
+    scheduler output); exclusions and environment are validated here.
+    """
+    argv = ["sbatch", "--parsable", *options]
+    names = [validate_node_name(n) for n in exclude]
+    if names:
+        argv.append(f"--exclude={','.join(dict.fromkeys(names))}")
+    env = validate_environment(environment or {})
+    argv.append("--export=" + ",".join(["ALL", *(f"{k}={v}" for k, v in sorted(env.items()))]))
+    if hold:
+        argv.append("--hold")
+    return argv
+
+
+def parse_sbatch_parsable(stdout: str) -> str:
+    """`1234` or `1234;cluster` -> '1234' (validated)."""
+    first = stdout.strip().splitlines()[0] if stdout.strip() else ""
+    return validate_job_id(first.split(";")[0].strip())
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """`slurm 22.05.8`, `slurm-wlm 24.11.1` -> (22, 5, 8); (0, 0, 0) when unreadable."""
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text or "")
+    if not match:
+        return (0, 0, 0)
+    return (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
+

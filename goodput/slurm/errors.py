@@ -1,0 +1,73 @@
+"""Slurm's error messages mapped to goodput's retryable / permanent scheduler errors.
+
+Slurm's commands exit 1 for everything, so the only signal is the text. The activity boundary
+retries TransientSchedulerError (slurmctld restarting, a failover, a socket timeout) and gives up
+on the permanent ones; a wrong guess either hammers a broken request or drops a recovery, so the
+phrases below were collected from real failures (see tests/fixtures/slurm/errors-*.txt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from goodput.scheduler import (
+    PermanentSchedulerError,
+    SchedulerError,
+    TransientSchedulerError,
+    UnknownJobError,
+    UnknownNodeError,
+)
+
+TRANSIENT_PHRASES = (
+    "unable to contact slurm controller",
+    "socket timed out",
+    "connection refused",
+    "connection timed out",
+    "connection reset",
+    "zero bytes were transmitted",
+    "communication connection failure",
+    "transport endpoint is not connected",
+    "resource temporarily unavailable",
+    "slurm temporarily unable to accept job",
+    "slurmctld is busy",
+    "backup controller in standby mode",
+    "controller is not responding",
+    "lost connection",
+    "unable to contact slurmctld",
+    "unable to establish controller machine",
+    "could not establish a configuration source",
+    "munge_encode failed",
+    "munged: connection",
+    "protocol authentication error",
+    # `scontrol requeue` while slurmctld is down prints only this (22.05)
+    "unexpected message received",
+)
+UNKNOWN_JOB_PHRASES = ("invalid job id specified", "invalid job id", "unknown job")
+UNKNOWN_NODE_PHRASES = ("invalid node name specified", "invalid hostlist", "unable to find node",
+                        "invalid node name")
+
+
+def classify(argv: Sequence[str], returncode: int, stdout: str, stderr: str) -> SchedulerError:
+    """The exception a failed Slurm command stands for (the caller raises it)."""
+    message = " ".join(f"{stderr.strip()} {stdout.strip()}".split())[:500] or f"exit status {returncode}"
+    lowered = message.lower()
+    where = f"{argv[0] if argv else '?'} {argv[1] if len(argv) > 1 else ''}".strip()
+    text = f"{where}: {message}"
+    if any(phrase in lowered for phrase in TRANSIENT_PHRASES):
+        return TransientSchedulerError(text)
+    if any(phrase in lowered for phrase in UNKNOWN_JOB_PHRASES):
+        return UnknownJobError(text)
+    if any(phrase in lowered for phrase in UNKNOWN_NODE_PHRASES) or (
+            lowered.startswith("node ") and lowered.endswith("not found")):
+        return UnknownNodeError(text)
+    return PermanentSchedulerError(text)
+
+
+def is_pending_execution(stderr: str) -> bool:
+    """`scontrol requeue` on a job that is already pending (or still completing a requeue)."""
+    return "job is pending execution" in stderr.lower()
+
+
+def is_already_finished(stderr: str) -> bool:
+    lowered = stderr.lower()
+    return "already completing or completed" in lowered or "job has already finished" in lowered

@@ -1,0 +1,102 @@
+"""slurmrestd: which OpenAPI version to speak, its paths, and what each version can do.
+
+slurmrestd serves several versions side by side and which ones depends on the Slurm release
+(22.05: v0.0.36-v0.0.38 through openapi/v0.0.3x plugins; 23.02: v0.0.39; 24.11: v0.0.40-v0.0.42
+through data_parser plugins). goodput reads the advertised paths from `/openapi/v3` and picks the
+newest version it understands rather than hard-coding one. v0.0.38 cannot update nodes (POST
+/node is 405) and no version can requeue a job: those operations need a CLI or SSH fallback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+from typing import Any
+
+from goodput.identifiers import validate_job_id, validate_node_name
+from goodput.scheduler import PermanentSchedulerError
+
+# newest first; goodput parses the objects of all of these (see jsonout)
+SUPPORTED_VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
+_SLURM_PATH = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
+
+
+class Capability(StrEnum):
+    READ = "read"
+    JOB_UPDATE = "job_update"  # hold / release
+    JOB_CANCEL = "job_cancel"
+    NODE_UPDATE = "node_update"  # drain / resume
+
+
+def _number(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.lstrip("v").split("."))
+
+
+def capabilities(spec: Mapping[str, Any], version: str) -> frozenset[Capability]:
+    """What `version` can do, read from the methods the spec lists for its paths.
+
+    Requeue is never offered (no slurmrestd version has it); submit with `exclude` is left to
+    the fallback too (v0.0.38 rejects the key, later ones are unverified here).
+    """
+    methods: dict[str, set[str]] = {}
+    for path, operations in (spec.get("paths") or {}).items():
+        path = path.replace("\\/", "/")
+        if path.startswith(f"/slurm/{version}/"):
+            kind = re.sub(r"\{[^}]*\}", "{}", path[len(f"/slurm/{version}/"):])
+            methods.setdefault(kind, set()).update(str(m).lower() for m in operations or ())
+    found: set[Capability] = set()
+    job, node = methods.get("job/{}", set()), methods.get("node/{}", set())
+    if "get" in job and "get" in node and "get" in methods.get("jobs", set()) and "get" in methods.get("nodes", set()):
+        found.add(Capability.READ)
+    if "post" in job:
+        found.add(Capability.JOB_UPDATE)
+    if "delete" in job:
+        found.add(Capability.JOB_CANCEL)
+    if "post" in node:
+        found.add(Capability.NODE_UPDATE)
+    return frozenset(found)
+
+
+def advertised_versions(spec: Mapping[str, Any]) -> list[str]:
+    """`v0.0.38`-style versions that have `/slurm/...` paths in an OpenAPI document."""
+    paths: Iterable[str] = (spec.get("paths") or {}).keys()
+    found = {m.group(1) for p in paths if (m := _SLURM_PATH.match(p.replace("\\/", "/")))}
+    return sorted(found, key=_number)
+
+
+def choose_version(spec: Mapping[str, Any], supported: Iterable[str] = SUPPORTED_VERSIONS) -> str:
+    """The newest version both sides speak; PermanentSchedulerError when there is none."""
+    offered = set(advertised_versions(spec))
+    for version in sorted(supported, key=_number, reverse=True):
+        if version in offered:
+            return version
+    raise PermanentSchedulerError(f"slurmrestd offers {sorted(offered, key=_number) or 'no Slurm API'}; "
+                                  f"goodput speaks {', '.join(SUPPORTED_VERSIONS)}")
+
+
+def job_path(version: str, job_id: str) -> str:
+    return f"/slurm/{version}/job/{validate_job_id(job_id)}"
+
+
+def jobs_path(version: str) -> str:
+    return f"/slurm/{version}/jobs"
+
+
+def node_path(version: str, name: str) -> str:
+    return f"/slurm/{version}/node/{validate_node_name(name)}"
+
+
+def nodes_path(version: str) -> str:
+    return f"/slurm/{version}/nodes"
+
+
+def hold_body(hold: bool) -> dict[str, Any]:
+    return {"hold": hold}
+
+
+def node_update_body(*, drain_reason: str | None) -> dict[str, Any]:
+    """v0.0.39+ `update_node_msg`: drain with a reason, or resume."""
+    if drain_reason is not None:
+        return {"state": ["DRAIN"], "reason": drain_reason}
+    return {"state": ["RESUME"]}

@@ -1,0 +1,1 @@
+"""Tests against real Slurm: the lab fixture, the backend contract suite and the recovery scenario."""

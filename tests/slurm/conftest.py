@@ -1,0 +1,236 @@
+"""The live Slurm lab for tests marked `slurm`: started once per session, torn down after.
+
+`slurm_lab` runs scripts/slurm-lab/up.sh (or reuses a lab that is already up, e.g. one CI
+started), exports SLURM_CONF for this process and the Slurm commands it runs, and runs down.sh
+at the end only if it started the lab. Without the Slurm packages (or root) the tests skip, unless
+GOODPUT_REQUIRE_SLURM=1 (CI) makes that a failure: a CI run that silently skips its only
+real-Slurm coverage would look green while testing nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+from goodput.slurm.records import node_from_record, split_record, split_records
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "scripts" / "slurm-lab"
+LAB_DIR = Path(os.environ.get("SLURMLAB_DIR", "/tmp/goodput-slurmlab"))
+SSHD = "/usr/sbin/sshd"
+REQUIRED = ("munged", "slurmctld", "slurmd", "scontrol", "sbatch", "squeue", "sinfo", "scancel")
+
+
+@dataclass
+class Lab:
+    """A running lab: its SLURM_CONF and a few synchronous helpers for arranging tests."""
+
+    dir: Path
+    conf: Path
+    started_here: bool
+
+    def run(self, *argv: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(list(argv), input=stdin, text=True, capture_output=True, timeout=60,
+                                env={**os.environ, "SLURM_CONF": str(self.conf)})
+        if check and result.returncode != 0:
+            raise AssertionError(f"{argv} failed ({result.returncode}): {result.stderr.strip()}")
+        return result
+
+    def sbatch(self, *args: str) -> str:
+        return self.run("sbatch", "--parsable", *args).stdout.strip().split(";")[0]
+
+    def node(self, name: str) -> dict[str, str]:
+        return split_record(self.run("scontrol", "show", "node", "-o", name).stdout)
+
+    def reset(self) -> None:
+        """Cancel every job and resume every node a test drained or downed."""
+        ids = self.run("squeue", "--noheader", "--format=%i", check=False).stdout.split()
+        if ids:
+            self.run("scancel", *ids, check=False)
+        for record in split_records(self.run("scontrol", "show", "node", "-o").stdout):
+            node = node_from_record(record)
+            if node.drained or node.state in {"DOWN", "FAIL"}:
+                self.run("scontrol", "update", f"NodeName={node.name}", "State=RESUME", check=False)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            states = self.run("sinfo", "--noheader", "--Node", "--format=%T", check=False).stdout.split()
+            if states and set(states) <= {"idle"}:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"lab nodes did not return to idle: {states}")
+
+
+def _unavailable(message: str) -> NoReturn:
+    if os.environ.get("GOODPUT_REQUIRE_SLURM") == "1":
+        pytest.fail(f"GOODPUT_REQUIRE_SLURM=1 but {message}", pytrace=False)
+    pytest.skip(message)
+
+
+def _missing() -> list[str]:
+    missing = [c for c in REQUIRED if shutil.which(c) is None]
+    if os.geteuid() != 0:
+        missing.append("root (the lab runs slurmd as root)")
+    return missing
+
+
+@pytest.fixture(scope="session")
+def slurm_lab() -> Iterator[Lab]:
+    missing = _missing()
+    if missing:
+        _unavailable(f"Slurm lab unavailable, missing: {', '.join(missing)}; "
+                     "run `sudo bash scripts/slurm-lab/install.sh --all`")
+    env = {**os.environ, "SLURMLAB_DIR": str(LAB_DIR)}
+    up = subprocess.run(["bash", str(SCRIPTS / "up.sh")], env=env, text=True, capture_output=True,
+                        timeout=120)
+    if up.returncode not in (0, 3):  # 3: a lab already runs there; reuse it, leave it running
+        pytest.fail(f"scripts/slurm-lab/up.sh failed ({up.returncode}):\n{up.stdout}\n{up.stderr}",
+                    pytrace=False)
+    conf = LAB_DIR / "etc" / "slurm.conf"
+    patch = pytest.MonkeyPatch()
+    patch.setenv("SLURM_CONF", str(conf))
+    lab = Lab(dir=LAB_DIR, conf=conf, started_here=up.returncode == 0)
+    try:
+        lab.reset()
+        yield lab
+    finally:
+        patch.undo()
+        if lab.started_here:
+            subprocess.run(["bash", str(SCRIPTS / "down.sh")], env=env, capture_output=True, timeout=120)
+
+
+@pytest.fixture
+def lab(slurm_lab: Lab) -> Iterator[Lab]:
+    """The lab, reset (no jobs, no drains) after the test."""
+    yield slurm_lab
+    slurm_lab.reset()
+
+
+
+@dataclass
+class Sshd:
+    """A private sshd on 127.0.0.1 with throwaway keys: the login node of the SSH tests."""
+
+    port: int
+    known_hosts: Path
+    client_key: Path
+    other_known_hosts: Path  # the same address with a different host key
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.2)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture(scope="session")
+def sshd(slurm_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    import asyncssh
+
+    if not os.access(SSHD, os.X_OK):
+        _unavailable(f"{SSHD} missing; run `sudo bash scripts/slurm-lab/install.sh --ssh`")
+    work = tmp_path_factory.mktemp("sshd")
+    host_key, other_key, client_key = (asyncssh.generate_private_key("ssh-ed25519") for _ in range(3))
+    host_key.write_private_key(str(work / "host_key"))
+    client_key.write_private_key(str(work / "client_key"))
+    (work / "host_key").chmod(0o600)
+    (work / "client_key").chmod(0o600)
+    (work / "authorized_keys").write_bytes(client_key.export_public_key())
+    port = free_port()
+    (work / "known_hosts").write_bytes(f"[127.0.0.1]:{port} ".encode() + host_key.export_public_key())
+    (work / "other_known_hosts").write_bytes(f"[127.0.0.1]:{port} ".encode() + other_key.export_public_key())
+    config = work / "sshd_config"
+    config.write_text(f"""Port {port}
+ListenAddress 127.0.0.1
+HostKey {work}/host_key
+PidFile {work}/sshd.pid
+AuthorizedKeysFile {work}/authorized_keys
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+AllowUsers root
+StrictModes no
+UsePAM no
+X11Forwarding no
+AllowTcpForwarding no
+AllowAgentForwarding no
+PermitTunnel no
+LogLevel ERROR
+""")
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
+    check = subprocess.run([SSHD, "-t", "-f", str(config)], capture_output=True, text=True)
+    if check.returncode != 0:
+        pytest.fail(f"sshd rejects its test config: {check.stderr}", pytrace=False)
+    log = (work / "sshd.log").open("w")
+    process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 10
+        while not _listening(port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"sshd did not start: {(work / 'sshd.log').read_text()}", pytrace=False)
+            time.sleep(0.05)
+        yield Sshd(port=port, known_hosts=work / "known_hosts", client_key=work / "client_key",
+                   other_known_hosts=work / "other_known_hosts")
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@dataclass
+class Restd:
+    url: str
+    user: str
+    token: str
+
+
+@pytest.fixture(scope="session")
+def slurmrestd(slurm_lab: Lab) -> Iterator[Restd]:
+    """slurmrestd with JWT on 127.0.0.1 for the lab; stopped again if this fixture started it."""
+    if shutil.which("slurmrestd") is None:
+        _unavailable("slurmrestd missing; run `sudo bash scripts/slurm-lab/install.sh --all`")
+    pid_file = slurm_lab.dir / "slurmrestd.pid"
+    was_running = _lab_pid(slurm_lab, pid_file) is not None
+    env = {**os.environ, "SLURMLAB_DIR": str(slurm_lab.dir)}
+    up = subprocess.run(["bash", str(SCRIPTS / "restd-up.sh")], env=env, text=True, capture_output=True,
+                        timeout=60)
+    if up.returncode != 0:
+        pytest.fail(f"restd-up.sh failed ({up.returncode}): {up.stderr}", pytrace=False)
+    exports = dict(line.removeprefix("export ").split("=", 1) for line in up.stdout.splitlines()
+                   if line.startswith("export "))
+    try:
+        yield Restd(url=exports["SLURMREST_URL"], user=exports["SLURMREST_USER"],
+                    token=exports["SLURMREST_TOKEN"])
+    finally:
+        pid = _lab_pid(slurm_lab, pid_file)
+        if pid is not None and not was_running:
+            os.kill(pid, 15)
+
+
+def _lab_pid(lab: Lab, pid_file: Path) -> int | None:
+    """The pid in a lab pid file, only if that process carries the lab's tag (as down.sh checks)."""
+    try:
+        pid = int(pid_file.read_text().strip())
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    return pid if f"SLURMLAB_TAG={lab.dir}".encode() in environ else None

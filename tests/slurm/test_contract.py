@@ -1,0 +1,214 @@
+"""The rules every Scheduler backend keeps, asserted identically for each backend.
+
+Parametrised over the in-memory FakeScheduler (what workflows are tested against), the CLI
+backend on the live lab, the same backend over SSH to a private sshd, and slurmrestd (with the
+CLI as fallback for what its API lacks): if they disagree, a
+workflow green against the fake would misbehave on Slurm. Where the fake does not (yet) keep a
+rule, the test is an xfail(strict) naming the gap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+import pytest_asyncio
+
+from goodput.identifiers import InvalidIdentifierError
+from goodput.ownership import drain_reason
+from goodput.scheduler import (
+    ACTIVE_JOB_STATES,
+    JobState,
+    NotOwnedError,
+    ResubmitRequest,
+    UnknownJobError,
+    UnknownNodeError,
+)
+
+from .harness import FakeHarness, Harness, SlurmCliHarness, SlurmRestHarness, SlurmSshHarness, eventually
+
+HOSTILE = ["node1;rm -rf /", "node1\nnode2", "x" * 10_000, "$(reboot)", "-h"]
+REASON = drain_reason("inc-contract", "xid 79 on GPU 3")
+
+
+@pytest_asyncio.fixture(params=[
+    "fake",
+    pytest.param("slurm-cli", marks=pytest.mark.slurm),
+    pytest.param("slurm-ssh", marks=[pytest.mark.slurm, pytest.mark.ssh]),
+    pytest.param("slurm-rest", marks=pytest.mark.slurm),
+])
+async def harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
+    if request.param == "fake":
+        yield FakeHarness()
+    elif request.param == "slurm-cli":
+        yield SlurmCliHarness(request.getfixturevalue("lab"))
+    elif request.param == "slurm-rest":
+        rest = SlurmRestHarness(request.getfixturevalue("lab"), request.getfixturevalue("slurmrestd"))
+        try:
+            yield rest
+        finally:
+            await rest.rest.aclose()
+    else:
+        ssh = SlurmSshHarness(request.getfixturevalue("lab"), request.getfixturevalue("sshd"))
+        try:
+            yield ssh
+        finally:
+            await ssh.ssh_runner.close()
+
+
+async def test_lists_nodes_with_gpus_and_the_running_job(harness: Harness) -> None:
+    job = await harness.running_job()
+    nodes = {n.name: n for n in await harness.backend.list_nodes()}
+    assert set(harness.node_names) <= set(nodes)
+    assert all("gpu:8" in nodes[n].gres for n in harness.node_names)
+    jobs = {j.job_id: j for j in await harness.backend.list_jobs()}
+    assert jobs[job.job_id].state is JobState.RUNNING
+    assert jobs[job.job_id].nodes == job.nodes
+
+
+async def test_job_detail(harness: Harness) -> None:
+    started = await harness.running_job()
+    job = await harness.backend.get_job(started.job_id)
+    assert job.state is JobState.RUNNING
+    assert len(job.nodes) == 2 and set(job.nodes) <= set(harness.node_names)
+    assert "goodput:opt-in" in job.comment
+    assert job.requeue is True
+    assert job.restart_count == 0
+    assert job.partition
+
+
+async def test_unknown_job_and_node_are_permanent(harness: Harness) -> None:
+    with pytest.raises(UnknownJobError):
+        await harness.backend.get_job("999999")
+    with pytest.raises(UnknownJobError):
+        await harness.backend.requeue_job("999999")
+    with pytest.raises(UnknownNodeError):
+        await harness.backend.get_node("nosuchnode")
+    with pytest.raises(UnknownNodeError):
+        await harness.backend.drain_node("nosuchnode", REASON)
+
+
+@pytest.mark.parametrize("bad", HOSTILE)
+async def test_hostile_identifiers_are_refused_before_any_call(harness: Harness, bad: str) -> None:
+    backend = harness.backend
+    before = harness.side_effects()
+    calls: list[Callable[[], Awaitable[object]]] = [
+        lambda: backend.get_node(bad), lambda: backend.drain_node(bad, REASON),
+        lambda: backend.resume_node(bad, REASON), lambda: backend.get_job(bad),
+        lambda: backend.requeue_job(bad), lambda: backend.hold_job(bad), lambda: backend.release_job(bad),
+        lambda: backend.cancel_job(bad), lambda: backend.resubmit_job(bad, ResubmitRequest()),
+        lambda: backend.resubmit_job("1", ResubmitRequest(exclude=(bad,))),
+        lambda: backend.drain_node(harness.node_names[0], bad + "\n")]
+    for call in calls:
+        with pytest.raises(InvalidIdentifierError):
+            await call()
+    assert harness.side_effects() == before
+
+
+async def test_drain_and_resume_are_idempotent(harness: Harness) -> None:
+    node = harness.node_names[3]
+    first = await harness.backend.drain_node(node, REASON)
+    again = await harness.backend.drain_node(node, REASON)
+    assert first.changed and not again.changed
+    drained = await harness.backend.get_node(node)
+    assert drained.drained and drained.reason == REASON
+    resumed = await harness.backend.resume_node(node, REASON)
+    resumed_again = await harness.backend.resume_node(node, REASON)
+    assert resumed.changed and not resumed_again.changed
+    assert not (await harness.backend.get_node(node)).drained
+
+
+async def test_someone_elses_drain_is_never_overwritten_or_resumed(harness: Harness) -> None:
+    node = harness.node_names[2]
+    await harness.admin_drain(node, "admin: bad fan")
+    result = await harness.backend.drain_node(node, REASON)
+    assert not result.changed
+    with pytest.raises(NotOwnedError):
+        await harness.backend.resume_node(node, REASON)
+    after = await harness.backend.get_node(node)
+    assert after.drained and after.reason == "admin: bad fan"
+
+
+async def test_another_incidents_drain_is_not_resumed(harness: Harness) -> None:
+    node = harness.node_names[1]
+    other = drain_reason("inc-other", "nvlink down")
+    assert (await harness.backend.drain_node(node, other)).changed
+    assert not (await harness.backend.drain_node(node, REASON)).changed
+    with pytest.raises(NotOwnedError):
+        await harness.backend.resume_node(node, REASON)
+    assert (await harness.backend.get_node(node)).reason == other
+
+
+async def test_requeue_restarts_the_job(harness: Harness) -> None:
+    job = await harness.running_job()
+    result = await harness.backend.requeue_job(job.job_id)
+    assert result.changed
+    after = await harness.backend.get_job(job.job_id)
+    assert after.restart_count == 1
+    assert after.state in ACTIVE_JOB_STATES
+
+
+async def test_requeue_of_a_requeued_job_is_a_no_op(harness: Harness) -> None:
+    job = await harness.running_job()
+    assert (await harness.backend.requeue_job(job.job_id, hold=True)).changed
+    again = await harness.backend.requeue_job(job.job_id, hold=True)
+    assert not again.changed
+    after = await harness.backend.get_job(job.job_id)
+    assert after.restart_count == 1 and after.held
+
+
+async def test_hold_and_release_are_idempotent(harness: Harness) -> None:
+    job = await harness.running_job()
+    held = await harness.backend.resubmit_job(job.job_id, ResubmitRequest(hold=True))
+    assert held.new_job_id and held.new_job_id != job.job_id
+    new = await harness.backend.get_job(held.new_job_id)
+    assert new.held and new.state is JobState.PENDING
+    assert not (await harness.backend.hold_job(new.job_id)).changed
+    assert (await harness.backend.release_job(new.job_id)).changed
+    assert not (await harness.backend.release_job(new.job_id)).changed
+    await eventually(lambda: harness.backend.get_job(new.job_id), lambda j: j.state is JobState.RUNNING,
+                     timeout=20, what="released job to run")
+
+
+async def test_cancel_is_idempotent(harness: Harness) -> None:
+    job = await harness.running_job()
+    assert (await harness.backend.cancel_job(job.job_id)).changed
+    assert not (await harness.backend.cancel_job(job.job_id)).changed
+    after = await eventually(lambda: harness.backend.get_job(job.job_id),
+                             lambda j: j.state not in ACTIVE_JOB_STATES, timeout=20, what="cancel")
+    assert after.state is JobState.CANCELLED
+
+
+async def test_resubmit_excludes_nodes(harness: Harness) -> None:
+    job = await harness.running_job()
+    bad = job.nodes[0]
+    result = await harness.backend.resubmit_job(job.job_id, ResubmitRequest(exclude=(bad,)))
+    assert result.changed and result.new_job_id and result.new_job_id != job.job_id
+    new = await eventually(lambda: harness.backend.get_job(result.new_job_id or ""),
+                           lambda j: j.state is JobState.RUNNING, timeout=20, what="resubmitted job to run")
+    assert bad in new.excluded_nodes
+    assert bad not in new.nodes and len(new.nodes) == len(job.nodes)
+    assert "goodput:opt-in" in new.comment
+
+
+async def test_a_retried_resubmit_finds_its_first_copy(harness: Harness) -> None:
+    job = await harness.running_job()
+    first = await harness.backend.resubmit_job(job.job_id, ResubmitRequest(exclude=(job.nodes[0],)))
+    again = await harness.backend.resubmit_job(job.job_id, ResubmitRequest(exclude=(job.nodes[0],)))
+    assert first.changed and not again.changed
+    assert again.new_job_id == first.new_job_id
+    copies = [j for j in await harness.backend.list_jobs()
+              if j.job_id != job.job_id and j.state in ACTIVE_JOB_STATES]
+    assert [j.job_id for j in copies] == [first.new_job_id]
+
+
+async def test_jobs_that_did_not_opt_in_are_left_alone(harness: Harness) -> None:
+    job = await harness.running_job(opted_in=False)
+    backend = harness.backend
+    calls: list[Callable[[], Awaitable[object]]] = [
+        lambda: backend.requeue_job(job.job_id), lambda: backend.cancel_job(job.job_id),
+        lambda: backend.hold_job(job.job_id), lambda: backend.resubmit_job(job.job_id, ResubmitRequest())]
+    for call in calls:
+        with pytest.raises(NotOwnedError):
+            await call()
+    assert (await harness.backend.get_job(job.job_id)).state is JobState.RUNNING

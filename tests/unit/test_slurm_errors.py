@@ -1,0 +1,59 @@
+"""Slurm's error text -> retryable or permanent, from stderr recorded in the lab."""
+
+from pathlib import Path
+
+import pytest
+
+from goodput.scheduler import (
+    PermanentSchedulerError,
+    TransientSchedulerError,
+    UnknownJobError,
+    UnknownNodeError,
+)
+from goodput.slurm.errors import classify, is_pending_execution
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+
+
+def lines(name: str) -> list[str]:
+    return [line for line in (FIXTURES / name).read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("line", lines("errors-controller-down-22.05.txt"))
+def test_controller_down_is_transient(line: str) -> None:
+    assert isinstance(classify(["scontrol", "x"], 1, "", line), TransientSchedulerError)
+
+
+@pytest.mark.parametrize("line", lines("errors-unknown-job-22.05.txt"))
+def test_unknown_job(line: str) -> None:
+    assert isinstance(classify(["scontrol", "show"], 1, "", line), UnknownJobError)
+
+
+@pytest.mark.parametrize("line", lines("errors-unknown-node-22.05.txt"))
+def test_unknown_node(line: str) -> None:
+    assert isinstance(classify(["scontrol", "show"], 1, line, ""), UnknownNodeError)
+
+
+def test_requeue_disabled_is_permanent_not_unknown() -> None:
+    error = classify(["scontrol", "requeue"], 1, "", lines("errors-requeue-disabled-22.05.txt")[0])
+    assert type(error) is PermanentSchedulerError
+    assert "presently disabled" in str(error)
+
+
+@pytest.mark.parametrize("text", ["Socket timed out on send/recv operation",
+                                  "sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying",
+                                  "slurm_load_jobs error: Connection refused",
+                                  "Zero Bytes were transmitted or received"])
+def test_other_transient_phrases(text: str) -> None:
+    assert isinstance(classify(["squeue"], 1, "", text), TransientSchedulerError)
+
+
+def test_pending_execution() -> None:
+    assert is_pending_execution(lines("errors-pending-execution-22.05.txt")[0])
+    assert not is_pending_execution("Invalid job id specified")
+
+
+def test_message_is_bounded_and_names_the_command() -> None:
+    error = classify(["scontrol", "requeue", "1"], 1, "", "x" * 10_000)
+    assert str(error).startswith("scontrol requeue: ")
+    assert len(str(error)) < 600
