@@ -51,10 +51,6 @@ T = TypeVar("T")
 HEARTBEAT_EVERY_S = 1.0
 
 
-def resubmit_key(incident_id: str, attempt: int) -> str:
-    return f"goodput-resubmit:{incident_id}:{attempt}"
-
-
 async def mapped(call: Awaitable[T]) -> T:
     """The single place where scheduler errors become Temporal retry semantics."""
     try:
@@ -136,20 +132,16 @@ class RecoveryActivities:
                             restart_count_before=request.restart_count_before)
 
     async def _resubmit(self, request: ResumeInput) -> ResumeResult:
-        key = resubmit_key(request.incident_id, request.attempt)
-        for job in await mapped(self._scheduler.list_jobs()):
-            if key in job.comment.split():
-                return ResumeResult(job_id=job.job_id, changed=False,
-                                    detail=f"already resubmitted as {job.job_id}")
+        # Backends keep resubmission idempotent themselves (a retried call returns the copy it
+        # made, tagged goodput:resubmit-of=ID); see the contract suite.
         original = await mapped(self._scheduler.get_job(request.job_id))
         if original.state in ACTIVE_JOB_STATES:
             # Two copies of one training run would fight over the same checkpoints.
             await mapped(self._scheduler.cancel_job(request.job_id))
-        result = await mapped(self._scheduler.resubmit_job(
-            request.job_id, ResubmitRequest(exclude=request.exclude, idempotency_key=key)))
+        result = await mapped(self._scheduler.resubmit_job(request.job_id, ResubmitRequest(exclude=request.exclude)))
         if not result.new_job_id:
             raise ApplicationError(f"resubmit of {request.job_id} returned no job id", non_retryable=True)
-        return ResumeResult(job_id=result.new_job_id, changed=True, detail=result.detail)
+        return ResumeResult(job_id=result.new_job_id, changed=result.changed, detail=result.detail)
 
     @activity.defn(name="verify")
     async def verify(self, request: VerifyInput) -> VerifyResult:

@@ -82,12 +82,11 @@ class ActionResult(Frozen):
 
 
 class ResubmitRequest(Frozen):
-    """`idempotency_key` must end up in the new job's comment so a retried resubmit finds it."""
+    """A retried resubmit must return the copy the first call made (tagged goodput:resubmit-of=ID)."""
 
     exclude: tuple[str, ...] = ()
     environment: Mapping[str, str] = Field(default_factory=dict)
     hold: bool = False
-    idempotency_key: str = ""
 
 
 class SchedulerError(Exception):

@@ -220,7 +220,7 @@ class FakeScheduler:
             new_id = str(s.next_job_id)
             s.next_job_id += 1
             nodes = _place(s, len(job.nodes) or 1, request.exclude, freeing=())
-            comment = " ".join(filter(None, (job.comment, tag, request.idempotency_key)))
+            comment = " ".join(filter(None, (job.comment, tag)))
             s.jobs[new_id] = job.model_copy(update={
                 "job_id": new_id, "restart_count": 0, "excluded_nodes": request.exclude,
                 "comment": comment,

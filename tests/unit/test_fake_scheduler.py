@@ -53,10 +53,11 @@ async def test_unknown_and_hostile_ids() -> None:
 async def test_resubmit_places_job_away_from_excluded_nodes() -> None:
     fake = FakeScheduler()
     fake.set_job_state("1001", JobState.FAILED)
-    result = await fake.resubmit_job("1001", ResubmitRequest(exclude=("node7",), idempotency_key="k1"))
+    result = await fake.resubmit_job("1001", ResubmitRequest(exclude=("node7",)))
     assert result.new_job_id
     job = await fake.get_job(result.new_job_id)
-    assert job.state is JobState.RUNNING and "node7" not in job.nodes and "k1" in job.comment
+    assert job.state is JobState.RUNNING and "node7" not in job.nodes
+    assert "goodput:resubmit-of=1001" in job.comment
 
 
 async def test_file_backed_state_is_shared_between_instances(tmp_path: Path) -> None:

@@ -63,7 +63,8 @@ async def test_resubmit_excludes_drained_node(client: Client, task_queue: str) -
     assert report.resumed_job_id and report.resumed_job_id != "1001"
     new_job = await fake.get_job(report.resumed_job_id)
     assert new_job.excluded_nodes == ("node2",)
-    assert incident in new_job.comment
+    assert "goodput:resubmit-of=1001" in new_job.comment
+    assert (await fake.get_job("1001")).state is JobState.CANCELLED  # never two copies of one run
 
 
 async def test_application_error_blames_no_hardware(client: Client, task_queue: str) -> None:
