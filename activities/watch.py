@@ -10,6 +10,7 @@ without losing or repeating anything.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from datetime import UTC, datetime
 
@@ -50,7 +51,13 @@ class WatchActivities:
     @activity.defn(name="watch_job_logs")
     async def watch_job_logs(self, request: WatchJobInput) -> WatchJobResult:
         job = request.job
-        if not request.paths:
+        paths = request.paths
+        if not paths or any("%" in p for p in paths):
+            # Listings give the unexpanded --output pattern (slurm-%j.out); the job's detail has the file.
+            with contextlib.suppress(ApplicationError):
+                job = await mapped(self._scheduler.get_job(job.job_id))
+                paths = request.model_copy(update={"job": job}).paths
+        if not paths or any("%" in p for p in paths):
             return WatchJobResult(job_id=job.job_id, anomalies=0, reason="the job has no output files to watch")
         resumed = _details(WatchCheckpoint)
         checkpoint = resumed if isinstance(resumed, WatchCheckpoint) else WatchCheckpoint()
@@ -65,7 +72,7 @@ class WatchActivities:
         state = checkpoint.live or LiveState(progress=ProgressState(started_at=request.started_at))
         detector = LiveLogDetector(key, state, node=node, hang=request.hang)
         # srun -l labels stay in the text: the catalogue reads them (rank and host context).
-        tailers = [LogTailer(p, cursors.get(p), srun_labels=False) for p in request.paths]
+        tailers = [LogTailer(p, cursors.get(p), srun_labels=False) for p in paths]
         loop = asyncio.get_running_loop()
         next_check = loop.time() + request.job_check_interval_s
         try:

@@ -61,7 +61,9 @@ def plan_recovery(attribution: Attribution, job: JobInfo | None, policy: Policy)
         limit = policy.max_drain_nodes_per_incident
         job_nodes = len(job.nodes) if job and job.nodes else 0
         too_many = len(drain) > limit
-        too_much = job_nodes > 0 and len(drain) / job_nodes > policy.max_drain_fraction_of_job
+        # One bad node is the common case, whatever the job's size; the fraction guards against
+        # an attribution that blames several nodes of one job at once.
+        too_much = len(drain) > 1 and job_nodes > 0 and len(drain) / job_nodes > policy.max_drain_fraction_of_job
         if too_many or too_much:
             why = (f"attribution blames {len(drain)} node(s) ({', '.join(drain)}); the blast-radius "
                    f"limit allows {limit} per incident and "

@@ -70,6 +70,15 @@ def test_blast_radius(nodes: tuple[str, ...], policy: Policy, blocked: bool) -> 
         assert kinds(plan.actions) == [ActionKind.NOTIFY]
 
 
+def test_the_one_bad_node_of_a_small_job_may_always_be_drained() -> None:
+    one_node_job = JOB.model_copy(update={"nodes": ("node1",)})
+    plan = plan_recovery(blame("node1"), one_node_job, Policy(max_drain_fraction_of_job=0.25))
+    assert not plan.blocked_by_blast_radius and plan.nodes_to_drain() == ("node1",)
+    two_of_two = plan_recovery(blame("node1", "node2"), JOB.model_copy(update={"nodes": ("node1", "node2")}),
+                               Policy(max_drain_fraction_of_job=0.5))
+    assert two_of_two.blocked_by_blast_radius
+
+
 def test_duplicate_culprits_count_once() -> None:
     plan = plan_recovery(blame("node1", "node1"), JOB, Policy(max_drain_nodes_per_incident=1))
     assert plan.nodes_to_drain() == ("node1",)
