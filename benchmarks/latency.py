@@ -148,7 +148,9 @@ class Run:
                 return
             resume_s = time.monotonic() - fault
             report = await self.report(IncidentKey(cluster=self.cluster, job_id=job_id, job_attempt=attempt))
-            sample: dict[str, Any] = {"kind": kind, "job": job_id, "attempt": attempt, "resume_s": resume_s}
+            sample: dict[str, Any] = {"kind": kind, "job": job_id, "attempt": attempt, "resume_s": resume_s,
+                                      "incident": IncidentKey(cluster=self.cluster, job_id=job_id,
+                                                              job_attempt=attempt).workflow_id}
             if report is not None and report.anomalies:
                 detected = min(a.detected_at for a in report.anomalies)
                 sample["detection_s"] = (detected - fault_wall).total_seconds()
@@ -156,9 +158,17 @@ class Run:
                          and "attempt" not in e.detail]
                 if acted:
                     sample["action_s"] = (acted[0] - detected).total_seconds()
-                sample["outcome"] = str(report.state)
             self.samples.append(sample)
             attempt += 1
+
+    async def outcomes(self) -> None:
+        """Each incident's final state, once its verification and linger are over."""
+        for sample in self.samples:
+            handle = self.client.get_workflow_handle_for(RecoveryWorkflow.run, sample["incident"])
+            try:
+                sample["outcome"] = str((await asyncio.wait_for(handle.result(), timeout=120)).state)
+            except (RPCError, TimeoutError) as err:
+                sample["outcome"] = f"unknown: {err}"
 
     async def report(self, key: IncidentKey) -> IncidentReport | None:
         handle = self.client.get_workflow_handle_for(RecoveryWorkflow.run, key.workflow_id)
@@ -202,6 +212,7 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
                 started = time.monotonic()
                 await asyncio.gather(*(run.cycle_job(job, i) for i, job in enumerate(jobs)))
                 elapsed = time.monotonic() - started
+                await run.outcomes()
                 await client.get_workflow_handle(cluster_watch_id(cluster)).terminate("benchmark over")
                 subprocess.run(["scancel", *jobs], capture_output=True, timeout=30)
     return summarise(run.samples, run.failures, elapsed, args)
