@@ -69,6 +69,10 @@ class Settings(BaseSettings):
     scheduler_poll_s: float = Field(default=2.0, gt=0)
     log_poll_s: float = Field(default=0.25, gt=0)
     push: PushConfig = Field(default_factory=PushConfig)
+    # OpenTelemetry metrics (detection latency etc.) exported as JSON; `goodput up` defaults it
+    # to <data_dir>/metrics.jsonl.
+    metrics_file: Path | None = None
+    metrics_interval_s: float = Field(default=30.0, gt=0)
 
     def watch_request(self) -> WatchClusterInput:
         return WatchClusterInput(cluster=self.cluster, opt_in=self.opt_in, poll_interval_s=self.scheduler_poll_s,

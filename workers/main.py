@@ -31,6 +31,7 @@ from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
 from workers import devserver
 from workers.client import TemporalIncidentService, connect
 from workers.push_server import serve_push
+from workers.telemetry import setup_metrics
 from workers.watching import IncidentSink, start_cluster_watch
 from workers.worker import ensure_search_attributes, worker_for
 
@@ -127,6 +128,7 @@ async def service_extras(settings: Settings, client: Client, console: Console) -
 
 
 async def cmd_up(settings: Settings, console: Console) -> int:
+    provider = setup_metrics(settings.metrics_file or settings.data_dir / "metrics.jsonl", settings.metrics_interval_s)
     _, port = settings.temporal_host_port()
     server = devserver.start(port=port, ui_port=settings.temporal_ui_port, db_file=settings.temporal_db,
                              log_file=settings.data_dir / "temporal.log", wal=settings.temporal_sqlite_wal)
@@ -145,11 +147,13 @@ async def cmd_up(settings: Settings, console: Console) -> int:
 
         await run_until_signalled(serve)
     finally:
+        provider.shutdown()  # flushes the last metrics export
         devserver.stop(server)
     return 0
 
 
 async def cmd_worker(settings: Settings, console: Console) -> int:
+    provider = setup_metrics(settings.metrics_file, settings.metrics_interval_s)
     client = await connect(settings.temporal_address, settings.namespace)
     await ensure_search_attributes(client, settings.namespace)
     worker = worker_for(client, settings)
@@ -159,7 +163,10 @@ async def cmd_worker(settings: Settings, console: Console) -> int:
             console.print(f"goodput worker on {settings.temporal_address} queue {settings.task_queue}")
             await stop.wait()
 
-    await run_until_signalled(serve)
+    try:
+        await run_until_signalled(serve)
+    finally:
+        provider.shutdown()
     return 0
 
 

@@ -10,18 +10,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
+from opentelemetry.metrics import Meter
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from goodput.cli.service import IncidentService
 from goodput.logtail import TailCursor
 from goodput.models import Anomaly
 from goodput.policy import Policy
 from goodput.watch import WatchCheckpoint, WatchClusterInput, WatchJobInput
-from workers.client import TemporalIncidentService
+from workers.telemetry import instruments
 from workflows.watch import ClusterWatchWorkflow, JobWatchWorkflow, cluster_watch_id, job_watch_id
 
 log = logging.getLogger("goodput.watch")
@@ -29,12 +31,19 @@ HANDOVER_TIMEOUT = timedelta(seconds=5)
 
 
 class IncidentSink:
-    def __init__(self, service: TemporalIncidentService, policy: Policy) -> None:
+    def __init__(self, service: IncidentService, policy: Policy, meter: Meter | None = None) -> None:
         self._service = service
         self._policy = policy
+        self._metrics = instruments(meter)
 
     async def submit(self, anomaly: Anomaly) -> None:
+        labels = {"source": anomaly.source.value, "kind": anomaly.kind.value}
+        self._metrics.detection_latency.record(
+            max(0.0, (anomaly.detected_at - anomaly.observed_at).total_seconds()), labels)
         result = await self._service.inject(anomaly, self._policy)
+        self._metrics.submit_latency.record(
+            max(0.0, (datetime.now(UTC) - anomaly.detected_at).total_seconds()), labels)
+        self._metrics.anomalies.add(1, labels)
         if result.note:
             log.info("anomaly %s for %s: %s", anomaly.id, result.incident_id, result.note)
 
