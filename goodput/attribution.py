@@ -117,6 +117,9 @@ def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
         nodes = list(dict.fromkeys(n for a in supporting for n in a.nodes))
         if not nodes:
             drain = False
+            if category is Category.STRAGGLER:
+                # Restarting onto the same slow node helps nobody: without a host, only report it.
+                restart = False
         confidence = (0.9 if len(nodes) == 1 else 0.6) if drain else 0.5
         culprits += [Culprit(kind=CulpritKind.NODE, id=n, confidence=confidence) for n in nodes]
         culprits += [Culprit(kind=CulpritKind.GPU, id=g, confidence=0.8 if drain else 0.5)

@@ -18,6 +18,7 @@ from pydantic import Field
 from goodput.classify import anomaly_from_verdict
 from goodput.detect.hang import DEFAULT_HANG_CONFIG, HangConfig, ProgressState, assess_hang, hang_anomaly
 from goodput.detect.progress import ProgressParser
+from goodput.detect.straggler import DEFAULT_STRAGGLER_CONFIG, StragglerConfig, find_stragglers, straggler_anomaly
 from goodput.logtail import LogLine
 from goodput.models import Anomaly, Frozen, IncidentKey
 from goodput.signatures import Catalogue, default_catalogue
@@ -33,6 +34,10 @@ class LiveState(Frozen):
     progress: ProgressState
     hang_reported: bool = False
     anomalies: int = Field(default=0, ge=0)
+    # Recent step times per rank (bounded by the straggler window) and where each rank runs.
+    rank_steps: dict[int, tuple[float, ...]] = Field(default_factory=dict)
+    rank_hosts: dict[int, str] = Field(default_factory=dict)
+    straggler_reported: bool = False
 
 
 def anomaly_id(key: IncidentKey, *parts: object) -> str:
@@ -43,13 +48,15 @@ def anomaly_id(key: IncidentKey, *parts: object) -> str:
 class LiveLogDetector:
     def __init__(self, key: IncidentKey, state: LiveState, *, node: str | None = None,
                  catalogue: Catalogue | None = None, hang: HangConfig = DEFAULT_HANG_CONFIG,
-                 progress: ProgressParser | None = None) -> None:
+                 progress: ProgressParser | None = None,
+                 straggler: StragglerConfig = DEFAULT_STRAGGLER_CONFIG) -> None:
         self.key = key
         self.state = state
         self._node = node
         self._catalogue = catalogue or default_catalogue()
         self._hang = hang
         self._progress = progress or ProgressParser()
+        self._straggler = straggler
 
     @classmethod
     def start(cls, key: IncidentKey, started_at: datetime, **kwargs: object) -> LiveLogDetector:
@@ -60,15 +67,22 @@ class LiveLogDetector:
         matches: list[Match] = []
         first: LogLine | None = None
         progress = self.state.progress
+        steps = dict(self.state.rank_steps)
+        hosts = dict(self.state.rank_hosts)
         for line in lines:
             event = self._progress.parse(line.text)
             if event is not None:
                 progress = progress.observe(event, observed_at, self._hang)
+                if event.rank is not None and event.step_time_s:
+                    window = (*steps.get(event.rank, ()), event.step_time_s)[-self._straggler.window:]
+                    steps[event.rank] = window
+                    if event.host:
+                        hosts[event.rank] = event.host
             for match in self._catalogue.match_line(line.text, line.line_no):
                 if match.signature.role in _DECISIVE:
                     first = first or line
                 matches.append(match)
-        self.state = self.state.model_copy(update={"progress": progress})
+        self.state = self.state.model_copy(update={"progress": progress, "rank_steps": steps, "rank_hosts": hosts})
         if first is None:
             return []
         verdict = VerdictBuilder(self._catalogue.version).add_all(matches).build()
@@ -80,7 +94,24 @@ class LiveLogDetector:
         return [anomaly]
 
     def tick(self, now: datetime) -> list[Anomaly]:
-        """The hang check: at most one hang anomaly per job attempt."""
+        """The slow checks: at most one hang and one straggler anomaly per job attempt."""
+        return self._hang_check(now) + self._straggler_check(now)
+
+    def _straggler_check(self, now: datetime) -> list[Anomaly]:
+        if self.state.straggler_reported or len(self.state.rank_steps) < self._straggler.min_ranks:
+            return []
+        hosts = dict(self.state.rank_hosts)
+        findings = find_stragglers(self.state.rank_steps, hosts, self._straggler)
+        anomaly = straggler_anomaly(findings, anomaly_id=anomaly_id(self.key, "straggler"), job_id=self.key.job_id,
+                                    observed_at=now, detected_at=now, cluster=self.key.cluster,
+                                    job_attempt=self.key.job_attempt)
+        if anomaly is None:
+            return []
+        self.state = self.state.model_copy(update={"straggler_reported": True,
+                                                   "anomalies": self.state.anomalies + 1})
+        return [anomaly]
+
+    def _hang_check(self, now: datetime) -> list[Anomaly]:
         if self.state.hang_reported:
             return []
         assessment = assess_hang(self.state.progress, now, self._hang)

@@ -101,3 +101,17 @@ def test_knock_on_anomalies_of_the_same_category_do_not_add_culprits() -> None:
     cascade = anomaly(2, AnomalyKind.CRASH, nodes=("hx-9",), signature_ids=("nccl-socket-closed",))
     att = attribute([cascade, port])
     assert (att.category, att.drain, att.culprit_nodes) == (Category.NETWORK, True, ("hx-1",))
+
+
+def test_a_straggler_without_a_host_is_reported_not_restarted() -> None:
+    from datetime import UTC, datetime
+
+    from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category
+
+    now = datetime(2026, 11, 29, tzinfo=UTC)
+    slow = Anomaly(id="s1", source=AnomalySource.LOG, kind=AnomalyKind.STRAGGLER, job_id="7", ranks=(5,),
+                   category=Category.STRAGGLER, observed_at=now, detected_at=now)
+    verdict = attribute([slow])
+    assert verdict.category is Category.STRAGGLER and not verdict.restart and not verdict.drain
+    named = attribute([slow.model_copy(update={"nodes": ("node9",)})])
+    assert named.drain and named.restart and named.culprit_nodes == ("node9",)

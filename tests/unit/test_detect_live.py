@@ -53,3 +53,23 @@ def test_silence_after_progress_is_one_hang() -> None:
     assert hang.kind is AnomalyKind.HANG and hang.category is Category.HANG
     assert detector.tick(T0 + timedelta(seconds=90)) == []
     assert detector.state.hang_reported
+
+
+def test_a_slow_rank_is_one_straggler_anomaly() -> None:
+    detector = LiveLogDetector.start(KEY, T0)
+    for step in range(1, 12):
+        batch = [f" {rank}: iteration {step}/ 100 | elapsed time per iteration (ms): "
+                 f"{1600.0 if rank == 5 else 1000.0 + rank}" for rank in range(8)]
+        detector.feed(lines(*batch, start=step * 8), T0, T0)
+    [straggler] = detector.tick(T0 + timedelta(seconds=12))
+    assert straggler.kind is AnomalyKind.STRAGGLER and straggler.ranks == (5,)
+    assert "rank 5" in straggler.evidence[0]
+    assert detector.tick(T0 + timedelta(seconds=13)) == []
+
+
+def test_a_uniform_fleet_has_no_straggler() -> None:
+    detector = LiveLogDetector.start(KEY, T0)
+    for step in range(1, 12):
+        detector.feed(lines(*[f" {r}: iteration {step}/ 100 | elapsed time per iteration (ms): 1000.0"
+                              for r in range(8)], start=step * 8), T0, T0)
+    assert [a for a in detector.tick(T0) if a.kind is AnomalyKind.STRAGGLER] == []
