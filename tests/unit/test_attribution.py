@@ -104,10 +104,6 @@ def test_knock_on_anomalies_of_the_same_category_do_not_add_culprits() -> None:
 
 
 def test_a_straggler_without_a_host_is_reported_not_restarted() -> None:
-    from datetime import UTC, datetime
-
-    from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category
-
     now = datetime(2026, 11, 29, tzinfo=UTC)
     slow = Anomaly(id="s1", source=AnomalySource.LOG, kind=AnomalyKind.STRAGGLER, job_id="7", ranks=(5,),
                    category=Category.STRAGGLER, observed_at=now, detected_at=now)
