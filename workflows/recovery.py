@@ -249,6 +249,10 @@ class RecoveryWorkflow:
     def state(self) -> IncidentState:
         return self._state
 
+    @workflow.query
+    def plan(self) -> RecoveryPlan | None:
+        return self._plan
+
     # -- helpers --------------------------------------------------------------------------
 
     @property

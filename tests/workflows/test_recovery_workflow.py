@@ -21,6 +21,7 @@ from tests.workflows.helpers import FAST, anomaly, inject, result, running_worke
 from workers.client import TemporalIncidentService
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow, breaker_workflow_id
+from workflows.recovery import RecoveryWorkflow
 
 pytestmark = pytest.mark.temporal
 OPT_IN = "goodput:opt-in"
@@ -104,6 +105,10 @@ async def test_approve_mode_waits_then_recovers(client: Client, task_queue: str)
         incident = await inject(client, task_queue, anomaly(), mode=Mode.APPROVE)
         await wait_for_state(client, incident, S.AWAITING_APPROVAL)
         assert fake.journal() == []
+        handle = client.get_workflow_handle_for(RecoveryWorkflow.run, incident)
+        assert await handle.query(RecoveryWorkflow.state) is S.AWAITING_APPROVAL
+        planned = await handle.query(RecoveryWorkflow.plan)
+        assert planned is not None and planned.nodes_to_drain() == ("node2",)
         state = await service.decide(incident, Decision(
             verb=DecisionVerb.APPROVE, by=OperatorDecision(who="alice", reason="xid 79 confirmed")))
         assert state is not S.AWAITING_APPROVAL
