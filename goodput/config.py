@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     # OpenTelemetry metrics (detection latency etc.) exported as JSON; `goodput up` defaults it
     # to <data_dir>/metrics.jsonl.
     metrics_file: Path | None = None
+    # Slack-compatible incoming webhook for recommendations, approvals, escalations and outcomes.
+    notify_webhook_url: str = ""
+    notify_ui_url: str = ""
     metrics_interval_s: float = Field(default=30.0, gt=0)
 
     def watch_request(self) -> WatchClusterInput:

@@ -18,6 +18,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.adapters.breaker_gate import TemporalDrainGate
+from activities.adapters.notify_webhook import FanOutNotifier, WebhookNotifier
 from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_rest import SlurmRestBackend
 from activities.adapters.slurm_runner import LocalRunner
@@ -94,8 +95,11 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
 
 
 def worker_for(client: Client, settings: Settings) -> Worker:
-    return build_worker(client, settings.task_queue, scheduler_from(settings),
-                        JsonLinesNotifier(settings.notifications_path), policy=settings.policy)
+    notifier: Notifier = JsonLinesNotifier(settings.notifications_path)
+    if settings.notify_webhook_url:
+        notifier = FanOutNotifier(notifier, WebhookNotifier(settings.notify_webhook_url,
+                                                            ui_url=settings.notify_ui_url or None))
+    return build_worker(client, settings.task_queue, scheduler_from(settings), notifier, policy=settings.policy)
 
 
 async def ensure_search_attributes(client: Client, namespace: str) -> None:

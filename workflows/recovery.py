@@ -301,8 +301,12 @@ class RecoveryWorkflow:
         search.upsert(self._start.key, self._state, self._mode, self._attributed, OUTCOME_OF.get(self._state))
 
     async def _notify(self, summary: str) -> None:
-        await self._step("notify", Notification(incident_id=self._id, state=self._state,
-                                                 summary=summary), type(None))
+        try:
+            await self._step("notify", Notification(incident_id=self._id, state=self._state,
+                                                     summary=summary), type(None))
+        except Escalation as why:
+            # A broken chat webhook must not turn a recovered incident into an escalated one.
+            self._record(self._state, f"notification failed: {why}")
 
     async def _step(self, name: str, arg: object, result_type: type[T],
                     timeout: timedelta = STEP_TIMEOUT) -> T:

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 
 from goodput.breaker import BreakerPolicy
 from goodput.cli.service import DecisionRejectedError
@@ -19,6 +20,7 @@ from goodput.policy import ResumeStrategy
 from goodput.scheduler import JobInfo, JobState, NodeInfo
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker, wait_for_state
 from workers.client import TemporalIncidentService
+from workers.worker import build_worker
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow, breaker_workflow_id
 from workflows.recovery import RecoveryWorkflow
@@ -209,3 +211,18 @@ async def test_late_evidence_is_folded_in_while_lingering_then_turned_away(clien
     assert opened.new_incident and not late.new_incident and late.incident_id == opened.incident_id
     assert report.anomaly_count == 2
     assert not after.new_incident and "already closed" in after.note
+
+
+class BrokenNotifier:
+    async def notify(self, notification: object) -> None:
+        raise ApplicationError("chat webhook is down", non_retryable=True)
+
+
+async def test_a_broken_notifier_never_changes_the_outcome(client: Client, task_queue: str) -> None:
+    fake = FakeScheduler()
+    worker = build_worker(client, task_queue, fake, BrokenNotifier(), fail_workflows_on_bugs=True)
+    async with worker:
+        incident = await inject(client, task_queue, anomaly(), mode=Mode.AUTONOMOUS)
+        report = await result(client, incident)
+    assert report.state is S.RECOVERED
+    assert any("notification failed" in e.detail and "webhook is down" in e.detail for e in report.timeline)

@@ -1,0 +1,69 @@
+"""The webhook notifier against a real local HTTP server, and its failure modes."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+from activities.adapters.notify_webhook import FanOutNotifier, WebhookError, WebhookNotifier
+from goodput.fakes.notifier import RecordingNotifier
+from goodput.incident import Notification
+from goodput.lifecycle import IncidentState
+
+NOTE = Notification(incident_id="incident-lab-42-0-abcd", state=IncidentState.AWAITING_APPROVAL,
+                    summary="approval needed: drain node3, then requeue the job")
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, list[dict[str, object]]]]:
+    received: list[dict[str, object]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append(json.loads(body))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/hook", received
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+async def test_posts_slack_text_and_structure(server: tuple[str, list[dict[str, object]]]) -> None:
+    url, received = server
+    await WebhookNotifier(url, ui_url="http://127.0.0.1:8233").notify(NOTE)
+    [body] = received
+    assert "awaiting-approval" in str(body["text"]) and "drain node3" in str(body["text"])
+    assert "http://127.0.0.1:8233/namespaces/default/workflows/incident-lab-42-0-abcd" in str(body["text"])
+    assert body["goodput"] == NOTE.model_dump(mode="json")
+
+
+async def test_errors_raise_so_the_activity_retries() -> None:
+    refused = WebhookNotifier("http://hook", transport=httpx.MockTransport(lambda r: httpx.Response(500, text="boom")))
+    with pytest.raises(WebhookError, match="answered 500"):
+        await refused.notify(NOTE)
+    down = WebhookNotifier("http://127.0.0.1:9/hook", timeout_s=1)
+    with pytest.raises(WebhookError, match="unreachable"):
+        await down.notify(NOTE)
+
+
+async def test_fan_out_tries_everyone_then_raises() -> None:
+    local = RecordingNotifier()
+    broken = WebhookNotifier("http://hook", transport=httpx.MockTransport(lambda r: httpx.Response(404)))
+    with pytest.raises(WebhookError):
+        await FanOutNotifier(broken, local).notify(NOTE)
+    assert local.sent == [NOTE]
