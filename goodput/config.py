@@ -19,6 +19,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from goodput.agent import AgentConfig
 from goodput.policy import Policy
 from goodput.push import PushConfig
 from goodput.watch import OptInRule, WatchClusterInput
@@ -29,6 +30,7 @@ class SchedulerKind(StrEnum):
     SLURM_CLI = "slurm-cli"
     SLURM_SSH = "slurm-ssh"
     SLURM_REST = "slurm-rest"
+    SLURM_PYSLURM = "slurm-pyslurm"
 
 
 class SlurmSettings(BaseModel):
@@ -69,6 +71,7 @@ class Settings(BaseSettings):
     scheduler_poll_s: float = Field(default=2.0, gt=0)
     log_poll_s: float = Field(default=0.25, gt=0)
     push: PushConfig = Field(default_factory=PushConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
     # OpenTelemetry metrics (detection latency etc.) exported as JSON; `goodput up` defaults it
     # to <data_dir>/metrics.jsonl.
     metrics_file: Path | None = None

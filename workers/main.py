@@ -20,6 +20,9 @@ from pathlib import Path
 from rich.console import Console
 from temporalio.client import Client
 
+from activities.adapters.gpu_nvml import NvmlUnavailableError
+from activities.adapters.node_agent import run_agent
+from goodput.agent import AgentConfig
 from goodput.classify import run_classify
 from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_file
 from goodput.cli.render import incident_detail, incidents_table
@@ -33,7 +36,7 @@ from workers.client import TemporalIncidentService, connect
 from workers.push_server import serve_push
 from workers.telemetry import setup_metrics
 from workers.watching import IncidentSink, start_cluster_watch
-from workers.worker import ensure_search_attributes, worker_for
+from workers.worker import ensure_search_attributes, scheduler_from, worker_for
 
 log = logging.getLogger("goodput")
 
@@ -81,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     breaker.add_argument("--cluster", help="cluster name (default from settings)")
     breaker.add_argument("--reason", help="why (required for reset)")
     breaker.add_argument("--who", default=os.environ.get("USER") or "operator")
+
+    agent = sub.add_parser("agent", help="run the node agent: GPU faults and kernel Xids become incidents")
+    agent.add_argument("--probe", choices=["nvml", "dcgm", "none"])
+    agent.add_argument("--kernel-log", type=Path)
+    agent.add_argument("--node")
 
     classify = sub.add_parser("classify", help="diagnose log files offline")
     classify.add_argument("--json", action="store_true")
@@ -170,6 +178,21 @@ async def cmd_worker(settings: Settings, console: Console) -> int:
     return 0
 
 
+async def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
+    flags = {"probe": args.probe, "kernel_log": args.kernel_log, "node": args.node}
+    config = AgentConfig.model_validate({**settings.agent.model_dump(), **{k: v for k, v in flags.items() if v}})
+    client = await connect(settings.temporal_address, settings.namespace)
+    sink = IncidentSink(TemporalIncidentService(client, settings.task_queue), settings.policy)
+    scheduler = scheduler_from(settings)
+    provider = setup_metrics(settings.metrics_file, settings.metrics_interval_s)
+    try:
+        await run_until_signalled(lambda stop: run_agent(config, settings.cluster, scheduler, sink, stop,
+                                                         opt_in=settings.opt_in))
+    finally:
+        provider.shutdown()
+    return 0
+
+
 async def cmd_client(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     service = TemporalIncidentService(await connect(settings.temporal_address, settings.namespace),
                                       settings.task_queue)
@@ -238,8 +261,11 @@ def dispatch(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(cmd_up(settings, console))
         if args.command == "worker":
             return asyncio.run(cmd_worker(settings, console))
+        if args.command == "agent":
+            return asyncio.run(cmd_agent(args, settings))
         return asyncio.run(cmd_client(args, settings, console))
-    except (ServiceError, AnomalyInputError, InvalidIdentifierError, devserver.DevServerError) as error:
+    except (ServiceError, AnomalyInputError, InvalidIdentifierError, devserver.DevServerError,
+            NvmlUnavailableError) as error:
         err.print(f"[red]error:[/] {error}", highlight=False, markup=True)
         return 2
     except ValueError as error:  # pydantic validation of settings or decisions

@@ -20,6 +20,7 @@ from temporalio.worker import Worker
 from activities.adapters.breaker_gate import TemporalDrainGate
 from activities.adapters.notify_webhook import FanOutNotifier, WebhookNotifier
 from activities.adapters.slurm_cli import SlurmCliBackend
+from activities.adapters.slurm_pyslurm import PyslurmBackend
 from activities.adapters.slurm_rest import SlurmRestBackend
 from activities.adapters.slurm_runner import LocalRunner
 from activities.adapters.slurm_ssh import SshRunner
@@ -49,6 +50,8 @@ def scheduler_from(settings: Settings) -> Scheduler:
     slurm = settings.slurm
     partitions, marker, enforce = (settings.opt_in.partitions, settings.opt_in.comment_marker,
                                    not settings.opt_in.all_jobs)
+    if settings.scheduler is SchedulerKind.SLURM_PYSLURM:
+        return PyslurmBackend(allow_partitions=partitions, comment_marker=marker, enforce_opt_in=enforce)
     local = SlurmCliBackend(LocalRunner(timeout_s=slurm.command_timeout_s), allow_partitions=partitions,
                             comment_marker=marker, enforce_opt_in=enforce)
     if settings.scheduler is SchedulerKind.SLURM_CLI:

@@ -1,0 +1,386 @@
+"""The node agent's loop: probe the GPUs, read the kernel log, and submit what `agent_step` finds.
+
+It runs on every GPU node (`goodput agent`), because NVML and the kernel log are only readable
+there. The loop must outlive everything it reads: a probe that raises or hangs (NVML can block
+on a GPU that is falling off the bus, exactly when its Xid matters), a kernel log that is rotated
+or unreadable, a scheduler or Temporal that is unreachable. Each source is guarded on its own and
+counted in `AgentStats`; the kernel log keeps working while NVML hangs. Progress (the kernel-log
+cursor, what was reported, what is still to be sent) goes to a small JSON state file only after
+the step that consumed it, so a restarted agent neither repeats nor misses an Xid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from activities.adapters.dcgm import DcgmScraper
+from activities.adapters.gpu_nvml import NvmlCollector, NvmlGpuProbe, NvmlUnavailableError
+from goodput.agent import AgentCheckpoint, AgentConfig, NodeAgentState, ProbeKind, agent_step
+from goodput.gpu import GpuProbe, GpuSample, XidEvent
+from goodput.identifiers import validate_cluster, validate_node_name
+from goodput.kmsg import parse_xid_line
+from goodput.logtail import LogTailer, TailCursor
+from goodput.models import Anomaly
+from goodput.scheduler import JobInfo, Scheduler
+from goodput.watch import AnomalySink, OptInRule
+
+log = logging.getLogger("goodput.agent")
+MAX_PENDING_XIDS = 10_000
+MAX_OUTBOX = 1_000
+SUBMIT_TIMEOUT_S = 30.0
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class AgentStats:
+    """Counters for tests and a status line; errors never stop the loop, so they must be visible."""
+
+    ticks: int = 0
+    steps: int = 0
+    probe_errors: int = 0
+    probe_timeouts: int = 0
+    kernel_errors: int = 0
+    kernel_xids: int = 0
+    scheduler_errors: int = 0
+    sink_errors: int = 0
+    state_errors: int = 0
+    step_errors: int = 0
+    submitted: int = 0
+
+
+def resolve_node(config: AgentConfig) -> str:
+    """Slurm's NodeName is usually the short hostname; `node` overrides it where it is not."""
+    return validate_node_name(config.node or socket.gethostname().split(".")[0])
+
+
+@contextlib.asynccontextmanager
+async def probe_from(kind: ProbeKind, dcgm_url: str, *, node: str | None = None) -> AsyncIterator[GpuProbe | None]:
+    """The real probe, opened and closed; pynvml is imported only when `kind` is nvml.
+
+    DCGM's scraper is built with `report_existing=False`: its Xid gauge holds the last Xid since
+    the exporter started, possibly days old, and must not be pinned on the job running now (the
+    kernel log, read from the state file's cursor, covers Xids that fell in the agent's downtime).
+    """
+    if kind == "none":
+        yield None
+    elif kind == "dcgm":
+        async with DcgmScraper(dcgm_url, node=node, report_existing=False) as scraper:
+            yield scraper
+    else:
+        collector = NvmlCollector(node=node)
+        await asyncio.to_thread(collector.open)
+        try:
+            yield NvmlGpuProbe(collector)
+        finally:
+            await asyncio.to_thread(collector.close)
+
+
+class _KernelLog:
+    """Xids from a kernel log file: kern.log / dmesg text, or `journalctl -k -o export` records.
+
+    Export records span several lines; each `MESSAGE=` line is parsed on its own (with the
+    record's `__REALTIME_TIMESTAMP`) rather than whole records, so a record cut by a poll or a
+    restart cannot lose its Xid.
+    """
+
+    def __init__(self, path: Path, cursor: TailCursor | None, node: str) -> None:
+        if cursor is not None and cursor.path != str(path):
+            cursor = None  # the configured file changed: its old position means nothing
+        # Without a cursor, start at the end: yesterday's Xids are not today's jobs' faults.
+        # A file that appears only later (a journal export started after us) is new from its first byte.
+        self._tailer = LogTailer(path, cursor, start_at_end=cursor is None and path.exists(), srun_labels=False)
+        self._node = node
+        self._record_time: datetime | None = None
+
+    @property
+    def cursor(self) -> TailCursor:
+        return self._tailer.cursor
+
+    def poll(self, now: datetime) -> list[XidEvent]:
+        events = []
+        for line in self._tailer.poll(now):
+            text = line.text
+            if not text:
+                self._record_time = None
+                continue
+            if text.startswith("__REALTIME_TIMESTAMP="):
+                micros = text.partition("=")[2]
+                self._record_time = (datetime.fromtimestamp(int(micros) / 1_000_000, tz=UTC)
+                                     if micros.isdigit() else None)
+                continue
+            event = parse_xid_line(text, node=self._node, observed_at=self._record_time or line.observed_at)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def close(self) -> None:
+        self._tailer.close()
+
+
+class _ErrorLog:
+    """A failing source logs a warning when it starts failing or the error changes, not every tick."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, str] = {}
+
+    def failed(self, source: str, err: BaseException) -> None:
+        text = f"{type(err).__name__}: {err}"
+        if self._last.get(source) != text:
+            log.warning("%s failed: %s", source, text)
+        else:
+            log.debug("%s failed again: %s", source, text)
+        self._last[source] = text
+
+    def ok(self, source: str) -> None:
+        if self._last.pop(source, None) is not None:
+            log.info("%s works again", source)
+
+
+class NodeAgent:
+    """One node's agent; `run(stop)` loops until `stop` is set."""
+
+    def __init__(self, node: str, cluster: str, probe: GpuProbe | None, kernel_log: Path | None,
+                 scheduler: Scheduler, sink: AnomalySink, opt_in: OptInRule, interval_s: float = 2.0,
+                 job_refresh_s: float = 10.0, *, state_file: Path | None = None,
+                 xid_max_age_s: float = AgentConfig().xid_max_age_s,
+                 probe_timeout_s: float = AgentConfig().probe_timeout_s,
+                 clock: Callable[[], datetime] = _utcnow) -> None:
+        self.node = validate_node_name(node)
+        self.cluster = validate_cluster(cluster)
+        self._probe = probe
+        self._kernel_path = kernel_log
+        self._scheduler = scheduler
+        self._sink = sink
+        self._opt_in = opt_in
+        self._interval = interval_s
+        self._job_refresh = job_refresh_s
+        self._state_file = state_file
+        self._xid_max_age = xid_max_age_s
+        self._probe_timeout = probe_timeout_s
+        self._clock = clock
+        self.stats = AgentStats()
+        self._errors = _ErrorLog()
+        self._state = NodeAgentState()
+        self._outbox: list[Anomaly] = []
+        self._cursor: TailCursor | None = None
+        self._kernel: _KernelLog | None = None
+        self._pending_probe: list[XidEvent] = []
+        self._pending_kernel: list[XidEvent] = []
+        self._pending_cursor: TailCursor | None = None
+        self._jobs: list[JobInfo] | None = None
+        self._jobs_task: asyncio.Task[Sequence[JobInfo]] | None = None
+        self._next_refresh = 0.0
+        self._probe_task: asyncio.Task[tuple[list[GpuSample], list[XidEvent]]] | None = None
+        self._written: AgentCheckpoint | None = None
+
+    # -- loop -----------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self._load()
+        if self._kernel_path is not None:
+            self._kernel = _KernelLog(self._kernel_path, self._cursor, self.node)
+        log.info("node agent on %s (cluster %s): probe %s, kernel log %s, every %gs", self.node, self.cluster,
+                 type(self._probe).__name__ if self._probe else "none", self._kernel_path or "none",
+                 self._interval)
+        try:
+            while not stop.is_set():
+                await self.tick()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self._interval)
+        finally:
+            for task in (self._probe_task, self._jobs_task):
+                if task is not None:
+                    task.cancel()
+            if self._kernel is not None:
+                self._kernel.close()
+            self._persist()
+
+    async def tick(self) -> None:
+        """One round: read every source, then step and submit once the node's jobs are known."""
+        self.stats.ticks += 1
+        now = self._clock()
+        self._read_kernel(now)  # first: it is the source that still answers when NVML hangs
+        samples, polled = await self._read_probe()
+        self._pending_probe = [*self._pending_probe, *polled][-MAX_PENDING_XIDS:]
+        await self._refresh_jobs()
+        if self._jobs is None:
+            return  # an Xid taken as "no job here" would be lost for good; keep it until we know
+        try:
+            self._state, anomalies = agent_step(
+                self._state, node=self.node, cluster=self.cluster, samples=samples,
+                xid_events=self._pending_probe, kernel_xids=self._pending_kernel, jobs_on_node=self._jobs,
+                now=now, opt_in=self._opt_in, xid_max_age_s=self._xid_max_age)
+        except Exception:  # a bug or a poisonous event: drop this round's events rather than wedge forever
+            self.stats.step_errors += 1
+            log.exception("agent step failed; dropping %d Xid events",
+                          len(self._pending_probe) + len(self._pending_kernel))
+            anomalies = []
+        self.stats.steps += 1
+        self._pending_probe, self._pending_kernel = [], []
+        if self._pending_cursor is not None:
+            self._cursor = self._pending_cursor
+        if self._state.unattributed:
+            log.debug("no opted-in job running on %s for: %s", self.node, "; ".join(self._state.unattributed))
+        for anomaly in anomalies:
+            log.info("%s: %s for job %s attempt %s", self.node, anomaly.id, anomaly.job_id, anomaly.job_attempt)
+        self._outbox = [*self._outbox, *anomalies]
+        if len(self._outbox) > MAX_OUTBOX:
+            log.error("outbox over %d anomalies; dropping the oldest %d", MAX_OUTBOX, len(self._outbox) - MAX_OUTBOX)
+            self._outbox = self._outbox[-MAX_OUTBOX:]
+        await self._flush()
+        self._persist()
+
+    # -- sources --------------------------------------------------------------------------
+
+    async def _read_probe(self) -> tuple[list[GpuSample], list[XidEvent]]:
+        """A probe still busy from an earlier tick is waited for, never started twice (threads pile up)."""
+        if self._probe is None:
+            return [], []
+        if self._probe_task is None:
+            self._probe_task = asyncio.create_task(self._probe_once(self._probe))
+            await asyncio.wait({self._probe_task}, timeout=self._probe_timeout)
+        if not self._probe_task.done():  # hung since an earlier tick: do not hold up the kernel log again
+            self.stats.probe_timeouts += 1
+            self._errors.failed("GPU probe", TimeoutError(f"no answer within {self._probe_timeout:g}s"))
+            return [], []
+        task, self._probe_task = self._probe_task, None
+        return task.result()
+
+    async def _probe_once(self, probe: GpuProbe) -> tuple[list[GpuSample], list[XidEvent]]:
+        samples: list[GpuSample] = []
+        events: list[XidEvent] = []
+        try:
+            samples = list(await probe.sample())
+            self._errors.ok("GPU probe")
+        except Exception as err:  # any failure of a driver or exporter: count it, keep looping
+            self.stats.probe_errors += 1
+            self._errors.failed("GPU probe", err)
+        try:
+            events = list(await probe.poll_xid_events(0))
+            self._errors.ok("GPU Xid poll")
+        except Exception as err:
+            self.stats.probe_errors += 1
+            self._errors.failed("GPU Xid poll", err)
+        return samples, events
+
+    def _read_kernel(self, now: datetime) -> None:
+        if self._kernel is None:
+            return
+        try:
+            events = self._kernel.poll(now)
+            self._errors.ok("kernel log")
+        except Exception as err:  # unreadable, rotated away, a line we choke on: count it, keep looping
+            self.stats.kernel_errors += 1
+            self._errors.failed("kernel log", err)
+            return
+        self.stats.kernel_xids += len(events)
+        self._pending_kernel = [*self._pending_kernel, *events][-MAX_PENDING_XIDS:]
+        self._pending_cursor = self._kernel.cursor
+
+    async def _refresh_jobs(self) -> None:
+        """Jobs are listed in the background: a slow controller must not stall the GPU and log reads."""
+        loop = asyncio.get_running_loop()
+        if self._jobs_task is None and loop.time() >= self._next_refresh:
+            self._jobs_task = asyncio.create_task(self._list_jobs())
+        if self._jobs_task is None:
+            return
+        if self._jobs is None:  # nothing known yet: worth waiting one interval for
+            await asyncio.wait({self._jobs_task}, timeout=self._interval)
+        if not self._jobs_task.done():
+            return
+        task, self._jobs_task = self._jobs_task, None
+        self._next_refresh = loop.time() + self._job_refresh
+        try:
+            jobs = task.result()
+        except Exception as err:  # keep the last known list: a stale list beats forgetting every job
+            self.stats.scheduler_errors += 1
+            self._errors.failed("scheduler list_jobs", err)
+            return
+        self._errors.ok("scheduler list_jobs")
+        self._jobs = [job for job in jobs if self.node in job.nodes]
+
+    async def _list_jobs(self) -> Sequence[JobInfo]:
+        return await self._scheduler.list_jobs()
+
+    # -- output ---------------------------------------------------------------------------
+
+    async def _flush(self) -> None:
+        """Submit in order; what fails stays in the outbox (and the state file) for the next tick."""
+        while self._outbox:
+            anomaly = self._outbox[0]
+            try:
+                await asyncio.wait_for(self._sink.submit(anomaly), SUBMIT_TIMEOUT_S)
+            except Exception as err:  # the incident ids dedupe, so a retry after a lost reply is safe
+                self.stats.sink_errors += 1
+                self._errors.failed("anomaly sink", err)
+                return
+            self._errors.ok("anomaly sink")
+            self._outbox.pop(0)
+            self.stats.submitted += 1
+
+    def _checkpoint(self) -> AgentCheckpoint:
+        # Samples change every tick; leaving them out keeps the file from being rewritten every tick.
+        state = self._state.model_copy(update={"previous": (), "unattributed": ()})
+        return AgentCheckpoint(state=state, kernel_cursor=self._cursor, outbox=tuple(self._outbox))
+
+    def _load(self) -> None:
+        if self._state_file is None or not self._state_file.exists():
+            return
+        try:
+            checkpoint = AgentCheckpoint.model_validate_json(self._state_file.read_bytes())
+        except (OSError, ValueError) as err:
+            self.stats.state_errors += 1
+            log.warning("ignoring unreadable agent state %s (%s); starting fresh", self._state_file, err)
+            return
+        self._state, self._cursor, self._outbox = checkpoint.state, checkpoint.kernel_cursor, list(checkpoint.outbox)
+        self._written = checkpoint
+
+    def _persist(self) -> None:
+        if self._state_file is None:
+            return
+        checkpoint = self._checkpoint()
+        if checkpoint == self._written:
+            return
+        tmp = self._state_file.with_name(self._state_file.name + ".tmp")
+        try:
+            self._state_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(checkpoint.model_dump_json())
+            os.replace(tmp, self._state_file)
+        except OSError as err:
+            self.stats.state_errors += 1
+            self._errors.failed(f"writing {self._state_file}", err)
+            return
+        self._written = checkpoint
+
+
+async def run_agent(config: AgentConfig, cluster: str, scheduler: Scheduler, sink: AnomalySink,
+                    stop: asyncio.Event, *, opt_in: OptInRule | None = None) -> None:
+    """`goodput agent`: resolve the node, open the probe, loop until `stop`.
+
+    Without NVML (no driver, no GPU visible) the agent still reads the kernel log if one is
+    configured, since that is the one source that survives a GPU falling off the bus.
+    """
+    node = resolve_node(config)
+    async with contextlib.AsyncExitStack() as stack:
+        probe: GpuProbe | None = None
+        try:
+            probe = await stack.enter_async_context(probe_from(config.probe, config.dcgm_url, node=node))
+        except NvmlUnavailableError as err:
+            if config.kernel_log is None:
+                raise
+            log.error("%s; reading the kernel log only", err)
+        agent = NodeAgent(node, cluster, probe, config.kernel_log, scheduler, sink, opt_in or OptInRule(),
+                          config.interval_s, config.job_refresh_s, state_file=config.state_file,
+                          xid_max_age_s=config.xid_max_age_s, probe_timeout_s=config.probe_timeout_s)
+        await agent.run(stop)

@@ -1,0 +1,192 @@
+"""The node agent's rules: what one GPU node's samples and Xids mean for the jobs running on it.
+
+The agent on each GPU node reads NVML (or a DCGM scrape) and the kernel log every few seconds.
+Turning that into anomalies has traps that are easy to get wrong inside an I/O loop, so they live
+here, pure and tested: only critical findings become anomalies (attribution drains on
+gpu-hardware and straggler, so a warning-level hint must not open an incident), a finding belongs
+to the opted-in job attempts running on the node at the time, the same Xid arriving from two
+sources or twice from one source is reported once, and a condition that persists (a lost GPU is
+lost on every sample) is reported once per job attempt rather than every two seconds. No clock
+reads, no I/O: the caller passes `now` and does the logging.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from goodput.gpu import GpuFinding, GpuSample, XidEvent, evaluate, normalize_pci_bus_id
+from goodput.logtail import TailCursor
+from goodput.models import Anomaly, Frozen
+from goodput.scheduler import JobInfo, JobState
+from goodput.watch import OptInRule
+
+ProbeKind = Literal["nvml", "dcgm", "none"]
+DEFAULT_XID_MAX_AGE_S = 600.0
+MAX_SEEN_XIDS = 4096
+"""An application spinning on Xid 13 can log thousands; the digest memory must stay small."""
+
+
+class AgentConfig(BaseModel):
+    """Settings of `goodput agent` (the `agent` table of goodput.toml, `GOODPUT_AGENT__*`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    node: str = ""
+    """The Slurm node name; empty means this host's short name (resolved by the caller)."""
+    probe: ProbeKind = "nvml"
+    dcgm_url: str = "http://127.0.0.1:9400/metrics"
+    kernel_log: Path | None = None
+    """/var/log/kern.log, or a file `journalctl -k -f -o export` appends to; None reads no kernel log."""
+    interval_s: float = Field(default=2.0, gt=0)
+    job_refresh_s: float = Field(default=10.0, gt=0)
+    state_file: Path | None = None
+    """Where the kernel-log cursor and what was reported survive a restart; None keeps them in memory."""
+    xid_max_age_s: float = Field(default=DEFAULT_XID_MAX_AGE_S, gt=0)
+    """A timestamped Xid older than this (a backlog read after downtime) is not pinned on today's jobs."""
+    probe_timeout_s: float = Field(default=10.0, gt=0)
+    """NVML can block on a failing GPU; past this the loop goes on with the kernel log alone."""
+
+
+class SeenXid(Frozen):
+    digest: str
+    at: datetime
+
+
+class ReportedAttempt(Frozen):
+    job_id: str
+    attempt: int
+    anomaly_ids: tuple[str, ...] = ()
+
+
+class NodeAgentState(Frozen):
+    """What one step hands the next (and, less `previous`, what a restart resumes from)."""
+
+    previous: tuple[GpuSample, ...] = ()
+    """The last samples, so that lifetime ECC counters count only when they grow."""
+    seen_xids: tuple[SeenXid, ...] = ()
+    """Xid events already handled (reported or not), so a re-read event is not pinned on a later job."""
+    reported: tuple[ReportedAttempt, ...] = ()
+    """Anomaly ids already submitted, per job attempt still on the node."""
+    unattributed: tuple[str, ...] = ()
+    """Actionable findings of the last step that no opted-in running job could take (for a debug log)."""
+
+
+class AgentCheckpoint(Frozen):
+    """The agent's state file: resume the kernel log where it stood and resend what was not sent."""
+
+    state: NodeAgentState = Field(default_factory=NodeAgentState)
+    kernel_cursor: TailCursor | None = None
+    outbox: tuple[Anomaly, ...] = ()
+
+
+def xid_digest(event: XidEvent, node: str) -> str:
+    """GPU + code + time: NVML hands the same event out twice (poll and sample), both coalesce here."""
+    gpu = (normalize_pci_bus_id(event.pci_bus_id) if event.pci_bus_id else None) or event.uuid or (
+        f"gpu{event.gpu_index}" if event.gpu_index is not None else "gpu?")
+    when = event.observed_at.isoformat() if event.observed_at else ""
+    key = "\0".join([node, gpu, str(event.code), when])
+    return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def probe_xids(samples: Iterable[GpuSample], polled: Iterable[XidEvent]) -> list[XidEvent]:
+    """The probe's Xid events: those it polled plus those riding on its samples.
+
+    NVML attaches to a sample the events it drained while sampling (they are not polled again),
+    so those count. DCGM attaches its *last* Xid gauge to every scrape; only its scraper's
+    `poll_xid_events` knows which of those are new, so DCGM's sample-borne events are ignored.
+    """
+    carried = [e for s in samples for e in s.xid_events if e.source != "dcgm"]
+    return [*polled, *carried]
+
+
+def _same_gpu(finding: GpuFinding, sample: GpuSample) -> bool:
+    if finding.uuid and sample.uuid:
+        return finding.uuid == sample.uuid
+    if finding.pci_bus_id and sample.pci_bus_id:
+        return normalize_pci_bus_id(finding.pci_bus_id) == normalize_pci_bus_id(sample.pci_bus_id)
+    return finding.gpu_index is not None and finding.gpu_index == sample.index
+
+
+def _targets(finding: GpuFinding, samples: Sequence[GpuSample], running: Sequence[JobInfo]) -> list[JobInfo]:
+    """A GPU fault hits every job on the node, unless DCGM's hpc_job label says whose GPU it is."""
+    labelled = {job for s in samples if _same_gpu(finding, s) for job in s.job_ids}
+    named = [j for j in running if j.job_id in labelled]
+    return named or list(running)
+
+
+def _observed(finding: GpuFinding, events: Sequence[XidEvent], samples: Sequence[GpuSample],
+              now: datetime) -> datetime:
+    if finding.xid is not None:
+        times = [e.observed_at for e in events if e.code == finding.xid and e.observed_at is not None]
+        if times:
+            return min(times)
+    times = [s.observed_at for s in samples if s.observed_at is not None]
+    return max(times) if times else now
+
+
+def agent_step(state: NodeAgentState, *, node: str, cluster: str, samples: Sequence[GpuSample],
+               xid_events: Sequence[XidEvent], kernel_xids: Sequence[XidEvent],
+               jobs_on_node: Sequence[JobInfo], now: datetime, opt_in: OptInRule,
+               xid_max_age_s: float = DEFAULT_XID_MAX_AGE_S) -> tuple[NodeAgentState, list[Anomaly]]:
+    """One round of the agent: new state and the anomalies to submit (each at most once).
+
+    `xid_events` are what the probe's `poll_xid_events` returned; `kernel_xids` come from the
+    kernel log. Samples and events are renamed to `node`: the kernel log's host may be an FQDN
+    and NVML's the hostname, while anomalies must name the Slurm node that a drain would target.
+    """
+    here = [s.model_copy(update={"node": node, "xid_events": ()}) for s in samples]
+    seen = {x.digest: x for x in state.seen_xids}
+    horizon = now - timedelta(seconds=xid_max_age_s)
+    fresh: list[XidEvent] = []
+    for raw in (*probe_xids(samples, xid_events), *kernel_xids):
+        when = raw.observed_at or now
+        if when.tzinfo is None:  # a naive time from some source must not make the age check raise
+            when = when.replace(tzinfo=UTC)
+        event = raw.model_copy(update={"node": node, "observed_at": when})
+        digest = xid_digest(event, node)
+        if digest in seen:
+            continue
+        assert event.observed_at is not None
+        seen[digest] = SeenXid(digest=digest, at=event.observed_at)
+        if event.observed_at >= horizon:
+            fresh.append(event)
+
+    findings = [f for f in evaluate(here, state.previous, fresh) if f.actionable]
+    running = [j for j in jobs_on_node
+               if j.state is JobState.RUNNING and node in j.nodes and opt_in.admits(j)]
+    reported = {(r.job_id, r.attempt): list(r.anomaly_ids) for r in state.reported}
+    anomalies: list[Anomaly] = []
+    unattributed: list[str] = []
+    for finding in findings:
+        targets = _targets(finding, here, running)
+        if not targets:
+            unattributed.append(f"{finding.rule} on {finding.gpu_ref}")
+        observed_at = _observed(finding, fresh, here, now)
+        for job in targets:
+            try:
+                anomaly = finding.to_anomaly(job_id=job.job_id, job_attempt=job.restart_count, cluster=cluster,
+                                             observed_at=observed_at, detected_at=now)
+            except ValueError as err:  # a job id or node name Anomaly refuses must not wedge the agent
+                unattributed.append(f"{finding.rule} on {finding.gpu_ref} for job {job.job_id}: {err}")
+                continue
+            ids = reported.setdefault((job.job_id, job.restart_count), [])
+            if anomaly.id not in ids:
+                ids.append(anomaly.id)
+                anomalies.append(anomaly)
+
+    # Forget attempts no longer on the node (bounded state); a requeued job is a new attempt anyway.
+    present = {(j.job_id, j.restart_count) for j in jobs_on_node if node in j.nodes}
+    kept_seen = sorted((x for x in seen.values() if x.at >= horizon), key=lambda x: (x.at, x.digest))
+    new_state = NodeAgentState(
+        previous=tuple(here) if here else state.previous,
+        seen_xids=tuple(kept_seen[-MAX_SEEN_XIDS:]),
+        reported=tuple(ReportedAttempt(job_id=job_id, attempt=attempt, anomaly_ids=tuple(ids))
+                       for (job_id, attempt), ids in sorted(reported.items()) if (job_id, attempt) in present),
+        unattributed=tuple(unattributed))
+    return new_state, anomalies
