@@ -13,9 +13,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeVar
 
 from activities.adapters.slurm_cli import SlurmCliBackend
+from activities.adapters.slurm_pyslurm import PyslurmBackend
 from activities.adapters.slurm_rest import SlurmRestBackend
 from activities.adapters.slurm_runner import CommandResult, LocalRunner
 from activities.adapters.slurm_ssh import SshRunner
+from goodput.fakes.pyslurm_standin import Slurmctld
 from goodput.fakes.scheduler import FakeClusterState, FakeScheduler
 from goodput.scheduler import JobInfo, JobState, NodeInfo, Scheduler
 
@@ -74,6 +76,32 @@ class FakeHarness:
 
     def side_effects(self) -> int:
         return len(self.fake.journal())
+
+
+class PyslurmHarness:
+    """PyslurmBackend on goodput's in-memory pyslurm 25.11 stand-in (no lab: pyslurm cannot be
+    built against the lab's Slurm 22.05); the stand-in's controller counts every RPC."""
+
+    name = "pyslurm"
+
+    def __init__(self) -> None:
+        self.ctl = Slurmctld()
+        self.backend: Scheduler = PyslurmBackend(self.ctl.module)
+        self.node_names: Sequence[str] = sorted(self.ctl.nodes)
+
+    async def running_job(self, *, opted_in: bool = True) -> JobInfo:
+        desc = self.ctl.module.JobSubmitDescription(
+            name="contract", nodes=2, is_requeueable=True, standard_output="/dev/null",
+            gres_per_node={"gpu": 1}, script="#!/bin/sh\nsleep 300\n", comment=MARKER if opted_in else None)
+        job_id = str(desc.submit())
+        return await eventually(lambda: self.backend.get_job(job_id), lambda j: j.state is JobState.RUNNING,
+                                timeout=5, what=f"job {job_id} to run")
+
+    async def admin_drain(self, node: str, reason: str) -> None:
+        self.ctl.update_node(node, "DRAIN", reason, user="admin")
+
+    def side_effects(self) -> int:
+        return len(self.ctl.calls)
 
 
 class RecordingRunner(LocalRunner):

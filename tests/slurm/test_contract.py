@@ -1,8 +1,9 @@
 """The rules every Scheduler backend keeps, asserted identically for each backend.
 
 Parametrised over the in-memory FakeScheduler (what workflows are tested against), the CLI
-backend on the live lab, the same backend over SSH to a private sshd, and slurmrestd (with the
-CLI as fallback for what its API lacks): if they disagree, a
+backend on the live lab, the same backend over SSH to a private sshd, slurmrestd (with the
+CLI as fallback for what its API lacks), and the pyslurm backend on goodput's pyslurm stand-in
+(no lab needed; not the real library): if they disagree, a
 workflow green against the fake would misbehave on Slurm. Where the fake does not (yet) keep a
 rule, the test is an xfail(strict) naming the gap.
 """
@@ -25,7 +26,15 @@ from goodput.scheduler import (
     UnknownNodeError,
 )
 
-from .harness import FakeHarness, Harness, SlurmCliHarness, SlurmRestHarness, SlurmSshHarness, eventually
+from .harness import (
+    FakeHarness,
+    Harness,
+    PyslurmHarness,
+    SlurmCliHarness,
+    SlurmRestHarness,
+    SlurmSshHarness,
+    eventually,
+)
 
 HOSTILE = ["node1;rm -rf /", "node1\nnode2", "x" * 10_000, "$(reboot)", "-h"]
 REASON = drain_reason("inc-contract", "xid 79 on GPU 3")
@@ -36,10 +45,13 @@ REASON = drain_reason("inc-contract", "xid 79 on GPU 3")
     pytest.param("slurm-cli", marks=pytest.mark.slurm),
     pytest.param("slurm-ssh", marks=[pytest.mark.slurm, pytest.mark.ssh]),
     pytest.param("slurm-rest", marks=pytest.mark.slurm),
+    "pyslurm",
 ])
 async def harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
     if request.param == "fake":
         yield FakeHarness()
+    elif request.param == "pyslurm":
+        yield PyslurmHarness()
     elif request.param == "slurm-cli":
         yield SlurmCliHarness(request.getfixturevalue("lab"))
     elif request.param == "slurm-rest":
