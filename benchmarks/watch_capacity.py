@@ -71,7 +71,7 @@ async def level(client: Client, n: int, args: argparse.Namespace, tmp: Path) -> 
     fake = FakeScheduler(FakeClusterState(jobs=jobs))
     queue = f"cap-{uuid.uuid4().hex[:6]}"
     # The writer runs beside the event loop for the whole level; it is never awaited.
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, *map(str, paths)])  # noqa: ASYNC220
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, *map(str, paths)])
     try:
         async with worker(client, queue, fake):
             launcher = TemporalWatchLauncher(client, queue)
