@@ -26,7 +26,9 @@ def main() -> int:
     except ModuleNotFoundError as err:
         print(f"benchmark {name} is not available yet: {err}", file=sys.stderr)
         return 2
-    module.run(argv)
+    # Each module exposes run(argv); classify_throughput predates that and has main(argv).
+    entry = getattr(module, "run", None) or module.main
+    entry(argv)
     return 0
 
 

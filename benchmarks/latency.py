@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import os
 import random
+import shutil
 import subprocess
 import tempfile
 import time
@@ -81,8 +82,18 @@ done
 """
 
 
+def ensure_slurm_installed() -> None:
+    """The lab needs Debian's Slurm and munge packages; install them as `make test` does."""
+    if shutil.which("slurmctld") and shutil.which("sbatch"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise RuntimeError("Slurm is not installed: run `sudo bash scripts/slurm-lab/install.sh` first")
+    subprocess.run(["bash", str(LAB / "install.sh")], check=True, timeout=900)
+
+
 @asynccontextmanager
 async def slurm_lab(nodes: int) -> AsyncIterator[Path]:
+    ensure_slurm_installed()
     lab_dir = Path(tempfile.gettempdir()) / "goodput-bench-slurmlab"
     env = {**os.environ, "SLURMLAB_DIR": str(lab_dir), "SLURMLAB_NODES": str(nodes), "SLURMLAB_CPUS": "4",
            "SLURMLAB_CTL_PORT": "26817", "SLURMLAB_SLURMD_BASEPORT": "26900", "SLURMLAB_REST_PORT": "26820"}
