@@ -1,0 +1,48 @@
+"""Checkpoint-aware resume: find a job's checkpoints, validate them cheaply, pick the resume point.
+
+Pure domain code over a small filesystem seam (`FileSystem`: list, stat, read small text): shard
+contents are never read, so it is cheap on multi-terabyte checkpoints. Layout plugins live in
+their own modules (megatron, deepspeed, hf, dcp/torchtitan/nemo, generic); `discover` picks one,
+`choose_resume_point` walks newest to oldest, and `lost_work` prices the work a failure undid.
+"""
+
+from goodput.checkpoints.discover import AUTO_ORDER, LAYOUTS, discover, layout_name
+from goodput.checkpoints.fs import SMALL_TEXT_LIMIT, Entry, FileSystem, LocalFileSystem, TooLargeError
+from goodput.checkpoints.jobconfig import CheckpointCommentError, config_from_comment, to_comment
+from goodput.checkpoints.lostwork import IncidentLoss, LostWorkSummary, lost_work, summarize_lost_work
+from goodput.checkpoints.model import (
+    Checkpoint,
+    CheckpointConfig,
+    Discovery,
+    LostWork,
+    ResumeChoice,
+    SkippedCheckpoint,
+)
+from goodput.checkpoints.resume import choose_resume_point, find_resume_point
+
+__all__ = [
+    "AUTO_ORDER",
+    "LAYOUTS",
+    "SMALL_TEXT_LIMIT",
+    "Checkpoint",
+    "CheckpointCommentError",
+    "CheckpointConfig",
+    "Discovery",
+    "Entry",
+    "FileSystem",
+    "IncidentLoss",
+    "LocalFileSystem",
+    "LostWork",
+    "LostWorkSummary",
+    "ResumeChoice",
+    "SkippedCheckpoint",
+    "TooLargeError",
+    "choose_resume_point",
+    "config_from_comment",
+    "discover",
+    "find_resume_point",
+    "layout_name",
+    "lost_work",
+    "summarize_lost_work",
+    "to_comment",
+]

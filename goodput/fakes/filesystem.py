@@ -1,0 +1,194 @@
+"""An in-memory filesystem for checkpoint discovery tests, which polices what discovery reads.
+
+Files are sizes and mtimes, with text only where a test gives it (metadata, markers). Every read
+is recorded, and reading a shard (by suffix), a file that has no text (opaque binary content), or
+asking for more than the metadata limit raises `ForbiddenReadError`: that is the property that
+discovery stays cheap on multi-terabyte checkpoints. Reading over the caller's limit raises
+`TooLargeError` like the real filesystem, without counting as a read.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+from goodput.checkpoints.fs import METADATA_LIMIT, SMALL_TEXT_LIMIT, Entry, TooLargeError, is_shard_name
+
+DEFAULT_MTIME = 1_700_000_000.0
+
+
+class ForbiddenReadError(AssertionError):
+    """Discovery tried to open a shard, an opaque file, or to read more than metadata size."""
+
+
+@dataclass
+class _Node:
+    is_dir: bool
+    size: int = 0
+    mtime: float = DEFAULT_MTIME
+    text: str | None = None
+
+
+def _norm(path: str) -> str:
+    return posixpath.normpath("/" + path.lstrip("/"))
+
+
+class FakeFileSystem:
+    def __init__(self, mtime: float = DEFAULT_MTIME) -> None:
+        self.default_mtime = mtime
+        self._nodes: dict[str, _Node] = {"/": _Node(is_dir=True, mtime=mtime)}
+        self.reads: list[str] = []
+        self.listed: list[str] = []
+        self.stats: list[str] = []
+
+    # building -----------------------------------------------------------------------------
+
+    def add_dir(self, path: str, mtime: float | None = None) -> str:
+        path = _norm(path)
+        parent = posixpath.dirname(path)
+        if parent != path and parent not in self._nodes:
+            self.add_dir(parent, mtime)
+        node = self._nodes.get(path)
+        if node is not None and not node.is_dir:
+            raise ValueError(f"{path} is a file")
+        if node is None:
+            self._nodes[path] = _Node(is_dir=True, mtime=self.default_mtime if mtime is None else mtime)
+        return path
+
+    def add_file(self, path: str, size: int | None = None, text: str | None = None,
+                 mtime: float | None = None) -> str:
+        """A file of `size` bytes (default: the length of `text`, else 1 KiB of opaque content)."""
+        path = _norm(path)
+        self.add_dir(posixpath.dirname(path))
+        if size is None:
+            size = len(text.encode()) if text is not None else 1024
+        self._nodes[path] = _Node(is_dir=False, size=size, text=text,
+                                  mtime=self.default_mtime if mtime is None else mtime)
+        return path
+
+    def remove(self, path: str) -> None:
+        path = _norm(path)
+        for key in [k for k in self._nodes if k == path or k.startswith(path.rstrip("/") + "/")]:
+            del self._nodes[key]
+
+    def paths(self) -> list[str]:
+        return sorted(self._nodes)
+
+    # the FileSystem protocol ----------------------------------------------------------------
+
+    def _entry(self, path: str, node: _Node) -> Entry:
+        return Entry(name=posixpath.basename(path), is_dir=node.is_dir, size=node.size, mtime=node.mtime)
+
+    def list_dir(self, path: str) -> list[Entry]:
+        path = _norm(path)
+        self.listed.append(path)
+        node = self._nodes.get(path)
+        if node is None or not node.is_dir:
+            return []
+        prefix = path.rstrip("/") + "/"
+        return sorted((self._entry(k, n) for k, n in self._nodes.items()
+                       if k.startswith(prefix) and k != path and "/" not in k[len(prefix):]),
+                      key=lambda e: e.name)
+
+    def stat(self, path: str) -> Entry | None:
+        path = _norm(path)
+        self.stats.append(path)
+        node = self._nodes.get(path)
+        return None if node is None else self._entry(path, node)
+
+    def read_small_text(self, path: str, limit: int = SMALL_TEXT_LIMIT) -> str:
+        path = _norm(path)
+        if limit > METADATA_LIMIT:
+            raise ForbiddenReadError(f"asked to read up to {limit} bytes of {path}: more than metadata")
+        if is_shard_name(path):
+            raise ForbiddenReadError(f"tried to read shard {path}")
+        node = self._nodes.get(path)
+        if node is None:
+            raise FileNotFoundError(path)
+        if node.is_dir:
+            raise IsADirectoryError(path)
+        if node.size > limit:
+            raise TooLargeError(f"{path} is {node.size} bytes, over the {limit}-byte limit")
+        if node.text is None and node.size:
+            raise ForbiddenReadError(f"tried to read {path}, which has opaque (binary) content")
+        self.reads.append(path)
+        return node.text or ""
+
+
+# Builders: well-formed checkpoints of each layout, which tests then damage. -------------------
+
+MB = 1024 * 1024
+
+
+def write_dcp(fs: FakeFileSystem, path: str, ranks: int = 4, mtime: float | None = None) -> str:
+    fs.add_file(f"{path}/.metadata", size=4096, mtime=mtime)
+    for rank in range(ranks):
+        fs.add_file(f"{path}/__{rank}_0.distcp", size=64 * MB, mtime=mtime)
+    return _norm(path)
+
+
+def write_megatron(fs: FakeFileSystem, root: str, step: int, tp: int = 2, pp: int = 1, tracker: bool = True,
+                   mtime: float | None = None, name: str | None = None) -> str:
+    """A legacy-format Megatron iteration (`mp_rank_TT[_PPP]/model_optim_rng.pt`); `tracker`
+    points latest_checkpointed_iteration.txt at it."""
+    path = f"{root}/{name or f'iter_{step:07d}'}"
+    fs.add_dir(path, mtime=mtime)
+    for t in range(tp):
+        for p in range(pp):
+            rank = f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else "")
+            fs.add_file(f"{path}/{rank}/model_optim_rng.pt", size=128 * MB, mtime=mtime)
+    if tracker:
+        fs.add_file(f"{root}/latest_checkpointed_iteration.txt", text="release" if name == "release" else str(step))
+    return _norm(path)
+
+
+def write_megatron_dist(fs: FakeFileSystem, root: str, step: int, ranks: int = 4, tracker: bool = True,
+                        mtime: float | None = None) -> str:
+    """A Megatron torch_dist iteration: DCP shards plus common.pt and metadata.json."""
+    path = write_dcp(fs, f"{root}/iter_{step:07d}", ranks, mtime)
+    fs.add_file(f"{path}/common.pt", size=MB, mtime=mtime)
+    fs.add_file(f"{path}/metadata.json", text='{"sharded_backend": "torch_dist", "sharded_backend_version": 1}',
+                mtime=mtime)
+    if tracker:
+        fs.add_file(f"{root}/latest_checkpointed_iteration.txt", text=f"{step}\n")
+    return path
+
+
+def write_deepspeed(fs: FakeFileSystem, root: str, step: int, mp: int = 1, dp: int = 2, latest: bool = True,
+                    mtime: float | None = None) -> str:
+    path = f"{root}/global_step{step}"
+    for m in range(mp):
+        fs.add_file(f"{path}/mp_rank_{m:02d}_model_states.pt", size=32 * MB, mtime=mtime)
+        for d in range(dp):
+            fs.add_file(f"{path}/bf16_zero_pp_rank_{d}_mp_rank_{m:02d}_optim_states.pt", size=96 * MB, mtime=mtime)
+    if latest:
+        fs.add_file(f"{root}/latest", text=f"global_step{step}")
+    return _norm(path)
+
+
+def write_hf(fs: FakeFileSystem, root: str, step: int, shards: int = 0, mtime: float | None = None,
+             name: str | None = None) -> str:
+    """An HF Trainer checkpoint; `shards` > 0 writes a sharded safetensors set with its index."""
+    path = f"{root}/{name or f'checkpoint-{step}'}"
+    if shards:
+        files = [f"model-{i + 1:05d}-of-{shards:05d}.safetensors" for i in range(shards)]
+        weight_map = ", ".join(f'"layer.{i}.weight": "{f}"' for i, f in enumerate(files))
+        fs.add_file(f"{path}/model.safetensors.index.json",
+                    text=f'{{"metadata": {{"total_size": 1}}, "weight_map": {{{weight_map}}}}}', mtime=mtime)
+        for f in files:
+            fs.add_file(f"{path}/{f}", size=512 * MB, mtime=mtime)
+    else:
+        fs.add_file(f"{path}/model.safetensors", size=512 * MB, mtime=mtime)
+    fs.add_file(f"{path}/optimizer.pt", size=MB, mtime=mtime)
+    fs.add_file(f"{path}/trainer_state.json", text=f'{{"global_step": {step}, "log_history": []}}', mtime=mtime)
+    return _norm(path)
+
+
+def write_generic(fs: FakeFileSystem, root: str, name: str, marker: str | None = ".complete",
+                  mtime: float | None = None) -> str:
+    path = f"{root}/{name}"
+    fs.add_file(f"{path}/model.bin", size=MB, mtime=mtime)
+    fs.add_file(f"{path}/opt/state.bin", size=MB, mtime=mtime)
+    if marker:
+        fs.add_file(f"{path}/{marker}", text="", mtime=mtime)
+    return _norm(path)
