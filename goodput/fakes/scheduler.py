@@ -20,18 +20,17 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field
 
 from goodput.identifiers import validate_job_id, validate_node_name, validate_reason
-from goodput.ownership import is_goodput_reason
 from goodput.scheduler import (
     ACTIVE_JOB_STATES,
     ActionResult,
     JobInfo,
     JobState,
     NodeInfo,
-    NotOwnedError,
     ResubmitRequest,
     UnknownJobError,
     UnknownNodeError,
 )
+from goodput.slurm import rules
 from goodput.slurm.optin import DEFAULT_MARKER, NotOptedInError, is_opted_in
 from goodput.slurm.resubmit import RESUBMIT_TAG
 
@@ -153,14 +152,11 @@ class FakeScheduler:
 
         def apply(s: FakeClusterState) -> ActionResult:
             node = _node(s, name)
-            if node.drained:
-                if node.reason == reason:
-                    return ActionResult(changed=False, detail=f"{name} already drained: {reason}")
-                owner = "goodput" if is_goodput_reason(node.reason) else "someone else"
-                return ActionResult(changed=False,
-                                    detail=f"{name} already drained by {owner}: {node.reason}")
+            noop = rules.drain_noop(node, reason)
+            if noop is not None:
+                return noop
             s.nodes[name] = node.model_copy(update={"flags": (*node.flags, "DRAIN"),
-                                                    "reason": reason, "reason_user": "goodput"})
+                                                    "reason": reason, "reason_user": "root"})
             s.journal.append(JournalEntry(op="drain", target=name, detail=reason))
             return ActionResult(changed=True, detail=f"drained {name}")
 
@@ -173,10 +169,9 @@ class FakeScheduler:
 
         def apply(s: FakeClusterState) -> ActionResult:
             node = _node(s, name)
-            if not node.drained:
-                return ActionResult(changed=False, detail=f"{name} is not drained")
-            if node.reason != reason:
-                raise NotOwnedError(f"{name} is drained for {node.reason!r}; goodput will not resume it")
+            noop = rules.resume_noop(node, reason)
+            if noop is not None:
+                return noop
             s.nodes[name] = node.model_copy(update={
                 "flags": tuple(f for f in node.flags if f != "DRAIN"), "reason": "", "reason_user": ""})
             s.journal.append(JournalEntry(op="resume", target=name, detail=reason))
@@ -191,7 +186,7 @@ class FakeScheduler:
 
         def apply(s: FakeClusterState) -> ActionResult:
             job = self._opted_in(_job(s, job_id))
-            if job.state in (JobState.PENDING, JobState.REQUEUED):
+            if rules.is_requeued(job):
                 return ActionResult(changed=False, detail=f"job {job_id} is already pending (requeued)")
             nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=job.nodes)
             state = JobState.PENDING if hold or nodes is None else JobState.RUNNING
@@ -246,8 +241,9 @@ class FakeScheduler:
 
         def apply(s: FakeClusterState) -> ActionResult:
             job = self._opted_in(_job(s, job_id))
-            if job.state is JobState.CANCELLED:
-                return ActionResult(changed=False, detail=f"{job_id} already cancelled")
+            noop = rules.cancel_noop(job)
+            if noop is not None:
+                return noop
             s.jobs[job_id] = job.model_copy(update={"state": JobState.CANCELLED})
             s.journal.append(JournalEntry(op="cancel", target=job_id))
             return ActionResult(changed=True, detail=f"cancelled {job_id}")
@@ -271,8 +267,9 @@ class FakeScheduler:
 
         def apply(s: FakeClusterState) -> ActionResult:
             job = self._opted_in(_job(s, job_id))
-            if job.held == held:
-                return ActionResult(changed=False, detail=f"{job_id} already {op}")
+            noop = rules.hold_noop(job) if held else rules.release_noop(job)
+            if noop is not None:
+                return noop
             update: dict[str, Any] = {"held": held}
             if not held and job.state is JobState.PENDING:
                 nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=())

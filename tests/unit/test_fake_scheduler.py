@@ -26,7 +26,7 @@ async def test_never_resumes_or_overwrites_someone_elses_drain() -> None:
     fake = FakeScheduler()
     await fake.drain_node("node5", "admin: bad PSU")
     result = await fake.drain_node("node5", drain_reason("inc-2", "xid"))
-    assert not result.changed and "someone else" in result.detail
+    assert not result.changed and "admin: bad PSU" in result.detail
     assert (await fake.get_node("node5")).reason == "admin: bad PSU"
     with pytest.raises(NotOwnedError):
         await fake.resume_node("node5", drain_reason("inc-2", "xid"))
