@@ -12,17 +12,28 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.progress import ProgressReader, output_sizes
 from goodput.attribution import attribute
 from goodput.breaker import DrainGate, DrainVerdict
+from goodput.checkpoints import (
+    CheckpointCommentError,
+    FileSystem,
+    LocalFileSystem,
+    config_from_comment,
+    find_resume_point,
+)
 from goodput.identifiers import InvalidIdentifierError
 from goodput.incident import (
     AttributeInput,
     AttributeResult,
+    CheckpointInput,
+    CheckpointResult,
     IsolateInput,
     IsolateResult,
     Notification,
@@ -80,10 +91,12 @@ async def heartbeating(detail: Callable[[], object] = lambda: None) -> AsyncIter
 class RecoveryActivities:
     """Bound to one scheduler and one notifier; registered on the worker as methods."""
 
-    def __init__(self, scheduler: Scheduler, notifier: Notifier, gate: DrainGate) -> None:
+    def __init__(self, scheduler: Scheduler, notifier: Notifier, gate: DrainGate,
+                 filesystem: FileSystem | None = None) -> None:
         self._scheduler = scheduler
         self._notifier = notifier
         self._gate = gate
+        self._fs = filesystem or LocalFileSystem()
 
     @activity.defn(name="reserve_drain")
     async def reserve_drain(self, request: ReserveInput) -> DrainVerdict:
@@ -100,6 +113,20 @@ class RecoveryActivities:
                 raise
             note = f"scheduler does not know job {request.key.job_id}: {err.message}"
         return AttributeResult(attribution=attribute(request.anomalies, job), job=job, note=note)
+
+    @activity.defn(name="find_checkpoint")
+    async def find_checkpoint(self, request: CheckpointInput) -> CheckpointResult:
+        """The latest valid checkpoint of the job, by the layout its comment names (stat-only)."""
+        try:
+            config = config_from_comment(request.job.comment)
+        except CheckpointCommentError as err:
+            return CheckpointResult(explanation=f"checkpoint config in the job comment is invalid: {err}")
+        if config is None:
+            return CheckpointResult(explanation="the job names no checkpoints (goodput:ckpt=<layout>:<root>); "
+                                                "it resumes however it resumes on its own")
+        async with heartbeating():
+            _, choice = await asyncio.to_thread(find_resume_point, self._fs, config, datetime.now(UTC))
+        return CheckpointResult(checkpoint=choice.checkpoint, explanation=choice.explanation)
 
     @activity.defn(name="isolate")
     async def isolate(self, request: IsolateInput) -> IsolateResult:
@@ -123,25 +150,31 @@ class RecoveryActivities:
 
     async def _requeue(self, request: ResumeInput) -> ResumeResult:
         job = await mapped(self._scheduler.get_job(request.job_id))
+        # Sizes now, in both branches: at worst a retried activity misses the new attempt's first
+        # lines (it prints more); it never counts the old attempt's steps as new progress.
+        offsets = output_sizes(p for p in (job.stdout_path, job.stderr_path) if p)
         if job.restart_count > request.restart_count_before:
             return ResumeResult(job_id=job.job_id, changed=False,
                                 detail=f"job {job.job_id} already requeued (restarts={job.restart_count})",
-                                restart_count_before=request.restart_count_before)
+                                restart_count_before=request.restart_count_before, log_offsets=offsets)
         result = await mapped(self._scheduler.requeue_job(request.job_id))
         return ResumeResult(job_id=request.job_id, changed=result.changed, detail=result.detail,
-                            restart_count_before=request.restart_count_before)
+                            restart_count_before=request.restart_count_before, log_offsets=offsets)
 
     async def _resubmit(self, request: ResumeInput) -> ResumeResult:
         # Backends keep resubmission idempotent themselves (a retried call returns the copy it
         # made, tagged goodput:resubmit-of=ID); see the contract suite.
         original = await mapped(self._scheduler.get_job(request.job_id))
+        offsets = output_sizes(p for p in (original.stdout_path, original.stderr_path) if p)
         if original.state in ACTIVE_JOB_STATES:
             # Two copies of one training run would fight over the same checkpoints.
             await mapped(self._scheduler.cancel_job(request.job_id))
-        result = await mapped(self._scheduler.resubmit_job(request.job_id, ResubmitRequest(exclude=request.exclude)))
+        result = await mapped(self._scheduler.resubmit_job(
+            request.job_id, ResubmitRequest(exclude=request.exclude, environment=request.environment)))
         if not result.new_job_id:
             raise ApplicationError(f"resubmit of {request.job_id} returned no job id", non_retryable=True)
-        return ResumeResult(job_id=result.new_job_id, changed=result.changed, detail=result.detail)
+        return ResumeResult(job_id=result.new_job_id, changed=result.changed, detail=result.detail,
+                            log_offsets=offsets)
 
     @activity.defn(name="verify")
     async def verify(self, request: VerifyInput) -> VerifyResult:
@@ -155,12 +188,34 @@ class RecoveryActivities:
             restarted = not request.same_job or job.restart_count > request.restart_count_before
             last = f"job {job.job_id} is {job.state} (restarts={job.restart_count})"
             if job.state is JobState.RUNNING and restarted:
-                return VerifyResult(ok=True, detail=f"{last} on {','.join(job.nodes) or '?'}")
+                running = f"{last} on {','.join(job.nodes) or '?'}"
+                if request.progress_past is None:
+                    return VerifyResult(ok=True, detail=running)
+                return await self._progress(request, job, running)
             if restarted and job.state not in (JobState.PENDING, JobState.REQUEUED, JobState.RUNNING,
                                                JobState.COMPLETING):
                 return VerifyResult(ok=False, detail=f"resumed job ended: {last}")
             if loop.time() >= deadline:
                 return VerifyResult(ok=False, detail=f"not running within {request.timeout_s:.0f}s: {last}")
+            await asyncio.sleep(request.poll_interval_s)
+
+    async def _progress(self, request: VerifyInput, job: JobInfo, running: str) -> VerifyResult:
+        """Running is not recovered: wait for a step past the checkpoint in the new attempt's output."""
+        target = request.progress_past
+        paths = [p for p in (job.stdout_path, job.stderr_path) if p and "%" not in p]
+        reader = ProgressReader(request.log_offsets)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + request.progress_timeout_s
+        while True:
+            highest = await asyncio.to_thread(reader.poll, paths)
+            activity.heartbeat(highest)
+            if highest is not None and target is not None and highest > target:
+                return VerifyResult(ok=True, detail=f"{running}; progress at step {highest}, past checkpoint "
+                                                    f"step {target}")
+            if loop.time() >= deadline:
+                seen = f"last step seen {highest}" if highest is not None else "no progress line seen"
+                return VerifyResult(ok=False, detail=f"{running}, but no progress past step {target} within "
+                                                     f"{request.progress_timeout_s:.0f}s ({seen})")
             await asyncio.sleep(request.poll_interval_s)
 
     @activity.defn(name="stop_job")
@@ -173,4 +228,5 @@ class RecoveryActivities:
         await self._notifier.notify(notification)
 
     def all(self) -> list[Callable[..., Awaitable[object]]]:
-        return [self.attribute, self.reserve_drain, self.isolate, self.resume, self.verify, self.stop_job, self.notify]
+        return [self.attribute, self.reserve_drain, self.find_checkpoint, self.isolate, self.resume, self.verify,
+                self.stop_job, self.notify]

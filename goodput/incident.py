@@ -13,6 +13,7 @@ from enum import StrEnum
 from pydantic import Field
 
 from goodput.breaker import BreakerPolicy, DrainRequest
+from goodput.checkpoints import Checkpoint
 from goodput.lifecycle import IncidentState
 from goodput.models import (
     Anomaly,
@@ -65,6 +66,7 @@ class IncidentReport(Frozen):
     outcome: Outcome | None = None
     timeline: tuple[TimelineEvent, ...] = ()
     actions_done: tuple[str, ...] = ()
+    checkpoint: Checkpoint | None = None
 
 
 class DecisionVerb(StrEnum):
@@ -110,6 +112,16 @@ class IsolateResult(Frozen):
     details: tuple[str, ...] = ()
 
 
+class CheckpointInput(Frozen):
+    incident_id: str
+    job: JobInfo
+
+
+class CheckpointResult(Frozen):
+    checkpoint: Checkpoint | None = None
+    explanation: str = ""
+
+
 class ResumeInput(Frozen):
     incident_id: str
     job_id: str
@@ -117,6 +129,8 @@ class ResumeInput(Frozen):
     exclude: tuple[str, ...] = ()
     restart_count_before: int = 0
     attempt: int = 1
+    # Exported to a resubmitted job (GOODPUT_RESUME_FROM / GOODPUT_RESUME_STEP).
+    environment: dict[str, str] = Field(default_factory=dict)
 
 
 class ResumeResult(Frozen):
@@ -124,6 +138,8 @@ class ResumeResult(Frozen):
     changed: bool
     detail: str = ""
     restart_count_before: int = 0
+    # Output file sizes just before the resume: the new attempt's lines come after them.
+    log_offsets: dict[str, int] = Field(default_factory=dict)
 
 
 class VerifyInput(Frozen):
@@ -132,6 +148,10 @@ class VerifyInput(Frozen):
     same_job: bool = True
     timeout_s: float
     poll_interval_s: float = 2.0
+    # When set, running is not enough: the job must print progress past this step.
+    progress_past: int | None = None
+    progress_timeout_s: float = 600.0
+    log_offsets: dict[str, int] = Field(default_factory=dict)
 
 
 class VerifyResult(Frozen):

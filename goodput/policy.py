@@ -41,6 +41,8 @@ class Policy(Frozen):
     approval_timeout_s: float = Field(default=4 * 3600.0, gt=0.0)
     verify_running_timeout_s: float = Field(default=900.0, gt=0.0)
     verify_poll_interval_s: float = Field(default=2.0, gt=0.0)
+    # With a known checkpoint, the resumed job must show progress past it within this time.
+    verify_progress_timeout_s: float = Field(default=900.0, gt=0.0)
     max_resume_attempts: int = Field(default=2, ge=1, le=20)
     breaker: BreakerPolicy = Field(default_factory=BreakerPolicy)
     # A closed incident keeps accepting late evidence of its job attempt this long, so the tail

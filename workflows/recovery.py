@@ -20,10 +20,13 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from goodput.breaker import DrainRequest, DrainVerdict
+    from goodput.checkpoints import Checkpoint
     from goodput.incident import (
         MAX_REPORTED_ANOMALIES,
         AttributeInput,
         AttributeResult,
+        CheckpointInput,
+        CheckpointResult,
         Decision,
         DecisionVerb,
         IncidentReport,
@@ -76,6 +79,7 @@ class RecoveryWorkflow:
         self._attributed: AttributeResult | None = None
         self._plan: RecoveryPlan | None = None
         self._resumed_job_id: str | None = None
+        self._checkpoint: Checkpoint | None = None
         self._actions_done: list[str] = []
 
     # -- run ------------------------------------------------------------------------------
@@ -171,19 +175,30 @@ class RecoveryWorkflow:
                       restarts: int) -> ResumeResult:
         policy = self._start.policy
         strategy = ResumeStrategy(kind.value)
+        checkpoint: Checkpoint | None = None
+        if workflow.patched("checkpoint-aware-resume") and self._attributed and self._attributed.job:
+            found = await self._step("find_checkpoint", CheckpointInput(
+                incident_id=self._id, job=self._attributed.job), CheckpointResult)
+            checkpoint = self._checkpoint = found.checkpoint
+            self._done(found.explanation)
+        environment = ({"GOODPUT_RESUME_FROM": checkpoint.path, "GOODPUT_RESUME_STEP": str(checkpoint.step)}
+                       if checkpoint else {})
         for attempt in range(1, policy.max_resume_attempts + 1):
             self._move(S.RESUMING, f"{kind.value} job {job_id} (attempt {attempt})")
             resumed = await self._step("resume", ResumeInput(
                 incident_id=self._id, job_id=job_id, strategy=strategy, exclude=exclude,
-                restart_count_before=restarts, attempt=attempt), ResumeResult)
+                restart_count_before=restarts, attempt=attempt, environment=environment), ResumeResult)
             self._resumed_job_id = resumed.job_id
             self._done(resumed.detail)
             self._move(S.VERIFYING, f"waiting for job {resumed.job_id} to run")
+            progress_past = checkpoint.step if checkpoint else None
             verified = await self._step("verify", VerifyInput(
                 job_id=resumed.job_id, restart_count_before=restarts,
                 same_job=resumed.job_id == job_id, timeout_s=policy.verify_running_timeout_s,
-                poll_interval_s=policy.verify_poll_interval_s), VerifyResult,
-                timeout=timedelta(seconds=policy.verify_running_timeout_s + 60))
+                poll_interval_s=policy.verify_poll_interval_s, progress_past=progress_past,
+                progress_timeout_s=policy.verify_progress_timeout_s, log_offsets=resumed.log_offsets),
+                VerifyResult, timeout=timedelta(seconds=policy.verify_running_timeout_s + 60
+                                                + (policy.verify_progress_timeout_s if checkpoint else 0)))
             self._done(verified.detail)
             if verified.ok:
                 return resumed
@@ -243,7 +258,7 @@ class RecoveryWorkflow:
             decision=self._decision.by if self._decision else None,
             decision_verb=self._decision.verb.value if self._decision else None,
             outcome=OUTCOME_OF.get(self._state), timeline=tuple(self._timeline),
-            actions_done=tuple(self._actions_done))
+            actions_done=tuple(self._actions_done), checkpoint=self._checkpoint)
 
     @workflow.query
     def state(self) -> IncidentState:

@@ -67,4 +67,6 @@ def to_comment(config: CheckpointConfig) -> str:
     if config.layout == "generic":
         tokens += [f"{PREFIX}-pattern={config.pattern}", f"{PREFIX}-step-regex={config.step_regex}",
                    f"{PREFIX}-marker={config.marker or ''}"]
+    if config.settle_s != CheckpointConfig.model_fields["settle_s"].default:
+        tokens.append(f"{PREFIX}-settle={config.settle_s:g}")
     return " ".join(tokens)

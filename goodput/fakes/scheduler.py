@@ -221,8 +221,9 @@ class FakeScheduler:
                 "comment": comment,
                 "state": JobState.RUNNING if nodes and not request.hold else JobState.PENDING,
                 "nodes": nodes or (), "held": request.hold})
+            env = ",".join(f"{k}={v}" for k, v in sorted(request.environment.items()))
             s.journal.append(JournalEntry(op="resubmit", target=job_id,
-                                          detail=f"new={new_id} exclude={','.join(request.exclude)}"))
+                                          detail=f"new={new_id} exclude={','.join(request.exclude)} env={env}"))
             return ActionResult(changed=True, detail=f"resubmitted {job_id} as {new_id}",
                                 new_job_id=new_id)
 

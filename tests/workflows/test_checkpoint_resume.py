@@ -1,0 +1,83 @@
+"""Checkpoint-aware resume: the newest valid checkpoint is chosen, exported, and verified past."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from goodput.checkpoints import CheckpointConfig, to_comment
+from goodput.fakes.scheduler import FakeScheduler
+from goodput.lifecycle import IncidentState
+from goodput.models import Mode
+from goodput.policy import ResumeStrategy
+from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker, wait_for_state
+from workflows.recovery import RecoveryWorkflow
+
+pytestmark = pytest.mark.temporal
+S = IncidentState
+
+
+def dcp_checkpoints(root: Path) -> None:
+    """step-100 is whole; step-200, the newest, has a truncated shard (a save that died)."""
+    for step, shard_bytes in ((100, b"x" * 64), (200, b"")):
+        directory = root / f"step-{step}"
+        directory.mkdir(parents=True)
+        (directory / ".metadata").write_bytes(b"m" * 32)
+        (directory / "__0_0.distcp").write_bytes(b"y" * 64)
+        (directory / "__1_0.distcp").write_bytes(shard_bytes)
+
+
+def job_with_checkpoints(fake: FakeScheduler, tmp_path: Path) -> Path:
+    dcp_checkpoints(tmp_path / "ckpt")
+    log = tmp_path / "out.log"
+    log.write_text("iteration 240/ 1000 | elapsed time per iteration (ms): 100.0\n")  # the failed attempt
+    comment = f"goodput:opt-in {to_comment(CheckpointConfig(layout='dcp', root=str(tmp_path / 'ckpt'), settle_s=0))}"
+    fake.add_job(fake.snapshot().jobs["1001"].model_copy(update={"comment": comment, "stdout_path": str(log)}))
+    return log
+
+
+async def test_requeue_resumes_from_the_last_valid_checkpoint_and_verifies_progress_past_it(
+        client: Client, task_queue: str, tmp_path: Path) -> None:
+    fake = FakeScheduler()
+    log = job_with_checkpoints(fake, tmp_path)
+    policy = FAST.model_copy(update={"verify_progress_timeout_s": 30.0})
+    async with running_worker(client, task_queue, fake):
+        incident = await inject(client, task_queue, anomaly(), policy, Mode.AUTONOMOUS)
+        await wait_for_state(client, incident, S.VERIFYING)
+        # The job is RUNNING again, but its output shows no step past 100 yet: not recovered.
+        handle = client.get_workflow_handle_for(RecoveryWorkflow.run, incident)
+        assert await handle.query(RecoveryWorkflow.state) is S.VERIFYING
+        with log.open("a") as out:  # the new attempt restarts from step 100 and moves on
+            out.write("iteration 101/ 1000 | elapsed time per iteration (ms): 100.0\n")
+        report = await result(client, incident)
+    assert report.state is S.RECOVERED
+    assert report.checkpoint is not None and report.checkpoint.step == 100
+    assert any("step-200" in e.detail or "200" in e.detail for e in report.timeline)
+    assert any("past checkpoint step 100" in e.detail for e in report.timeline)
+
+
+async def test_running_without_progress_past_the_checkpoint_is_not_recovered(
+        client: Client, task_queue: str, tmp_path: Path) -> None:
+    fake = FakeScheduler()
+    job_with_checkpoints(fake, tmp_path)
+    policy = FAST.model_copy(update={"verify_progress_timeout_s": 1.0, "max_resume_attempts": 1})
+    async with running_worker(client, task_queue, fake):
+        incident = await inject(client, task_queue, anomaly(), policy, Mode.AUTONOMOUS)
+        report = await result(client, incident)
+    assert report.state is S.ESCALATED
+    assert any("no progress past step 100" in e.detail for e in report.timeline)
+
+
+async def test_resubmit_exports_the_checkpoint(client: Client, task_queue: str, tmp_path: Path) -> None:
+    fake = FakeScheduler()
+    job_with_checkpoints(fake, tmp_path)
+    policy = FAST.model_copy(update={"resume": ResumeStrategy.RESUBMIT, "verify_progress_timeout_s": 1.0,
+                                     "max_resume_attempts": 1})
+    async with running_worker(client, task_queue, fake):
+        incident = await inject(client, task_queue, anomaly(), policy, Mode.AUTONOMOUS)
+        await result(client, incident)
+    [resubmit] = fake.journal("resubmit")
+    assert f"GOODPUT_RESUME_FROM={tmp_path / 'ckpt' / 'step-100'}" in resubmit.detail
+    assert "GOODPUT_RESUME_STEP=100" in resubmit.detail
