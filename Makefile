@@ -14,12 +14,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# The test suite also needs the e2e extra (CPU torch for the DDP training job); `make up` does not.
+E2E_STAMP := $(VENV)/.installed-e2e
+$(E2E_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,e2e]'
+	touch $(E2E_STAMP)
+
 install: $(STAMP)
 
 up: $(STAMP)
 	$(BIN)/goodput up
 
-test: $(STAMP)
+test: $(E2E_STAMP)
 	bash scripts/test.sh
 
 lint: $(STAMP)

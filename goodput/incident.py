@@ -13,7 +13,7 @@ from enum import StrEnum
 from pydantic import Field
 
 from goodput.breaker import BreakerPolicy, DrainRequest
-from goodput.checkpoints import Checkpoint
+from goodput.checkpoints import Checkpoint, LostWork
 from goodput.lifecycle import IncidentState
 from goodput.models import (
     Anomaly,
@@ -67,6 +67,7 @@ class IncidentReport(Frozen):
     timeline: tuple[TimelineEvent, ...] = ()
     actions_done: tuple[str, ...] = ()
     checkpoint: Checkpoint | None = None
+    lost_work: LostWork | None = None
 
 
 class DecisionVerb(StrEnum):

@@ -116,6 +116,9 @@ class Anomaly(Frozen):
     category: Category | None = None
     observed_at: datetime
     detected_at: datetime
+    # Where the job's own progress stood when this was seen (log detectors), for lost-work accounting.
+    progress_step: int | None = None
+    step_time_s: float | None = None
 
     @property
     def incident_key(self) -> IncidentKey:

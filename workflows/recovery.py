@@ -20,7 +20,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from goodput.breaker import DrainRequest, DrainVerdict
-    from goodput.checkpoints import Checkpoint
+    from goodput.checkpoints import Checkpoint, LostWork, lost_work_of
     from goodput.incident import (
         MAX_REPORTED_ANOMALIES,
         AttributeInput,
@@ -80,6 +80,7 @@ class RecoveryWorkflow:
         self._plan: RecoveryPlan | None = None
         self._resumed_job_id: str | None = None
         self._checkpoint: Checkpoint | None = None
+        self._lost_work: LostWork | None = None
         self._actions_done: list[str] = []
 
     # -- run ------------------------------------------------------------------------------
@@ -181,6 +182,10 @@ class RecoveryWorkflow:
                 incident_id=self._id, job=self._attributed.job), CheckpointResult)
             checkpoint = self._checkpoint = found.checkpoint
             self._done(found.explanation)
+            self._lost_work = lost_work_of(self._anomalies, checkpoint, self._attributed.job, policy.gpus_per_node)
+            if self._lost_work is not None:
+                self._done(f"lost work: {self._lost_work.iterations} iterations, {self._lost_work.seconds:.0f} s, "
+                           f"{self._lost_work.gpu_hours:.2f} GPU-hours")
         environment = ({"GOODPUT_RESUME_FROM": checkpoint.path, "GOODPUT_RESUME_STEP": str(checkpoint.step)}
                        if checkpoint else {})
         for attempt in range(1, policy.max_resume_attempts + 1):
@@ -258,7 +263,7 @@ class RecoveryWorkflow:
             decision=self._decision.by if self._decision else None,
             decision_verb=self._decision.verb.value if self._decision else None,
             outcome=OUTCOME_OF.get(self._state), timeline=tuple(self._timeline),
-            actions_done=tuple(self._actions_done), checkpoint=self._checkpoint)
+            actions_done=tuple(self._actions_done), checkpoint=self._checkpoint, lost_work=self._lost_work)
 
     @workflow.query
     def state(self) -> IncidentState:

@@ -9,7 +9,7 @@ their own modules (megatron, deepspeed, hf, dcp/torchtitan/nemo, generic); `disc
 from goodput.checkpoints.discover import AUTO_ORDER, LAYOUTS, discover, layout_name
 from goodput.checkpoints.fs import SMALL_TEXT_LIMIT, Entry, FileSystem, LocalFileSystem, TooLargeError
 from goodput.checkpoints.jobconfig import CheckpointCommentError, config_from_comment, to_comment
-from goodput.checkpoints.lostwork import IncidentLoss, LostWorkSummary, lost_work, summarize_lost_work
+from goodput.checkpoints.lostwork import IncidentLoss, LostWorkSummary, lost_work, lost_work_of, summarize_lost_work
 from goodput.checkpoints.model import (
     Checkpoint,
     CheckpointConfig,
@@ -43,6 +43,7 @@ __all__ = [
     "find_resume_point",
     "layout_name",
     "lost_work",
+    "lost_work_of",
     "summarize_lost_work",
     "to_comment",
 ]

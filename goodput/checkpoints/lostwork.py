@@ -14,8 +14,9 @@ from collections.abc import Iterable
 
 from pydantic import Field
 
-from goodput.checkpoints.model import LostWork
-from goodput.models import Cluster, Frozen, JobId
+from goodput.checkpoints.model import Checkpoint, LostWork
+from goodput.models import Anomaly, Cluster, Frozen, JobId
+from goodput.scheduler import JobInfo
 
 
 def lost_work(last_progress_iteration: int, checkpoint_iteration: int | None, step_time_s: float,
@@ -56,3 +57,15 @@ def summarize_lost_work(losses: Iterable[IncidentLoss]) -> LostWorkSummary:
         jobs = by_job.setdefault(loss.cluster, {})
         jobs[loss.job_id] = jobs.get(loss.job_id, LostWork()) + loss.lost
     return LostWorkSummary(total=total, by_cluster=by_cluster, by_job=by_job, incidents=count)
+
+
+def lost_work_of(anomalies: Iterable[Anomaly], checkpoint: Checkpoint | None, job: JobInfo | None,
+                 policy_gpus_per_node: int) -> LostWork | None:
+    """An incident's lost work from its anomalies' last progress step; None when none reported one."""
+    steps = [a.progress_step for a in anomalies if a.progress_step is not None]
+    times = [a.step_time_s for a in anomalies if a.step_time_s]
+    if not steps:
+        return None
+    nodes = len(job.nodes) if job and job.nodes else 1
+    return lost_work(max(steps), checkpoint.step if checkpoint else None, times[-1] if times else 0.0,
+                     nodes, policy_gpus_per_node)

@@ -10,6 +10,7 @@ incident workflow deduplicates.
 from __future__ import annotations
 
 import hashlib
+import statistics
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -91,7 +92,12 @@ class LiveLogDetector:
             observed_at=observed_at, detected_at=detected_at, cluster=self.key.cluster,
             job_attempt=self.key.job_attempt, host=self._node)
         self.state = self.state.model_copy(update={"anomalies": self.state.anomalies + 1})
-        return [anomaly]
+        return [self._with_progress(anomaly)]
+
+    def _with_progress(self, anomaly: Anomaly) -> Anomaly:
+        progress = self.state.progress
+        step_time = statistics.median(progress.step_times) if progress.step_times else None
+        return anomaly.model_copy(update={"progress_step": progress.last_step, "step_time_s": step_time})
 
     def tick(self, now: datetime) -> list[Anomaly]:
         """The slow checks: at most one hang and one straggler anomaly per job attempt."""
@@ -118,6 +124,7 @@ class LiveLogDetector:
         if not assessment.hung:
             return []
         self.state = self.state.model_copy(update={"hang_reported": True, "anomalies": self.state.anomalies + 1})
-        return [hang_anomaly(assessment, anomaly_id=anomaly_id(self.key, "hang"), job_id=self.key.job_id,
-                             observed_at=now, detected_at=now, cluster=self.key.cluster,
-                             job_attempt=self.key.job_attempt)]
+        hang = hang_anomaly(assessment, anomaly_id=anomaly_id(self.key, "hang"), job_id=self.key.job_id,
+                            observed_at=now, detected_at=now, cluster=self.key.cluster,
+                            job_attempt=self.key.job_attempt)
+        return [self._with_progress(hang)]
