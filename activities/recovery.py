@@ -60,6 +60,13 @@ from goodput.scheduler import (
 
 T = TypeVar("T")
 HEARTBEAT_EVERY_S = 1.0
+# Slurm's pending reasons that mean "no healthy nodes free yet", not "something is wrong".
+CAPACITY_REASONS = frozenset({"Resources", "Priority", "ReqNodeNotAvail", "Nodes_required_for_job_are_DOWN",
+                              "NodeDown", "PartitionNodeLimit", "QOSGrpNodeLimit", "BeginTime"})
+
+
+def waiting_for_capacity(reason: str) -> bool:
+    return reason.split(",")[0].split(" ")[0] in CAPACITY_REASONS
 
 
 async def mapped(call: Awaitable[T]) -> T:
@@ -181,12 +188,18 @@ class RecoveryActivities:
         """Poll until the resumed job runs; the deadline comes from policy, not from here."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + request.timeout_s
+        # Waiting for healthy capacity is not a failure: the deadline stretches while Slurm says
+        # the job waits for resources, up to the policy's capacity wait.
+        capacity_deadline = deadline + request.capacity_wait_s
         last = "not polled yet"
         while True:
             activity.heartbeat(last)
             job = await mapped(self._scheduler.get_job(request.job_id))
             restarted = not request.same_job or job.restart_count > request.restart_count_before
             last = f"job {job.job_id} is {job.state} (restarts={job.restart_count})"
+            if job.state is JobState.PENDING and waiting_for_capacity(job.state_reason):
+                last += f", waiting for capacity ({job.state_reason})"
+                deadline = max(deadline, min(loop.time() + request.poll_interval_s * 2, capacity_deadline))
             if job.state is JobState.RUNNING and restarted:
                 running = f"{last} on {','.join(job.nodes) or '?'}"
                 if request.progress_past is None:

@@ -153,6 +153,7 @@ class VerifyInput(Frozen):
     progress_past: int | None = None
     progress_timeout_s: float = 600.0
     log_offsets: dict[str, int] = Field(default_factory=dict)
+    capacity_wait_s: float = 0.0
 
 
 class VerifyResult(Frozen):

@@ -43,6 +43,8 @@ class Policy(Frozen):
     verify_poll_interval_s: float = Field(default=2.0, gt=0.0)
     # With a known checkpoint, the resumed job must show progress past it within this time.
     verify_progress_timeout_s: float = Field(default=900.0, gt=0.0)
+    # A resumed job that Slurm holds pending for lack of healthy nodes is waited for, not failed.
+    capacity_wait_s: float = Field(default=24 * 3600.0, ge=0.0)
     # For GPU-hours lost when the job's GRES does not say (lost-work accounting only).
     gpus_per_node: int = Field(default=8, ge=0)
     max_resume_attempts: int = Field(default=2, ge=1, le=20)

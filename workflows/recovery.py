@@ -201,8 +201,9 @@ class RecoveryWorkflow:
                 job_id=resumed.job_id, restart_count_before=restarts,
                 same_job=resumed.job_id == job_id, timeout_s=policy.verify_running_timeout_s,
                 poll_interval_s=policy.verify_poll_interval_s, progress_past=progress_past,
-                progress_timeout_s=policy.verify_progress_timeout_s, log_offsets=resumed.log_offsets),
-                VerifyResult, timeout=timedelta(seconds=policy.verify_running_timeout_s + 60
+                progress_timeout_s=policy.verify_progress_timeout_s, log_offsets=resumed.log_offsets,
+                capacity_wait_s=policy.capacity_wait_s),
+                VerifyResult, timeout=timedelta(seconds=policy.verify_running_timeout_s + 60 + policy.capacity_wait_s
                                                 + (policy.verify_progress_timeout_s if checkpoint else 0)))
             self._done(verified.detail)
             if verified.ok:

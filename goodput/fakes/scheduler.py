@@ -132,7 +132,12 @@ class FakeScheduler:
 
     async def get_job(self, job_id: str) -> JobInfo:
         validate_job_id(job_id)
-        return self._read(lambda s: _job(s, job_id))
+
+        def read(s: FakeClusterState) -> JobInfo:
+            _schedule_pending(s)
+            return _job(s, job_id)
+
+        return self._read(read)
 
     async def list_jobs(self) -> Sequence[JobInfo]:
         return self._read(lambda s: list(s.jobs.values()))
@@ -190,9 +195,11 @@ class FakeScheduler:
                 return ActionResult(changed=False, detail=f"job {job_id} is already pending (requeued)")
             nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=job.nodes)
             state = JobState.PENDING if hold or nodes is None else JobState.RUNNING
+            # A pending job keeps its old node list here only so the fake remembers its size.
             s.jobs[job_id] = job.model_copy(update={
                 "state": state, "restart_count": job.restart_count + 1, "held": hold,
-                "nodes": nodes or (), "state_reason": "JobHeldUser" if hold else ""})
+                "nodes": nodes or job.nodes,
+                "state_reason": "JobHeldUser" if hold else ("" if nodes else "Resources")})
             s.journal.append(JournalEntry(op="requeue", target=job_id, detail=f"hold={hold}"))
             return ActionResult(changed=True, detail=f"requeued {job_id}")
 
@@ -220,7 +227,8 @@ class FakeScheduler:
                 "job_id": new_id, "restart_count": 0, "excluded_nodes": request.exclude,
                 "comment": comment,
                 "state": JobState.RUNNING if nodes and not request.hold else JobState.PENDING,
-                "nodes": nodes or (), "held": request.hold})
+                "nodes": nodes or job.nodes, "held": request.hold,
+                "state_reason": "" if nodes and not request.hold else ("JobHeldUser" if request.hold else "Resources")})
             env = ",".join(f"{k}={v}" for k, v in sorted(request.environment.items()))
             s.journal.append(JournalEntry(op="resubmit", target=job_id,
                                           detail=f"new={new_id} exclude={','.join(request.exclude)} env={env}"))
@@ -295,6 +303,18 @@ def _node(s: FakeClusterState, name: str) -> NodeInfo:
         return s.nodes[name]
     except KeyError:
         raise UnknownNodeError(f"unknown node {name}") from None
+
+
+def _schedule_pending(s: FakeClusterState) -> None:
+    """What slurmctld's scheduler does: start pending jobs once healthy nodes are free."""
+    for job in list(s.jobs.values()):
+        if job.state is JobState.PENDING and not job.held:
+            nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=())
+            if nodes:
+                s.jobs[job.job_id] = job.model_copy(update={"state": JobState.RUNNING, "nodes": nodes,
+                                                            "state_reason": ""})
+            elif not job.state_reason:
+                s.jobs[job.job_id] = job.model_copy(update={"state_reason": "Resources"})
 
 
 def _place(s: FakeClusterState, count: int, exclude: Sequence[str],

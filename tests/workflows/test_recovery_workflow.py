@@ -226,3 +226,24 @@ async def test_a_broken_notifier_never_changes_the_outcome(client: Client, task_
         report = await result(client, incident)
     assert report.state is S.RECOVERED
     assert any("notification failed" in e.detail and "webhook is down" in e.detail for e in report.timeline)
+
+
+async def test_a_resumed_job_waiting_for_capacity_is_waited_for_not_failed(client: Client, task_queue: str) -> None:
+    # Three nodes: with node2 drained, the requeued two-node job must wait until job 1002 ends.
+    cluster = FakeClusterState(
+        nodes={n: NodeInfo(name=n, state="ALLOCATED") for n in ("node1", "node2", "node3")},
+        jobs={"1001": JobInfo(job_id="1001", state=JobState.RUNNING, nodes=("node1", "node2"), comment=OPT_IN),
+              "1002": JobInfo(job_id="1002", state=JobState.RUNNING, nodes=("node3",), comment=OPT_IN)})
+    policy = FAST.model_copy(update={"verify_running_timeout_s": 1.0, "capacity_wait_s": 120.0})
+    async with running_worker(client, task_queue, FakeScheduler(cluster)) as fake:
+        incident = await inject(client, task_queue, anomaly(), policy, Mode.AUTONOMOUS)
+        await wait_for_state(client, incident, S.VERIFYING)
+        pending = await fake.get_job("1001")
+        assert pending.state is JobState.PENDING and pending.state_reason == "Resources"
+        await asyncio.sleep(2.0)  # well past the 1 s running deadline: capacity waits do not count
+        handle = client.get_workflow_handle_for(RecoveryWorkflow.run, incident)
+        assert await handle.query(RecoveryWorkflow.state) is S.VERIFYING
+        fake.set_job_state("1002", JobState.COMPLETED)
+        report = await result(client, incident)
+    assert report.state is S.RECOVERED
+    assert (await fake.get_job("1001")).nodes == ("node1", "node3")
