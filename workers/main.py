@@ -23,9 +23,10 @@ from temporalio.client import Client
 from activities.adapters.gpu_nvml import NvmlUnavailableError
 from activities.adapters.node_agent import run_agent
 from goodput.agent import AgentConfig
+from goodput.checkpoints import IncidentLoss, summarize_lost_work
 from goodput.classify import run_classify
 from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_file
-from goodput.cli.render import incident_detail, incidents_table
+from goodput.cli.render import incident_detail, incidents_table, lost_work_table
 from goodput.cli.service import ServiceError
 from goodput.config import Settings
 from goodput.identifiers import InvalidIdentifierError, validate_cluster
@@ -68,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     incidents = sub.add_parser("incidents", help="list incidents")
     incidents.add_argument("--limit", type=int, default=50)
     incidents.add_argument("--json", action="store_true")
+
+    lost = sub.add_parser("lost-work", help="work redone after failures, per job and cluster")
+    lost.add_argument("--limit", type=int, default=200, help="newest incidents to include")
+    lost.add_argument("--json", action="store_true")
 
     incident = sub.add_parser("incident", help="show one incident: timeline and plan")
     incident.add_argument("incident_id")
@@ -217,6 +222,18 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
                 print(row.model_dump_json())
         else:
             console.print(incidents_table(rows) if rows else "no incidents yet")
+    elif args.command == "lost-work":
+        losses = []
+        for row in await service.list_incidents(limit=args.limit):
+            report = await service.get(row.incident_id)
+            if report.lost_work is not None:
+                losses.append(IncidentLoss(cluster=report.key.cluster, job_id=report.key.job_id,
+                                           incident_id=report.incident_id, lost=report.lost_work))
+        summary = summarize_lost_work(losses)
+        if args.json:
+            print(summary.model_dump_json())
+        else:
+            console.print(lost_work_table(summary))
     elif args.command == "incident":
         report = await service.get(args.incident_id)
         if args.json:

@@ -10,6 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from goodput.checkpoints import LostWorkSummary
 from goodput.cli.service import IncidentSummary
 from goodput.incident import IncidentReport
 
@@ -79,3 +80,17 @@ def incident_detail(report: IncidentReport) -> Group:
 def print_to(console: Console, *renderables: object) -> None:
     for item in renderables:
         console.print(item)
+
+
+def lost_work_table(summary: LostWorkSummary) -> Table:
+    table = Table(title=f"lost work over {summary.incidents} incident(s) with a known checkpoint and progress")
+    for column in ("cluster", "job", "iterations", "hours", "GPU-hours"):
+        table.add_column(column, justify="right" if column not in ("cluster", "job") else "left")
+    for cluster, jobs in sorted(summary.by_job.items()):
+        for job_id, lost in sorted(jobs.items()):
+            table.add_row(cluster, job_id, str(lost.iterations), f"{lost.seconds / 3600:.2f}", f"{lost.gpu_hours:.1f}")
+        per = summary.by_cluster[cluster]
+        table.add_row(cluster, "[bold]all[/]", str(per.iterations), f"{per.seconds / 3600:.2f}", f"{per.gpu_hours:.1f}")
+    table.add_row("[bold]total[/]", "", str(summary.total.iterations), f"{summary.total.seconds / 3600:.2f}",
+                  f"{summary.total.gpu_hours:.1f}")
+    return table

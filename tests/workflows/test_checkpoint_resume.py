@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -38,13 +44,24 @@ def job_with_checkpoints(fake: FakeScheduler, tmp_path: Path) -> Path:
     return log
 
 
+async def lost_work_summary(address: str, task_queue: str) -> dict[str, Any]:
+    env = {**os.environ, "GOODPUT_TEMPORAL_ADDRESS": address, "GOODPUT_TASK_QUEUE": task_queue}
+    done = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", "from workers.main import main; main()",
+                                                    "lost-work", "--json"], env=env, capture_output=True, text=True,
+                                   timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    summary: dict[str, Any] = json.loads(done.stdout)
+    return summary
+
+
 async def test_requeue_resumes_from_the_last_valid_checkpoint_and_verifies_progress_past_it(
-        client: Client, task_queue: str, tmp_path: Path) -> None:
+        client: Client, task_queue: str, tmp_path: Path, temporal_address: str) -> None:
     fake = FakeScheduler()
     log = job_with_checkpoints(fake, tmp_path)
     policy = FAST.model_copy(update={"verify_progress_timeout_s": 30.0})
+    failed_at = anomaly().model_copy(update={"progress_step": 240, "step_time_s": 0.5})
     async with running_worker(client, task_queue, fake):
-        incident = await inject(client, task_queue, anomaly(), policy, Mode.AUTONOMOUS)
+        incident = await inject(client, task_queue, failed_at, policy, Mode.AUTONOMOUS)
         await wait_for_state(client, incident, S.VERIFYING)
         # The job is RUNNING again, but its output shows no step past 100 yet: not recovered.
         handle = client.get_workflow_handle_for(RecoveryWorkflow.run, incident)
@@ -56,6 +73,11 @@ async def test_requeue_resumes_from_the_last_valid_checkpoint_and_verifies_progr
     assert report.checkpoint is not None and report.checkpoint.step == 100
     assert any("step-200" in e.detail or "200" in e.detail for e in report.timeline)
     assert any("past checkpoint step 100" in e.detail for e in report.timeline)
+    # 140 steps redone (240 reached, resumed from 100) at 0.5 s on 2 nodes x 8 GPUs.
+    assert report.lost_work is not None and report.lost_work.iterations == 140
+    assert report.lost_work.gpu_hours == pytest.approx(140 * 0.5 * 16 / 3600)
+    summed = await lost_work_summary(temporal_address, task_queue)
+    assert summed["by_job"][failed_at.cluster]["1001"]["iterations"] == 140
 
 
 async def test_running_without_progress_past_the_checkpoint_is_not_recovered(
