@@ -30,6 +30,7 @@ from goodput.cli.service import (
     ServiceUnavailableError,
     UnknownIncidentError,
 )
+from goodput.identifiers import validate_cluster
 from goodput.incident import Decision, IncidentReport, RecoveryStart
 from goodput.lifecycle import IncidentState
 from goodput.models import Anomaly, Mode, OperatorDecision
@@ -77,9 +78,11 @@ class TemporalIncidentService:
         started = bool(getattr(response, "started", False))
         return InjectResult(incident_id=key.workflow_id, new_incident=started)
 
-    async def list_incidents(self, limit: int = 50) -> Sequence[IncidentSummary]:
+    async def list_incidents(self, limit: int = 50, cluster: str | None = None) -> Sequence[IncidentSummary]:
         summaries: list[IncidentSummary] = []
         query = "WorkflowType = 'RecoveryWorkflow'"
+        if cluster is not None:
+            query += f" AND {search.CLUSTER.name} = '{validate_cluster(cluster)}'"
         try:
             async for wf in self._client.list_workflows(query, limit=limit, rpc_timeout=RPC_TIMEOUT):
                 attrs = wf.typed_search_attributes

@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     lost = sub.add_parser("lost-work", help="work redone after failures, per job and cluster")
     lost.add_argument("--limit", type=int, default=200, help="newest incidents to include")
+    lost.add_argument("--cluster", help="only this cluster's incidents")
     lost.add_argument("--json", action="store_true")
 
     incident = sub.add_parser("incident", help="show one incident: timeline and plan")
@@ -224,8 +225,13 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
             console.print(incidents_table(rows) if rows else "no incidents yet")
     elif args.command == "lost-work":
         losses = []
-        for row in await service.list_incidents(limit=args.limit):
-            report = await service.get(row.incident_id)
+        unreadable = []
+        for row in await service.list_incidents(limit=args.limit, cluster=args.cluster):
+            try:
+                report = await service.get(row.incident_id)
+            except ServiceError as error:  # e.g. a running incident whose workers are all down
+                unreadable.append(f"{row.incident_id}: {error}")
+                continue
             if report.lost_work is not None:
                 losses.append(IncidentLoss(cluster=report.key.cluster, job_id=report.key.job_id,
                                            incident_id=report.incident_id, lost=report.lost_work))
@@ -234,6 +240,8 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
             print(summary.model_dump_json())
         else:
             console.print(lost_work_table(summary))
+        for line in unreadable:
+            Console(stderr=True).print(f"[yellow]skipped[/] {line}", highlight=False)
     elif args.command == "incident":
         report = await service.get(args.incident_id)
         if args.json:

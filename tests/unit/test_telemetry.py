@@ -24,7 +24,7 @@ class Service:
         self.injected.append(anomaly)
         return InjectResult(incident_id="incident-x", new_incident=True)
 
-    async def list_incidents(self, limit: int = 50) -> Sequence[IncidentSummary]:
+    async def list_incidents(self, limit: int = 50, cluster: str | None = None) -> Sequence[IncidentSummary]:
         raise NotImplementedError
 
     async def get(self, incident_id: str) -> IncidentReport:

@@ -44,11 +44,11 @@ def job_with_checkpoints(fake: FakeScheduler, tmp_path: Path) -> Path:
     return log
 
 
-async def lost_work_summary(address: str, task_queue: str) -> dict[str, Any]:
+async def lost_work_summary(address: str, task_queue: str, cluster: str) -> dict[str, Any]:
     env = {**os.environ, "GOODPUT_TEMPORAL_ADDRESS": address, "GOODPUT_TASK_QUEUE": task_queue}
     done = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", "from workers.main import main; main()",
-                                                    "lost-work", "--json"], env=env, capture_output=True, text=True,
-                                   timeout=60, check=False)
+                                                    "lost-work", "--json", "--cluster", cluster], env=env,
+                                   capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     summary: dict[str, Any] = json.loads(done.stdout)
     return summary
@@ -76,7 +76,7 @@ async def test_requeue_resumes_from_the_last_valid_checkpoint_and_verifies_progr
     # 140 steps redone (240 reached, resumed from 100) at 0.5 s on 2 nodes x 8 GPUs.
     assert report.lost_work is not None and report.lost_work.iterations == 140
     assert report.lost_work.gpu_hours == pytest.approx(140 * 0.5 * 16 / 3600)
-    summed = await lost_work_summary(temporal_address, task_queue)
+    summed = await lost_work_summary(temporal_address, task_queue, failed_at.cluster)
     assert summed["by_job"][failed_at.cluster]["1001"]["iterations"] == 140
 
 
