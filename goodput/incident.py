@@ -129,7 +129,6 @@ class ResumeInput(Frozen):
     strategy: ResumeStrategy
     exclude: tuple[str, ...] = ()
     restart_count_before: int = 0
-    attempt: int = 1
     # Exported to a resubmitted job (GOODPUT_RESUME_FROM / GOODPUT_RESUME_STEP).
     environment: dict[str, str] = Field(default_factory=dict)
 

@@ -8,7 +8,6 @@ filter incidents there too.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from datetime import timedelta
 
 from temporalio.api.enums.v1 import IndexedValueType
@@ -75,8 +74,8 @@ def scheduler_from(settings: Settings) -> Scheduler:
 
 
 def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier: Notifier, *,
-                 gate: DrainGate | None = None, policy: Policy | None = None, fail_workflows_on_bugs: bool = False,
-                 workflow_failure_exception_types: Sequence[type[BaseException]] = ()) -> Worker:
+                 gate: DrainGate | None = None, policy: Policy | None = None,
+                 fail_workflows_on_bugs: bool = False) -> Worker:
     recovery = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue))
     # Anomalies the watchers find open incidents with the service's policy.
     sink = IncidentSink(TemporalIncidentService(client, task_queue), policy or Policy())
@@ -89,8 +88,8 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
         # A dead worker's sticky workflows move to a live one after this, not the 10 s default.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
         max_concurrent_workflow_task_polls=4,
-        workflow_failure_exception_types=(list(workflow_failure_exception_types)
-                                          or ([Exception] if fail_workflows_on_bugs else [])),
+        # Tests want a forbidden call in workflow code to fail loudly, not retry the task forever.
+        workflow_failure_exception_types=[Exception] if fail_workflows_on_bugs else [],
         graceful_shutdown_timeout=timedelta(seconds=5),
         # Watchers are long-running activities: leave room for many beside the recovery steps.
         max_concurrent_activities=5000,

@@ -192,7 +192,7 @@ class RecoveryWorkflow:
             self._move(S.RESUMING, f"{kind.value} job {job_id} (attempt {attempt})")
             resumed = await self._step("resume", ResumeInput(
                 incident_id=self._id, job_id=job_id, strategy=strategy, exclude=exclude,
-                restart_count_before=restarts, attempt=attempt, environment=environment), ResumeResult)
+                restart_count_before=restarts, environment=environment), ResumeResult)
             self._resumed_job_id = resumed.job_id
             self._done(resumed.detail)
             self._move(S.VERIFYING, f"waiting for job {resumed.job_id} to run")
