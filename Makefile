@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PKGS := goodput workflows activities workers
 
-.PHONY: up test lint install clean bench
+.PHONY: up test lint install clean bench fuzz
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ up: $(STAMP)
 
 test: $(E2E_STAMP)
 	bash scripts/test.sh
+
+# The hostile-input suites at full strength: >= 100k examples per parser, any input over 1 s fails.
+# `make test` runs the same suites at 5k examples each.
+fuzz: $(E2E_STAMP)
+	GOODPUT_FUZZ_PROFILE=fuzz $(BIN)/python -m pytest -q -m fuzz -p no:cacheprovider tests/fuzz --timeout=0 $(FUZZ_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -9,28 +9,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from pathlib import Path
 
 from goodput.detect.progress import ProgressKind, ProgressParser
+from goodput.untrusted_files import file_size, open_job_file
 
 _CHUNK = 1 << 20
 
 
 def output_sizes(paths: Iterable[str]) -> dict[str, int]:
-    sizes: dict[str, int] = {}
-    for path in paths:
-        try:
-            sizes[path] = os.stat(path).st_size
-        except OSError:
-            sizes[path] = 0  # not created yet: the new attempt starts it
-    return sizes
+    # 0 when not created yet (the new attempt starts it) or not a regular file (never read anyway)
+    return {path: file_size(path) or 0 for path in paths}
 
 
 class ProgressReader:
     """Follows files from given offsets and remembers the highest step printed since."""
 
-    def __init__(self, offsets: dict[str, int], parser: ProgressParser | None = None) -> None:
+    def __init__(self, offsets: dict[str, int], parser: ProgressParser | None = None, *,
+                 owner_uid: int | None = None) -> None:
         self._offsets = dict(offsets)
+        self._owner_uid = owner_uid
         self._partial: dict[str, bytes] = {}
         self._parser = parser or ProgressParser()
         self.highest: int | None = None
@@ -42,18 +39,21 @@ class ProgressReader:
 
     def _read(self, path: str) -> None:
         try:
-            size = os.stat(path).st_size
-        except OSError:
+            fd = open_job_file(path, owner_uid=self._owner_uid)
+        except OSError:  # not there yet, or not a file of the job's (UnsafeFileError): no progress
             return
-        offset = self._offsets.get(path, 0)
-        if size < offset:  # truncated: the new attempt rewrote the file
-            offset, self._partial[path] = 0, b""
-        if size == offset:
-            return
-        with Path(path).open("rb") as handle:
-            handle.seek(offset)
-            data = self._partial.get(path, b"") + handle.read(min(size - offset, 16 * _CHUNK))
-            self._offsets[path] = handle.tell()
+        try:
+            size = os.fstat(fd).st_size
+            offset = self._offsets.get(path, 0)
+            if size < offset:  # truncated: the new attempt rewrote the file
+                offset, self._partial[path] = 0, b""
+            if size == offset:
+                return
+            chunk = os.pread(fd, min(size - offset, 16 * _CHUNK), offset)
+        finally:
+            os.close(fd)
+        self._offsets[path] = offset + len(chunk)
+        data = self._partial.get(path, b"") + chunk
         *lines, rest = data.split(b"\n")
         self._partial[path] = rest[-_CHUNK:]
         for raw in lines:

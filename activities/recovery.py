@@ -18,15 +18,15 @@ from typing import TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.adapters.checkpoint_reader import OwnerCheckpointFinder
 from activities.progress import ProgressReader, output_sizes
 from goodput.attribution import attribute
 from goodput.breaker import DrainGate, DrainVerdict
 from goodput.checkpoints import (
     CheckpointCommentError,
-    FileSystem,
-    LocalFileSystem,
+    CheckpointFinder,
     config_from_comment,
-    find_resume_point,
+    request_for,
 )
 from goodput.identifiers import InvalidIdentifierError
 from goodput.incident import (
@@ -99,11 +99,12 @@ class RecoveryActivities:
     """Bound to one scheduler and one notifier; registered on the worker as methods."""
 
     def __init__(self, scheduler: Scheduler, notifier: Notifier, gate: DrainGate,
-                 filesystem: FileSystem | None = None) -> None:
+                 checkpoint_finder: CheckpointFinder | None = None) -> None:
         self._scheduler = scheduler
         self._notifier = notifier
         self._gate = gate
-        self._fs = filesystem or LocalFileSystem()
+        # Reads each job's checkpoint tree as the job's owner where goodput can switch users.
+        self._checkpoints = checkpoint_finder or OwnerCheckpointFinder()
 
     @activity.defn(name="reserve_drain")
     async def reserve_drain(self, request: ReserveInput) -> DrainVerdict:
@@ -123,7 +124,8 @@ class RecoveryActivities:
 
     @activity.defn(name="find_checkpoint")
     async def find_checkpoint(self, request: CheckpointInput) -> CheckpointResult:
-        """The latest valid checkpoint of the job, by the layout its comment names (stat-only)."""
+        """The latest valid checkpoint of the job, by the layout its comment names (stat-only),
+        read with the job owner's permissions where possible; the explanation says how."""
         try:
             config = config_from_comment(request.job.comment)
         except CheckpointCommentError as err:
@@ -132,8 +134,8 @@ class RecoveryActivities:
             return CheckpointResult(explanation="the job names no checkpoints (goodput:ckpt=<layout>:<root>); "
                                                 "it resumes however it resumes on its own")
         async with heartbeating():
-            _, choice = await asyncio.to_thread(find_resume_point, self._fs, config, datetime.now(UTC))
-        return CheckpointResult(checkpoint=choice.checkpoint, explanation=choice.explanation)
+            finding = await self._checkpoints.find(request_for(config, request.job, datetime.now(UTC)))
+        return CheckpointResult(checkpoint=finding.choice.checkpoint, explanation=finding.explanation)
 
     @activity.defn(name="isolate")
     async def isolate(self, request: IsolateInput) -> IsolateResult:
@@ -169,17 +171,28 @@ class RecoveryActivities:
                             restart_count_before=request.restart_count_before, log_offsets=offsets)
 
     async def _resubmit(self, request: ResumeInput) -> ResumeResult:
-        # Backends keep resubmission idempotent themselves (a retried call returns the copy it
-        # made, tagged goodput:resubmit-of=ID); see the contract suite.
+        """Copy first (held), cancel the original, then release the copy.
+
+        Backends keep resubmission idempotent themselves: a retried call returns the copy it made,
+        recognised by owner and an unforgeable token, so a hostile job claiming to be the copy
+        cannot turn it into a no-op. Submitting the held copy before cancelling means that when
+        the copy cannot be made (its owner has no account here, goodput may not become them),
+        the activity fails with the original still running: nothing is lost.
+        """
         original = await mapped(self._scheduler.get_job(request.job_id))
         offsets = output_sizes(p for p in (original.stdout_path, original.stderr_path) if p)
-        if original.state in ACTIVE_JOB_STATES:
-            # Two copies of one training run would fight over the same checkpoints.
-            await mapped(self._scheduler.cancel_job(request.job_id))
-        result = await mapped(self._scheduler.resubmit_job(
-            request.job_id, ResubmitRequest(exclude=request.exclude, environment=request.environment)))
+        # Two copies of one training run would fight over the same checkpoints: hold the copy
+        # while the original still runs.
+        active = original.state in ACTIVE_JOB_STATES
+        result = await mapped(self._scheduler.resubmit_job(request.job_id, ResubmitRequest(
+            exclude=request.exclude, environment=request.environment, hold=active,
+            incident_id=request.incident_id)))
         if not result.new_job_id:
             raise ApplicationError(f"resubmit of {request.job_id} returned no job id", non_retryable=True)
+        if active:
+            await mapped(self._scheduler.cancel_job(request.job_id))
+        # Also after a retry that found a copy an earlier attempt held; a no-op when not held.
+        await mapped(self._scheduler.release_job(result.new_job_id))
         return ResumeResult(job_id=result.new_job_id, changed=result.changed, detail=result.detail,
                             log_offsets=offsets)
 
@@ -216,7 +229,7 @@ class RecoveryActivities:
         """Running is not recovered: wait for a step past the checkpoint in the new attempt's output."""
         target = request.progress_past
         paths = [p for p in (job.stdout_path, job.stderr_path) if p and "%" not in p]
-        reader = ProgressReader(request.log_offsets)
+        reader = ProgressReader(request.log_offsets, owner_uid=job.user_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + request.progress_timeout_s
         while True:

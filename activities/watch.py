@@ -21,9 +21,10 @@ from activities.recovery import mapped
 from goodput.detect.hang import ProgressState
 from goodput.detect.live import LiveLogDetector, LiveState
 from goodput.detect.scheduler_watch import Snapshot, changes, new_running, snapshot
-from goodput.logtail import LogTailer
+from goodput.logtail import LogLine, LogTailer
 from goodput.models import IncidentKey
 from goodput.scheduler import ACTIVE_JOB_STATES, Scheduler, SchedulerError
+from goodput.untrusted_files import UnsafeFileError
 from goodput.watch import (
     AnomalySink,
     ClusterCheckpoint,
@@ -35,6 +36,21 @@ from goodput.watch import (
 )
 
 log = logging.getLogger("goodput.watch")
+
+
+def _poll_all(tailers: list[LogTailer], now: datetime, refused: list[str]) -> list[LogLine]:
+    """New lines of every file; a file the job made unsafe (a symlink, a FIFO, someone else's
+    file) is dropped from the watch with its reason, never read and never retried."""
+    lines: list[LogLine] = []
+    for tailer in list(tailers):
+        try:
+            lines.extend(tailer.poll(now))
+        except UnsafeFileError as err:
+            log.warning("not watching a job file: %s", err)
+            refused.append(f"refused to read a job file: {err}")
+            tailer.close()
+            tailers.remove(tailer)
+    return lines
 
 
 def _details(model: type[WatchCheckpoint] | type[ClusterCheckpoint]) -> object | None:
@@ -72,13 +88,17 @@ class WatchActivities:
         state = checkpoint.live or LiveState(progress=ProgressState(started_at=request.started_at))
         detector = LiveLogDetector(key, state, node=node, hang=request.hang)
         # srun -l labels stay in the text: the catalogue reads them (rank and host context).
-        tailers = [LogTailer(p, cursors.get(p), srun_labels=False) for p in paths]
+        tailers = [LogTailer(p, cursors.get(p), srun_labels=False, owner_uid=job.user_id) for p in paths]
+        refused: list[str] = []
         loop = asyncio.get_running_loop()
         next_check = loop.time() + request.job_check_interval_s
         try:
             while True:
                 now = datetime.now(UTC)
-                lines = [line for tailer in tailers for line in tailer.poll(now)]
+                lines = _poll_all(tailers, now, refused)
+                if not tailers:
+                    return WatchJobResult(job_id=job.job_id, anomalies=detector.state.anomalies,
+                                          reason="; ".join(refused))
                 for anomaly in detector.feed(lines, now, datetime.now(UTC)) + detector.tick(now):
                     await self._sink.submit(anomaly)
                 activity.heartbeat(WatchCheckpoint(cursors=tuple(t.cursor for t in tailers), live=detector.state))
@@ -88,7 +108,7 @@ class WatchActivities:
                     if ended:
                         # One last read: the lines a dying job printed last are often the cause.
                         now = datetime.now(UTC)
-                        final = [line for tailer in tailers for line in tailer.poll(now)]
+                        final = _poll_all(tailers, now, refused)
                         for anomaly in detector.feed(final, now, datetime.now(UTC)):
                             await self._sink.submit(anomaly)
                         return WatchJobResult(job_id=job.job_id, anomalies=detector.state.anomalies, reason=ended,

@@ -1,11 +1,18 @@
-"""How fast the signature catalogue reads logs, against the obvious naive approach.
+"""How fast the signature catalogue reads logs, against the obvious naive approach and an alternative engine.
 
 Generates one deterministic mixed log (by default 1M lines, ~2 % failure lines, the rest the
 progress and NCCL chatter that dominates real job output), then measures over the same lines:
 
-* matcher:  `Catalogue.scan` (one trie-regex prefilter, then only the rules whose literals occur);
-* classify: `classify_file` end to end on a temporary file (bytes -> lines -> matches -> verdict);
-* naive:    every rule's regex searched on every line, no prefilter.
+* matcher:   `Catalogue.scan` (RE2: one search per batch of lines for any literal, then an RE2
+             set names the candidate signatures of a hit line, and only their regexes run);
+* hyperscan: the same matcher with Hyperscan finding the literals instead of RE2 (the engine
+             not chosen; RE2 still extracts the groups, Hyperscan has no captures);
+* classify:  `classify_file` end to end on a temporary file (bytes -> lines -> matches -> verdict);
+* naive:     every rule's regex searched on every line with Python's `re`, no prefilter.
+
+Then the lines that froze the old backtracking engine: a line of a repeated Xid-154 phrase (the
+cubic case) at growing sizes, through Python's `re` (the xid-154 pattern alone) and through the
+RE2 matcher (the whole catalogue).
 
 The naive loop is slow by design (about 40 s for 1M lines on one core); it runs over the whole log
 unless `--naive-lines N` asks for the first N lines only, in which case its rate is extrapolated
@@ -20,12 +27,18 @@ import argparse
 import json
 import os
 import random
+import re
+import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import hyperscan
 
 from goodput.classify import classify_file
-from goodput.signatures import MAX_SCAN_CHARS, default_catalogue
+from goodput.signatures import MAX_SCAN_CHARS, Catalogue, Match, Signature, default_catalogue
+from goodput.untrusted_text import utf8
 
 CLEAN = (
     "{t:>2}: [rank{t}]: iteration {i:>8}/  250000 | consumed samples: {s:>12} | elapsed time per iteration "
@@ -58,6 +71,7 @@ HITS = (
     "node{n:03d}:{pid}:{pid} [{d}] NCCL WARN NET/IB : Got completion from peer 10.0.{d}.{t}<4102> with error 12, "
     "opcode 0, len 0, vendor err 129 (Recv)",
 )
+XID_154_PHRASE = "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from "
 
 
 def generate(lines: int, hit_rate: float, seed: int = 1129) -> list[str]:
@@ -73,15 +87,64 @@ def generate(lines: int, hit_rate: float, seed: int = 1129) -> list[str]:
     return out
 
 
-def measure_matcher(lines: Sequence[str]) -> tuple[float, int]:
-    cat = default_catalogue()
+class HyperscanCatalogue(Catalogue):
+    """The engine not chosen, kept here to be measured: Hyperscan finds every literal occurrence
+    of a whole batch in one scan and names a line's literals; RE2 still runs the signatures' regexes
+    (Hyperscan reports no capture groups). Single-threaded only: its scratch space is per thread."""
+
+    def __init__(self, base: Catalogue) -> None:
+        super().__init__(base.signatures, base.version)
+        by_literal: dict[str, list[Signature]] = {}
+        for sig in self.signatures:
+            for lit in sig.literals:
+                by_literal.setdefault(lit, []).append(sig)
+        literals = sorted(by_literal)
+        self._hs_sigs = [tuple(by_literal[lit]) for lit in literals]
+        self._hs_order = {s.id: i for i, s in enumerate(self.signatures)}
+        self._hs = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        self._hs.compile(expressions=[re.escape(lit).encode() for lit in literals], ids=list(range(len(literals))),
+                         elements=len(literals), flags=[0] * len(literals))
+
+    def candidates(self, data: bytes) -> list[Signature]:
+        found: set[int] = set()
+
+        def on_match(index: int, start: int, end: int, flags: int, context: object) -> None:
+            found.add(index)
+
+        self._hs.scan(data, match_event_handler=on_match)
+        sigs = {sig.id: sig for index in found for sig in self._hs_sigs[index]}
+        return sorted(sigs.values(), key=lambda s: self._hs_order[s.id])
+
+    def _scan_batch(self, batch: list[str], text: str, first: int) -> Iterator[Match]:
+        if text.count("\n") != len(batch) - 1:
+            for index, line in enumerate(batch):
+                yield from self.match_line(line, first + index)
+            return
+        data = utf8(text)
+        ends: list[int] = []
+
+        def on_match(index: int, start: int, end: int, flags: int, context: object) -> None:
+            ends.append(end)
+
+        self._hs.scan(data, match_event_handler=on_match)
+        index, pos, last = 0, 0, -1
+        for end in sorted(ends):
+            index += data.count(b"\n", pos, end)
+            pos = end
+            if index != last:
+                last = index
+                yield from self.match_line(batch[index], first + index)
+
+
+def measure_matcher(lines: Sequence[str], catalogue: Catalogue) -> tuple[float, int]:
     start = time.perf_counter()
-    hits = sum(1 for _ in cat.scan(lines))
+    hits = sum(1 for _ in catalogue.scan(lines))
     return time.perf_counter() - start, hits
 
 
 def measure_naive(lines: Sequence[str]) -> tuple[float, int]:
-    regexes = [s.regex for s in default_catalogue().signatures]
+    """Python's `re`, every pattern on every line: the obvious loop (and the old engine's regexes)."""
+    regexes = [re.compile(s.pattern, re.IGNORECASE if s.ignore_case else 0) for s in default_catalogue().signatures]
     start = time.perf_counter()
     hits = 0
     for line in lines:
@@ -104,30 +167,71 @@ def measure_classify_file(lines: Sequence[str]) -> tuple[float, str]:
         os.unlink(path)
 
 
+def measure_pathological(old_max_chars: int) -> list[dict[str, object]]:
+    """Seconds for one line of a repeated Xid-154 phrase: the old engine's cubic case."""
+    cat = default_catalogue()
+    signature = cat.get("xid-154-action")
+    assert signature is not None
+    old = re.compile(signature.pattern)
+    rows: list[dict[str, object]] = []
+    for size in (4_000, 8_000, 16_000, 63_000):
+        line = (XID_154_PHRASE * (size // len(XID_154_PHRASE) + 1))[:size]
+        start = time.perf_counter()
+        cat.match_line(line)
+        row: dict[str, object] = {"chars": size, "re2_matcher_s": round(time.perf_counter() - start, 5)}
+        if size <= old_max_chars:
+            start = time.perf_counter()
+            old.search(line)
+            row["python_re_one_pattern_s"] = round(time.perf_counter() - start, 4)
+        rows.append(row)
+    return rows
+
+
+def commit() -> str:
+    """The commit measured (`+dirty` when the tree had uncommitted changes)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
+                              text=True, check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--hit-rate", type=float, default=0.02)
     parser.add_argument("--naive-lines", type=int, default=0,
                         help="measure the naive loop on the first N lines only and extrapolate (0: all lines)")
+    parser.add_argument("--old-pathological-chars", type=int, default=16_000,
+                        help="longest Xid-154 line given to Python's re (its time grows with the cube)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = parser.parse_args(argv)
 
     lines = generate(args.lines, args.hit_rate)
-    matcher_s, matcher_hits = measure_matcher(lines)
+    matcher_s, matcher_hits = measure_matcher(lines, default_catalogue())
+    hyperscan_s, hyperscan_hits = measure_matcher(lines, HyperscanCatalogue(default_catalogue()))
+    if hyperscan_hits != matcher_hits:
+        raise SystemExit(f"the engines disagree: RE2 found {matcher_hits} hits, Hyperscan {hyperscan_hits}")
     classify_s, category = measure_classify_file(lines)
     subset = lines if args.naive_lines <= 0 or args.naive_lines >= len(lines) else lines[:args.naive_lines]
     naive_s, _ = measure_naive(subset)
+    pathological = measure_pathological(args.old_pathological_chars)
 
     rate = len(lines) / matcher_s
+    hyperscan_rate = len(lines) / hyperscan_s
     classify_rate = len(lines) / classify_s
     naive_rate = len(subset) / naive_s
     extrapolated = len(subset) < len(lines)
     rows = [
-        ("catalogue matcher (scan)", len(lines), matcher_s, rate, f"{matcher_hits} hits"),
+        ("catalogue matcher (RE2, scan)", len(lines), matcher_s, rate, f"{matcher_hits} hits"),
+        ("same, Hyperscan for literals", len(lines), hyperscan_s, hyperscan_rate, f"{hyperscan_hits} hits"),
         ("classify_file end to end", len(lines), classify_s, classify_rate, f"verdict {category}"),
         ("naive: every regex, every line", len(subset), naive_s, naive_rate,
-         f"{len(default_catalogue())} regexes/line" + (", measured on a prefix" if extrapolated else "")),
+         f"{len(default_catalogue())} Python re patterns/line" + (", measured on a prefix" if extrapolated else "")),
     ]
     print(f"{'method':<32} {'lines':>10} {'seconds':>9} {'lines/s':>12}  note")
     for name, n, secs, per_s, note in rows:
@@ -137,9 +241,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"note: the naive rate was measured on the first {len(subset):,} of {len(lines):,} lines and is "
               f"extrapolated per line (the naive full run would take ~{len(lines) / naive_rate:.0f} s); "
               "pass --naive-lines 0 to measure it over every line")
+    print("one line of a repeated Xid-154 phrase:")
+    for row in pathological:
+        old = row.get("python_re_one_pattern_s")
+        print(f"  {row['chars']:>6} chars: RE2 matcher {row['re2_matcher_s']:.4f} s"
+              + (f", Python re (xid-154 pattern alone) {old:.3f} s" if old is not None else ""))
     if args.json:
         print(json.dumps({"lines_per_s": round(rate, 1), "naive_lines_per_s": round(naive_rate, 1),
-                          "ratio": round(rate / naive_rate, 2)}))
+                          "ratio": round(rate / naive_rate, 2), "engine": "re2",
+                          "hyperscan_lines_per_s": round(hyperscan_rate, 1),
+                          "classify_file_lines_per_s": round(classify_rate, 1), "lines": len(lines),
+                          "pathological_xid154": pathological, "commit": commit(), "cpus": os.cpu_count()}))
     return 0
 
 

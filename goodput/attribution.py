@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from goodput.models import (
     Anomaly,
     AnomalyKind,
+    AnomalySource,
     Attribution,
     Category,
     Culprit,
@@ -63,6 +64,25 @@ PRECEDENCE: dict[Category, int] = {
 
 _HARDWARE = frozenset({Category.GPU_HARDWARE, Category.NVLINK, Category.NODE_FAILURE, Category.NETWORK})
 
+# Where an anomaly's node names come from decides whether they may be acted on. GPU probes and the
+# node agent report their own node, the scheduler watcher reads Slurm, operators are trusted; a
+# log is the job's own output, so any node it names is an attacker's choice until Slurm confirms
+# the node is allocated to that very job.
+TRUSTED_NODE_SOURCES = frozenset({AnomalySource.GPU, AnomalySource.SCHEDULER, AnomalySource.OPERATOR})
+
+
+def vouched_nodes(anomaly: Anomaly, job: JobInfo | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(nodes this anomaly may implicate, nodes it names that nobody vouches for).
+
+    Log evidence may only implicate nodes of the job's own allocation as Slurm records it; with
+    no job record (or an empty allocation) it implicates none.
+    """
+    if anomaly.source in TRUSTED_NODE_SOURCES:
+        return anomaly.nodes, ()
+    allocation = frozenset(job.nodes) if job is not None else frozenset()
+    return (tuple(n for n in anomaly.nodes if n in allocation),
+            tuple(n for n in anomaly.nodes if n not in allocation))
+
 
 def category_of(anomaly: Anomaly, catalogue: Catalogue | None = None) -> Category:
     if anomaly.category is not None:
@@ -112,9 +132,11 @@ def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
     lead_role = _weight(lead, cat)[0]
     supporting = [a for a in ranked if category_of(a, cat) == category and _weight(a, cat)[0] == lead_role]
 
+    vouched = {a.id: vouched_nodes(a, job) for a in supporting}
+    unverified = tuple(dict.fromkeys(n for a in supporting for n in vouched[a.id][1]))
     culprits: list[Culprit] = []
     if drain or category in _HARDWARE:
-        nodes = list(dict.fromkeys(n for a in supporting for n in a.nodes))
+        nodes = list(dict.fromkeys(n for a in supporting for n in vouched[a.id][0]))
         if not nodes:
             drain = False
             if category is Category.STRAGGLER:
@@ -132,8 +154,12 @@ def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
 
     signatures = tuple(dict.fromkeys(s for a in ranked for s in a.signature_ids))
     explanation = _explain(category, lead, culprits, len(anomalies), drain, sig)
+    if unverified:
+        explanation += (f"; the job's own output names {', '.join(unverified)}, not allocated to "
+                        f"{'job ' + job.job_id if job is not None else 'this job (no scheduler record)'}: "
+                        "reported, never acted on")
     return Attribution(category=category, culprits=tuple(culprits), explanation=explanation,
-                       restart=restart, drain=drain, signature_ids=signatures)
+                       restart=restart, drain=drain, signature_ids=signatures, unverified_nodes=unverified)
 
 
 def _explain(category: Category, lead: Anomaly, culprits: Sequence[Culprit], count: int,

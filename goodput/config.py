@@ -11,7 +11,7 @@ import os
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,6 +22,7 @@ from pydantic_settings import (
 from goodput.agent import AgentConfig
 from goodput.policy import Policy
 from goodput.push import PushConfig
+from goodput.slurm.submit_as import DEFAULT_PATH, BecomeMode
 from goodput.watch import OptInRule, WatchClusterInput
 
 
@@ -49,6 +50,16 @@ class SlurmSettings(BaseModel):
     rest_url: str = ""
     rest_user: str = "slurm"
     rest_token_file: Path | None = None
+    # The JWT travels in a header: plain http:// is refused unless allowed here (a loopback
+    # slurmrestd, the lab). Proxy variables, .netrc and SSL_CERT_* are never read; a private CA
+    # is named here instead.
+    rest_allow_http: bool = False
+    rest_ca_file: Path | None = None
+    # Resubmission runs as the job's owner (docs/slurm.md, "How resubmission runs"): how goodput
+    # becomes the owner where sbatch runs (auto: runuser as root; sudo: `sudo -n -u OWNER`), and
+    # the PATH the copy gets.
+    resubmit_as: BecomeMode = BecomeMode.AUTO
+    resubmit_path: str = Field(default=DEFAULT_PATH, min_length=1, max_length=4096, pattern=r"^[^\x00-\x1f,]+$")
 
 
 class Settings(BaseSettings):
@@ -63,6 +74,10 @@ class Settings(BaseSettings):
     temporal_ui_port: int = Field(default=8233, ge=1, le=65535)
     temporal_sqlite_wal: bool = True
     scheduler: SchedulerKind = SchedulerKind.FAKE
+    # Keys the tokens that mark goodput's resubmitted copies (no job owner can forge one). Every
+    # worker of a deployment must share it; unset, one is generated in <data_dir>/resubmit.key.
+    # (At least 16 characters, checked where it is used, so that no error message echoes it.)
+    resubmit_key: SecretStr | None = None
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
     fake_action_delay_s: float = Field(default=0.0, ge=0.0)
     policy: Policy = Field(default_factory=Policy)

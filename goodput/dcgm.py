@@ -4,6 +4,11 @@ Clusters that already run dcgm-exporter should not need a second agent on every 
 scrapes `/metrics` and reads it here. The parser is a strict implementation of the text format
 (HELP/TYPE comments, escaped label values, NaN/±Inf, optional timestamps) so that a garbage body
 is a clear `ExpositionError` with a line number instead of a quietly empty answer.
+
+`ExpositionError` is the only error either function raises. Label values are partly written by
+jobs (`hpc_job`, the Xid's `err_msg`), so values are distrusted too: a timestamp is bounded before
+conversion, a value a DCGM field cannot hold (a negative ECC count, an Xid code of 1e300) is
+reported in the sample's `errors` and left unknown, like NaN, and label texts are clipped.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from pydantic import ValidationError
+
 from goodput.gpu import (
     GpuRecoveryAction,
     GpuSample,
@@ -21,16 +28,28 @@ from goodput.gpu import (
     decode_clock_event_reasons,
     normalize_pci_bus_id,
 )
+from goodput.untrusted_text import bounded_int
 
+# Python's `re` is safe here: both are anchored (`.match` at a position) and a single character
+# class repeated, so a match attempt reads each character at most once.
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+# Prometheus timestamps are int64 milliseconds.
+MAX_TIMESTAMP_DIGITS = 18
+MAX_LABEL_CHARS = 256
+MAX_MESSAGE_CHARS = 1024
+MAX_COUNTER = 2**53  # exactly representable in the float the exposition carries
+MAX_XID_CODE = 100_000
+MAX_GPU_INDEX_DIGITS = 6
 
 
 class ExpositionError(ValueError):
+    """Not a usable exposition; `line_no` is 0 when the fault is not on one line."""
+
     def __init__(self, line_no: int, message: str, line: str = "") -> None:
         snippet = f": {line[:80]!r}" if line else ""
-        super().__init__(f"line {line_no}: {message}{snippet}")
+        super().__init__(f"line {line_no}: {message}{snippet}" if line_no else f"{message}{snippet}")
         self.line_no = line_no
 
 
@@ -123,9 +142,11 @@ def parse_exposition(text: str) -> list[Metric]:
             raise ExpositionError(line_no, "expected a value and an optional timestamp", line)
         try:
             value = _parse_value(rest[0])
-            timestamp = int(rest[1]) if len(rest) == 2 else None
         except ValueError:
             raise ExpositionError(line_no, "bad value or timestamp", line) from None
+        timestamp = bounded_int(rest[1], max_digits=MAX_TIMESTAMP_DIGITS, signed=True) if len(rest) == 2 else None
+        if len(rest) == 2 and timestamp is None:
+            raise ExpositionError(line_no, "bad value or timestamp", line)
         metrics.append(Metric(name, labels, value, timestamp))
     return metrics
 
@@ -165,11 +186,13 @@ def samples_from_metrics(metrics: Iterable[Metric], *, observed_at: datetime | N
 
     dcgm-exporter repeats a series once per HPC job sharing a GPU; their `hpc_job` labels are
     gathered into `job_ids`. NaN (a field DCGM could not read) becomes None like NVML's
-    NotSupported. `node` overrides the Hostname label, which may be a container's name.
+    NotSupported; so does a value the field cannot hold, with the reason in `errors`. `node`
+    overrides the Hostname label, which may be a container's name.
     """
     fields: dict[tuple[str, str], dict[str, object]] = {}
     jobs: dict[tuple[str, str], list[str]] = {}
     messages: dict[tuple[str, str], str] = {}
+    errors: dict[tuple[str, str], list[str]] = {}
     for metric in metrics:
         if not metric.name.startswith("DCGM_FI_"):
             continue
@@ -179,49 +202,66 @@ def samples_from_metrics(metrics: Iterable[Metric], *, observed_at: datetime | N
         row = fields.setdefault(key, _identity(metric.labels, node))
         job = next((metric.labels[k] for k in JOB_LABELS if metric.labels.get(k)), None)
         if job and job != "0" and job not in jobs.setdefault(key, []):
-            jobs[key].append(job)
+            jobs[key].append(job[:MAX_LABEL_CHARS])
         value = metric.value
         if math.isnan(value) or math.isinf(value):
             continue
         if metric.name in _FIELDS:
             target, kind = _FIELDS[metric.name]
+            if kind is int and not 0 <= value <= MAX_COUNTER:
+                errors.setdefault(key, []).append(f"{target}: {value:g} is not a count")
+                continue
             row[target] = bool(value) if kind is bool else (int(value) if kind is int else value)
         elif metric.name in _CLOCK_REASONS:
+            if not 0 <= value < 2**32:
+                errors.setdefault(key, []).append(f"clock_event_mask: {value:g} is not a 32-bit mask")
+                continue
             row["clock_event_mask"] = int(value)
             row["clock_event_reasons"] = decode_clock_event_reasons(int(value))
         elif metric.name in _RECOVERY:
-            row["recovery_action"] = GpuRecoveryAction.from_code(int(value))
+            row["recovery_action"] = GpuRecoveryAction.from_code(int(value)) if 0 <= value < 2**31 else None
         elif metric.name == "DCGM_FI_DEV_XID_ERRORS":
+            if not 0 <= value <= MAX_XID_CODE:
+                errors.setdefault(key, []).append(f"last_xid: {value:g} is not an Xid code")
+                continue
             row["last_xid"] = int(value)
-            messages[key] = " ".join(metric.labels.get("err_msg", "").split())  # evidence is one line
+            # Evidence is one line of bounded length.
+            messages[key] = " ".join(metric.labels.get("err_msg", "")[:MAX_MESSAGE_CHARS].split())
     samples = []
     for key, row in fields.items():
         row["job_ids"] = tuple(jobs.get(key, ()))
         row["observed_at"] = observed_at
-        sample = GpuSample.model_validate(row)
-        if sample.last_xid:
-            # DCGM reports only the last Xid, not each occurrence; callers diff successive scrapes.
-            event = XidEvent(code=sample.last_xid, pci_bus_id=sample.pci_bus_id, gpu_index=sample.index,
-                             uuid=sample.uuid, node=sample.node, message=messages.get(key, ""),
-                             source="dcgm", observed_at=observed_at)
-            sample = sample.model_copy(update={"xid_events": (event,)})
+        row["errors"] = tuple(dict.fromkeys(errors.get(key, ())))
+        try:
+            sample = GpuSample.model_validate(row)
+            if sample.last_xid:
+                # DCGM reports only the last Xid, not each occurrence; callers diff successive scrapes.
+                event = XidEvent(code=sample.last_xid, pci_bus_id=sample.pci_bus_id, gpu_index=sample.index,
+                                 uuid=sample.uuid, node=sample.node, message=messages.get(key, ""),
+                                 source="dcgm", observed_at=observed_at)
+                sample = sample.model_copy(update={"xid_events": (event,)})
+        except ValidationError as err:  # every field is bounded above; this is the last guard
+            raise ExpositionError(0, f"GPU {key[1][:MAX_LABEL_CHARS]!r}: {err.errors()[0]['msg']}") from None
         samples.append(sample)
     return sorted(samples, key=lambda s: (s.node or "", s.index if s.index is not None else 1 << 30))
 
 
+def _label(labels: dict[str, str], name: str) -> str | None:
+    return labels.get(name, "")[:MAX_LABEL_CHARS] or None
+
+
 def _identity(labels: dict[str, str], node: str | None) -> dict[str, object]:
-    gpu = labels.get("gpu", "")
-    pci = labels.get("pci_bus_id")
+    pci = _label(labels, "pci_bus_id")
     return {
-        "index": int(gpu) if gpu.isdigit() else None,
-        "uuid": labels.get("UUID") or None,
+        "index": bounded_int(labels.get("gpu"), max_digits=MAX_GPU_INDEX_DIGITS),
+        "uuid": _label(labels, "UUID"),
         "pci_bus_id": normalize_pci_bus_id(pci) if pci else None,
-        "name": labels.get("modelName") or None,
-        "node": node or labels.get("Hostname") or None,
+        "name": _label(labels, "modelName"),
+        "node": node or _label(labels, "Hostname"),
     }
 
 
 def parse_dcgm_metrics(text: str, *, observed_at: datetime | None = None,
                        node: str | None = None) -> list[GpuSample]:
-    """Exposition text → samples; `ExpositionError` when the text is not an exposition at all."""
+    """Exposition text → samples; `ExpositionError` (only) when the text is not a usable exposition."""
     return samples_from_metrics(parse_exposition(text), observed_at=observed_at, node=node)

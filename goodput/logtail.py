@@ -14,6 +14,8 @@ Guarantees, for a file that is only appended to, truncated, or rotated by rename
 * truncation (size below our position) restarts at byte 0; rotation (the path names a new inode)
   finishes the old file through the descriptor we still hold, then starts the new one at 0;
 * after a restart with a rotated file, the old file is found by inode next to the path.
+Files are opened through `goodput.untrusted_files`: a symlink, a FIFO or a file the job's owner
+does not own raises `UnsafeFileError` (an OSError) instead of being read.
 Not detectable: a file truncated and regrown past our offset between two polls, when the byte
 before our offset happens to be a newline again; writes to a rotated file after we moved on.
 """
@@ -21,7 +23,6 @@ before our offset happens to be a newline again; writes to a rotated file after 
 from __future__ import annotations
 
 import os
-import re
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -29,10 +30,11 @@ from types import TracebackType
 from pydantic import Field
 
 from goodput.models import Frozen
+from goodput.untrusted_files import open_job_file
 
 MAX_LINE_BYTES = 1 << 20
 TRUNCATION_MARKER = "…[truncated]"
-_SRUN_LABEL = re.compile(r"^ *(\d{1,7}):(?: (.*))?$", re.DOTALL)
+MAX_LABEL_DIGITS = 7  # `srun -l` task ids
 
 
 class TailCursor(Frozen):
@@ -62,11 +64,22 @@ class LogLine(Frozen):
 
 
 def split_srun_label(text: str) -> tuple[int | None, str]:
-    """`srun -l` prefixes each line with the task rank, right-aligned: `  3: text` → (3, "text")."""
-    match = _SRUN_LABEL.match(text)
-    if not match:
+    """`srun -l` prefixes each line with the task rank, right-aligned: `  3: text` → (3, "text").
+
+    String operations, not a regex: linear in the label whatever the line holds, and only ASCII
+    digits (at most `MAX_LABEL_DIGITS`) count as a rank, so `int()` is always cheap.
+    """
+    start = len(text) - len(text.lstrip(" "))
+    colon = text.find(":", start, start + MAX_LABEL_DIGITS + 1)
+    digits = text[start:colon]
+    if colon < 0 or not digits or not (digits.isascii() and digits.isdigit()):
         return None, text
-    return int(match[1]), match[2] or ""
+    rest = text[colon + 1:]
+    if rest.startswith(" "):
+        return int(digits), rest[1:]
+    if rest in ("", "\n"):
+        return int(digits), ""
+    return None, text
 
 
 class LogTailer:
@@ -79,8 +92,10 @@ class LogTailer:
     def __init__(self, path: str | os.PathLike[str], cursor: TailCursor | None = None, *,
                  start_at_end: bool = False, max_line_bytes: int = MAX_LINE_BYTES,
                  chunk_bytes: int = 1 << 16, max_bytes_per_poll: int = 8 << 20,
-                 srun_labels: bool = True) -> None:
+                 srun_labels: bool = True, owner_uid: int | None = None) -> None:
         self._path = Path(path)
+        # The job's owner: only files that user owns are read (goodput.untrusted_files).
+        self._owner_uid = owner_uid
         self._start_at_end = start_at_end and cursor is None
         self._max_line = max_line_bytes
         self._chunk = chunk_bytes
@@ -201,7 +216,7 @@ class LogTailer:
 
         Opens before closing the current descriptor, so a failed open leaves the tail where it was.
         """
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_job_file(path, owner_uid=self._owner_uid)
         self.close()
         self._fd = fd
         st = os.fstat(fd)
@@ -222,10 +237,12 @@ class LogTailer:
         With no newline in the last `max_line_bytes`, it starts inside that over-long line and
         skips to its end (the second value), like the rest of an over-long line.
         """
-        with open(self._path, "rb") as f:
+        fd = open_job_file(self._path, owner_uid=self._owner_uid)
+        try:
             start = max(0, size - self._max_line)
-            f.seek(start)
-            tail = f.read(size - start)
+            tail = os.pread(fd, size - start, start)
+        finally:
+            os.close(fd)
         newline = tail.rfind(b"\n")
         return (start + newline + 1, False) if newline >= 0 else (start, start > 0)
 

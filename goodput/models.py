@@ -157,6 +157,9 @@ class Attribution(Frozen):
     restart: bool = True
     drain: bool = False
     signature_ids: tuple[str, ...] = ()
+    # Nodes that only job-controlled evidence (its logs) named and that Slurm does not list in the
+    # job's allocation: reported so an operator can look, never drained or excluded.
+    unverified_nodes: tuple[str, ...] = ()
 
     @property
     def culprit_nodes(self) -> tuple[str, ...]:

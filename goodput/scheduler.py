@@ -58,6 +58,12 @@ class JobInfo(Frozen):
     work_dir: str = ""
     excluded_nodes: tuple[str, ...] = ()
     held: bool = False
+    # The job's owner as Slurm records it (never as the job describes itself): resubmissions run
+    # as this user and checkpoint trees are read with this user's permissions. Empty/None when
+    # the backend did not say; goodput then refuses what would need it.
+    user: str = ""
+    user_id: int | None = Field(default=None, ge=0, le=2**32 - 1)
+    group_id: int | None = Field(default=None, ge=0, le=2**32 - 1)
 
 
 class NodeInfo(Frozen):
@@ -82,11 +88,17 @@ class ActionResult(Frozen):
 
 
 class ResubmitRequest(Frozen):
-    """A retried resubmit must return the copy the first call made (tagged goodput:resubmit-of=ID)."""
+    """A retried resubmit must return the copy the first call made (tagged
+    `goodput:resubmit-of=ID:TOKEN`, where only goodput can mint TOKEN; see goodput.slurm.resubmit)."""
 
     exclude: tuple[str, ...] = ()
+    # Only GOODPUT_* variables (GOODPUT_RESUME_FROM, GOODPUT_RESUME_STEP): the copy runs as its owner
+    # with a clean environment, never with goodput's (docs/slurm.md, "How resubmission runs").
     environment: Mapping[str, str] = Field(default_factory=dict)
     hold: bool = False
+    # The incident on whose behalf goodput resubmits; part of the copy's tag, so a tag minted for
+    # one incident is not another's.
+    incident_id: str = ""
 
 
 class SchedulerError(Exception):

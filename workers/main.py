@@ -32,6 +32,7 @@ from goodput.config import Settings
 from goodput.identifiers import InvalidIdentifierError, validate_cluster
 from goodput.incident import Decision, DecisionVerb
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
+from goodput.slurm.resubmit import ResubmitKey
 from workers import devserver
 from workers.client import TemporalIncidentService, connect
 from workers.push_server import serve_push
@@ -189,7 +190,8 @@ async def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
     config = AgentConfig.model_validate({**settings.agent.model_dump(), **{k: v for k, v in flags.items() if v}})
     client = await connect(settings.temporal_address, settings.namespace)
     sink = IncidentSink(TemporalIncidentService(client, settings.task_queue), settings.policy)
-    scheduler = scheduler_from(settings)
+    # The agent drains nodes and never resubmits: no deployment key (nor key file) needed here.
+    scheduler = scheduler_from(settings, resubmit_key=ResubmitKey.ephemeral(settings.cluster))
     provider = setup_metrics(settings.metrics_file, settings.metrics_interval_s)
     try:
         await run_until_signalled(lambda stop: run_agent(config, settings.cluster, scheduler, sink, stop,

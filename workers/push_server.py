@@ -3,8 +3,10 @@
 Everything about a body (auth, parsing, detection) lives in the pure `goodput.push`; this module
 only speaks HTTP, with status codes chosen for shippers: 4xx for what a retry cannot fix (bad
 token, too large, wrong type, not JSON), 503 with Retry-After when the sink fails, because both
-shippers retry 5xx and the retried batch maps to the same anomaly ids. The body is never read
-past `max_body_bytes`, and at most `max_concurrent_requests` bodies are held at once.
+shippers retry 5xx and the retried batch maps to the same anomaly ids. A bad record is never a
+5xx: it is listed in the 200 response's `rejected` and the rest of its batch is judged (a 5xx
+would make the shipper resend the same bad record forever). The body is never read past
+`max_body_bytes`, and at most `max_concurrent_requests` bodies are held at once.
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ from typing import Any
 from aiohttp import web
 
 from goodput.identifiers import validate_cluster
-from goodput.models import Anomaly
 from goodput.push import (
     BodyTooLargeError,
     ParsedBatch,
     PushBodyError,
     PushConfig,
     PushRouter,
+    Routed,
     authenticate,
     parse_batch,
     token_matches,
@@ -143,9 +145,9 @@ class PushServer:
         token = request.headers.get("X-Goodput-Token")
         return token is not None and token_matches(token.strip(), self.config)
 
-    def _route(self, batch: ParsedBatch, detected_at: datetime) -> list[Anomaly]:
+    def _route(self, batch: ParsedBatch, detected_at: datetime) -> Routed:
         with self._route_lock:  # the detectors are stateful: one batch at a time
-            return self._router.route(batch, detected_at)
+            return self._router.route_each(batch, detected_at)
 
     async def _logs(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
@@ -167,7 +169,11 @@ class PushServer:
             except PushBodyError as err:
                 return _error(400, str(err))
             del body
-            anomalies = await asyncio.to_thread(self._route, batch, self._clock())
+            routed = await asyncio.to_thread(self._route, batch, self._clock())
+        for key, failure in routed.failures:
+            log.error("log push: the lines of job %s (attempt %d, host %s) could not be judged; rejected",
+                      key.job_id, key.attempt, key.host, exc_info=failure)
+        anomalies = routed.anomalies
         for anomaly in anomalies:
             try:
                 async with asyncio.timeout(SUBMIT_TIMEOUT_S):
@@ -177,13 +183,15 @@ class PushServer:
                             anomaly.id, anomaly.job_id, exc_info=True)
                 return _error(503, "could not record the anomalies of this batch; retry later",
                               {"Retry-After": str(RETRY_AFTER_S)})
-        if batch.rejected_total:
-            log.info("log push: %d records accepted, %d rejected (first: line %d: %s)", batch.accepted,
-                     batch.rejected_total, batch.rejected[0].line, batch.rejected[0].reason)
+        rejected = sorted([*batch.rejected, *routed.rejected], key=lambda r: r.line)[:self.config.max_rejections]
+        rejected_total = batch.rejected_total + len(routed.rejected)
+        if rejected:
+            log.info("log push: %d records accepted, %d rejected (first: line %d: %s)",
+                     batch.accepted - len(routed.rejected), rejected_total, rejected[0].line, rejected[0].reason)
         result: dict[str, Any] = {
-            "accepted": batch.accepted,
-            "rejected": [{"line": r.line, "reason": r.reason} for r in batch.rejected],
-            "rejected_total": batch.rejected_total,
+            "accepted": batch.accepted - len(routed.rejected),
+            "rejected": [{"line": r.line, "reason": r.reason} for r in rejected],
+            "rejected_total": rejected_total,
             "anomalies": len(anomalies),
         }
         return web.json_response(result)

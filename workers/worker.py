@@ -19,10 +19,11 @@ from temporalio.worker import Worker
 from activities.adapters.breaker_gate import TemporalDrainGate
 from activities.adapters.notify_webhook import FanOutNotifier, WebhookNotifier
 from activities.adapters.slurm_cli import SlurmCliBackend
+from activities.adapters.slurm_owner import OwnerSubmission
 from activities.adapters.slurm_pyslurm import PyslurmBackend
 from activities.adapters.slurm_rest import SlurmRestBackend
 from activities.adapters.slurm_runner import LocalRunner
-from activities.adapters.slurm_ssh import SshRunner
+from activities.adapters.slurm_ssh import slurm_ssh_backend
 from activities.recovery import RecoveryActivities
 from activities.watch import WatchActivities
 from goodput.breaker import DrainGate
@@ -31,7 +32,9 @@ from goodput.fakes.scheduler import FakeScheduler
 from goodput.notify import JsonLinesNotifier, Notifier
 from goodput.policy import Policy
 from goodput.scheduler import Scheduler
+from goodput.slurm.resubmit import ResubmitKey
 from workers.client import TemporalIncidentService
+from workers.resubmit_key import resubmit_key_from
 from workers.watching import IncidentSink, TemporalWatchLauncher
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow
@@ -41,27 +44,37 @@ from workflows.watch import ClusterWatchWorkflow, JobWatchWorkflow
 log = logging.getLogger("goodput.worker")
 
 
-def scheduler_from(settings: Settings) -> Scheduler:
-    """The one place that knows every backend; docs/slurm.md explains the deployment modes."""
+def scheduler_from(settings: Settings, *, resubmit_key: ResubmitKey | None = None) -> Scheduler:
+    """The one place that knows every backend; docs/slurm.md explains the deployment modes.
+
+    `resubmit_key` defaults to the deployment's (settings, or <data_dir>/resubmit.key); a process
+    that never resubmits (the node agent) passes an ephemeral one instead.
+    """
+    key = resubmit_key if resubmit_key is not None else resubmit_key_from(settings)
     if settings.scheduler is SchedulerKind.FAKE:
         return FakeScheduler(state_path=settings.fake_state_path,
-                             action_delay_s=settings.fake_action_delay_s)
+                             action_delay_s=settings.fake_action_delay_s, resubmit_key=key)
     slurm = settings.slurm
     partitions, marker, enforce = (settings.opt_in.partitions, settings.opt_in.comment_marker,
                                    not settings.opt_in.all_jobs)
     if settings.scheduler is SchedulerKind.SLURM_PYSLURM:
-        return PyslurmBackend(allow_partitions=partitions, comment_marker=marker, enforce_opt_in=enforce)
+        return PyslurmBackend(allow_partitions=partitions, comment_marker=marker, enforce_opt_in=enforce,
+                              resubmit_key=key, resubmit_path=slurm.resubmit_path)
+    # Resubmissions run as the job's owner (docs/slurm.md, "How resubmission runs").
     local = SlurmCliBackend(LocalRunner(timeout_s=slurm.command_timeout_s), allow_partitions=partitions,
-                            comment_marker=marker, enforce_opt_in=enforce)
+                            comment_marker=marker, enforce_opt_in=enforce, resubmit_key=key,
+                            submission=OwnerSubmission(mode=slurm.resubmit_as, path=slurm.resubmit_path))
     if settings.scheduler is SchedulerKind.SLURM_CLI:
         return local
     if settings.scheduler is SchedulerKind.SLURM_SSH:
         if not slurm.ssh_host:
             raise ValueError("scheduler slurm-ssh needs slurm.ssh_host")
-        runner = SshRunner(slurm.ssh_host, known_hosts=slurm.ssh_known_hosts.expanduser(), port=slurm.ssh_port,
-                           username=slurm.ssh_user, client_keys=[k.expanduser() for k in slurm.ssh_client_keys],
-                           timeout_s=slurm.command_timeout_s)
-        return SlurmCliBackend(runner, allow_partitions=partitions, comment_marker=marker, enforce_opt_in=enforce)
+        backend, _ = slurm_ssh_backend(
+            slurm.ssh_host, known_hosts=slurm.ssh_known_hosts.expanduser(), port=slurm.ssh_port,
+            username=slurm.ssh_user, client_keys=[k.expanduser() for k in slurm.ssh_client_keys],
+            allow_partitions=partitions, comment_marker=marker, enforce_opt_in=enforce, resubmit_key=key,
+            resubmit_as=slurm.resubmit_as, resubmit_path=slurm.resubmit_path, timeout_s=slurm.command_timeout_s)
+        return backend
     if not slurm.rest_url or slurm.rest_token_file is None:
         raise ValueError("scheduler slurm-rest needs slurm.rest_url and slurm.rest_token_file")
     token_file = slurm.rest_token_file.expanduser()
@@ -70,7 +83,8 @@ def scheduler_from(settings: Settings) -> Scheduler:
         return token_file.read_text().strip()  # re-read: tokens are rotated on disk
 
     return SlurmRestBackend(slurm.rest_url, user=slurm.rest_user, token=token, fallback=local,
-                            allow_partitions=partitions, comment_marker=marker, enforce_opt_in=enforce)
+                            allow_partitions=partitions, comment_marker=marker, enforce_opt_in=enforce,
+                            allow_http=slurm.rest_allow_http, ca_file=slurm.rest_ca_file)
 
 
 def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier: Notifier, *,

@@ -26,7 +26,7 @@ from activities.adapters.gpu_nvml import NvmlCollector, NvmlGpuProbe, NvmlUnavai
 from goodput.agent import AgentCheckpoint, AgentConfig, NodeAgentState, ProbeKind, agent_step
 from goodput.gpu import GpuProbe, GpuSample, XidEvent
 from goodput.identifiers import validate_cluster, validate_node_name
-from goodput.kmsg import parse_xid_line
+from goodput.kmsg import journal_realtime, parse_xid_line
 from goodput.logtail import LogTailer, TailCursor
 from goodput.models import Anomaly
 from goodput.scheduler import JobInfo, Scheduler
@@ -115,9 +115,7 @@ class _KernelLog:
                 self._record_time = None
                 continue
             if text.startswith("__REALTIME_TIMESTAMP="):
-                micros = text.partition("=")[2]
-                self._record_time = (datetime.fromtimestamp(int(micros) / 1_000_000, tz=UTC)
-                                     if micros.isdigit() else None)
+                self._record_time = journal_realtime(text.partition("=")[2])  # bounded: never raises
                 continue
             event = parse_xid_line(text, node=self._node, observed_at=self._record_time or line.observed_at)
             if event is not None:

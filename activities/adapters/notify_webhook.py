@@ -3,6 +3,11 @@
 The body carries both Slack's `text` (so a Slack, Mattermost or Teams-compatible webhook shows a
 readable line) and the full notification under `goodput`, for tools that want structure. Failures
 raise, so the notify activity retries them; the JSON-lines notifier stays the local record.
+
+A webhook URL is a credential (whoever has a Slack incoming-webhook URL can post to the channel),
+and an activity's error message ends up in workflow history, visible to everyone with UI access:
+errors name only the URL's scheme and host, and never chain the HTTP library's exception (whose
+text may carry the full URL).
 """
 
 from __future__ import annotations
@@ -16,6 +21,15 @@ from goodput.incident import Notification
 
 class WebhookError(RuntimeError):
     pass
+
+
+def redacted(url: str) -> str:
+    """`https://hooks.slack.com/services/T0/B0/XYZ` -> `https://hooks.slack.com/…`."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return "<webhook URL>"
+    return f"{parsed.scheme}://{parsed.host}/…" if parsed.host else "<webhook URL>"
 
 
 def webhook_body(notification: Notification, ui_url: str | None = None) -> dict[str, Any]:
@@ -32,12 +46,15 @@ class WebhookNotifier:
         self._client = httpx.AsyncClient(timeout=timeout_s, transport=transport, follow_redirects=False)
 
     async def notify(self, notification: Notification) -> None:
+        where = redacted(self._url)
         try:
             response = await self._client.post(self._url, json=webhook_body(notification, self._ui_url))
         except httpx.HTTPError as err:
-            raise WebhookError(f"webhook {self._url} unreachable: {err}") from err
+            detail = str(err).replace(self._url, where)
+            raise WebhookError(f"webhook {where} unreachable: {type(err).__name__}: {detail}") from None
         if response.status_code >= 300:
-            raise WebhookError(f"webhook {self._url} answered {response.status_code}: {response.text[:200]}")
+            body = response.text[:200].replace(self._url, where)
+            raise WebhookError(f"webhook {where} answered {response.status_code}: {body}")
 
 
 class FanOutNotifier:

@@ -12,7 +12,13 @@ backend shares):
 * opt-in: job mutations refuse jobs that neither carry the comment marker nor sit in an
   allowlisted partition (NotOptedInError);
 * identifiers are validated before anything runs;
-* Slurm's error text becomes Transient/Permanent/UnknownJob/UnknownNode errors.
+* a resubmitted copy is submitted as the job's owner from a clean environment, never as goodput,
+  and a retried resubmission recognises its copy only by owner and an unforgeable token
+  (`goodput.slurm.submit_as`, `goodput.slurm.resubmit`);
+* Slurm's error text becomes Transient/Permanent/UnknownJob/UnknownNode errors;
+* a job or node is read only from output no job can have shaped into another one: on 23.02+
+  `scontrol --json show`, on 22.05 the `-o` text when `goodput.slurm.unambiguous` trusts it and
+  otherwise the job's (node's) entry in `squeue --json` (`sinfo --json`), found by its id.
 
 Between checking a node and draining it there is a window in which an admin could drain it too;
 scontrol has no compare-and-set, and the window is one round trip.
@@ -20,26 +26,46 @@ scontrol has no compare-and-set, and the window is one round trip.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Sequence
+from typing import Any
 
+from activities.adapters.slurm_owner import (
+    AccountDirectory,
+    OwnerSubmission,
+    accounts_for,
+    owner_sbatch,
+    owner_switch_failed,
+)
 from activities.adapters.slurm_runner import CommandResult, CommandRunner, LocalRunner
 from goodput.identifiers import validate_job_id, validate_node_name, validate_reason
 from goodput.scheduler import (
-    ACTIVE_JOB_STATES,
     ActionResult,
     JobInfo,
     NodeInfo,
     PermanentSchedulerError,
     ResubmitRequest,
-    UnknownJobError,
     UnknownNodeError,
 )
 from goodput.slurm import commands, rules
-from goodput.slurm.errors import classify, is_pending_execution
-from goodput.slurm.jsonout import parse_sinfo_json, parse_squeue_json
+from goodput.slurm.errors import SlurmRecordError, classify, is_pending_execution
+from goodput.slurm.jsonout import find_job, find_job_object, load, parse_sinfo_json, parse_squeue_json
+from goodput.slurm.jsonrecord import record_from_json
 from goodput.slurm.optin import DEFAULT_MARKER, NotOptedInError, is_opted_in
-from goodput.slurm.records import job_from_record, node_from_record, split_records
-from goodput.slurm.resubmit import merged_exclusions, options_from_record, resubmitted_from
+from goodput.slurm.records import job_from_record, node_from_record
+from goodput.slurm.resubmit import ResubmitKey, find_copy, merged_exclusions, options_from_record
+from goodput.slurm.submit_as import OwnerError, job_owner
+from goodput.slurm.unambiguous import job_record, node_record
+
+JSON_SCONTROL = (23, 2, 0)
+
+
+def _the_node(nodes: Sequence[NodeInfo], name: str) -> NodeInfo:
+    """Node `name` of a JSON listing (never another one)."""
+    for node in nodes:
+        if node.name == name:
+            return node
+    raise UnknownNodeError(f"unknown node {name}")
 
 
 class SlurmCliBackend:
@@ -47,12 +73,18 @@ class SlurmCliBackend:
 
     def __init__(self, runner: CommandRunner | None = None, *,
                  allow_partitions: Collection[str] = (), comment_marker: str = DEFAULT_MARKER,
-                 enforce_opt_in: bool = True) -> None:
+                 enforce_opt_in: bool = True, resubmit_key: ResubmitKey | None = None,
+                 submission: OwnerSubmission | None = None, accounts: AccountDirectory | None = None) -> None:
         self._runner = runner if runner is not None else LocalRunner()
         self._allow_partitions = frozenset(allow_partitions)
         self._marker = comment_marker
         self._enforce_opt_in = enforce_opt_in
         self._version: tuple[int, int, int] | None = None
+        # Workers pass the deployment's key; a random one still makes tags unforgeable, but only
+        # this instance recognises its copies.
+        self._resubmit_key = resubmit_key or ResubmitKey.ephemeral()
+        self._submission = submission or OwnerSubmission()
+        self._accounts = accounts or accounts_for(self._runner)
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -71,16 +103,33 @@ class SlurmCliBackend:
             self._version = commands.parse_version((await self._run(commands.version())).stdout)
         return self._version
 
+    async def _has_json(self) -> bool:
+        """Whether scontrol prints JSON (23.02+); an unreadable version reads as 22.05."""
+        return await self.slurm_version() >= JSON_SCONTROL
+
     async def _job_record(self, job_id: str) -> dict[str, str]:
-        result = await self._run(commands.show_job(job_id))
-        records = split_records(result.stdout)
-        # an array or het job prints several records; the requested id is the one we want
-        for record in records:
-            if record.get("JobId") == job_id:
-                return record
-        if records:
-            return records[0]
-        raise UnknownJobError(f"unknown job {job_id}")
+        """Job `job_id`'s `scontrol show job -o` record, only when it can be trusted; otherwise a
+        SlurmRecordError (resubmission refuses; reads use `get_job`, which falls back to JSON)."""
+        return job_record((await self._run(commands.show_job(job_id))).stdout, job_id)
+
+    async def _job_json(self, job_id: str) -> dict[str, Any]:
+        """A JSON document holding job `job_id` (and, on 22.05, every other job)."""
+        if await self._has_json():
+            return load((await self._run(commands.show_job_json(job_id))).stdout)
+        # 22.05's squeue --json ignores -j and lists every job
+        return load((await self._run(commands.squeue_json())).stdout)
+
+    async def _job_from_json(self, job_id: str) -> JobInfo:
+        # 22.05 prints output patterns there (out-%j.log), 23.02+'s scontrol the files
+        return find_job(await self._job_json(job_id), job_id, expand_output=not await self._has_json())
+
+    async def _resubmit_record(self, job_id: str) -> dict[str, str]:
+        """The record resubmission reads its options from: the text where it reads one way, else
+        the job's JSON written as the same keys (a comment like `Project=x` is no reason to fail)."""
+        if not await self._has_json():
+            with contextlib.suppress(SlurmRecordError):
+                return await self._job_record(job_id)
+        return record_from_json(find_job_object(await self._job_json(job_id), job_id))
 
     def _check_opt_in(self, job: JobInfo) -> None:
         if self._enforce_opt_in and not is_opted_in(job, self._allow_partitions, self._marker):
@@ -88,8 +137,7 @@ class SlurmCliBackend:
                                   f"{self._marker!r} or an allowlisted partition); not touching it")
 
     async def _opted_in_job(self, job_id: str) -> JobInfo:
-        validate_job_id(job_id)
-        job = job_from_record(await self._job_record(job_id))
+        job = await self.get_job(job_id)
         self._check_opt_in(job)
         return job
 
@@ -97,18 +145,27 @@ class SlurmCliBackend:
 
     async def get_job(self, job_id: str) -> JobInfo:
         validate_job_id(job_id)
-        return job_from_record(await self._job_record(job_id))
+        if await self._has_json():
+            return await self._job_from_json(job_id)
+        try:
+            record = await self._job_record(job_id)
+        except SlurmRecordError:
+            return await self._job_from_json(job_id)  # the text could be read more than one way
+        if record["BatchFlag"] == "1" and "StdOut" not in record:
+            return await self._job_from_json(job_id)  # its output path could not be told apart
+        return job_from_record(record)
 
     async def list_jobs(self) -> Sequence[JobInfo]:
         return parse_squeue_json((await self._run(commands.squeue_json())).stdout)
 
     async def get_node(self, name: str) -> NodeInfo:
         validate_node_name(name)
-        records = split_records((await self._run(commands.show_node(name))).stdout)
-        for record in records:
-            if record.get("NodeName") == name:
-                return node_from_record(record)
-        raise UnknownNodeError(f"unknown node {name}")
+        if await self._has_json():
+            return _the_node(parse_sinfo_json((await self._run(commands.show_node_json(name))).stdout), name)
+        try:
+            return node_from_record(node_record((await self._run(commands.show_node(name))).stdout, name))
+        except SlurmRecordError:
+            return _the_node(await self.list_nodes(), name)
 
     async def list_nodes(self) -> Sequence[NodeInfo]:
         return parse_sinfo_json((await self._run(commands.sinfo_json())).stdout)
@@ -154,16 +211,21 @@ class SlurmCliBackend:
                             f"({job.state.value}{', held' if job.held else ''})")
 
     async def resubmit_job(self, job_id: str, request: ResubmitRequest) -> ActionResult:
+        """Submit a copy of the job as its owner, from a clean environment (docs/slurm.md, "How
+        resubmission runs"); refuses (OwnerError) rather than submit it as anyone else."""
         validate_job_id(job_id)
         exclude = tuple(validate_node_name(n) for n in request.exclude)
         commands.validate_environment(request.environment)
-        record = await self._job_record(job_id)
-        self._check_opt_in(job_from_record(record))
+        record = await self._resubmit_record(job_id)
+        original = job_from_record(record)
+        self._check_opt_in(original)
+        job_owner(original)  # an unknown owner is refused before anything else runs
         # a retried activity whose first attempt did submit finds that copy instead of a second one
-        for other in await self.list_jobs():
-            if resubmitted_from(other.comment) == job_id and other.state in ACTIVE_JOB_STATES:
-                return ActionResult(changed=False, new_job_id=other.job_id,
-                                    detail=f"{job_id} already resubmitted as {other.job_id}")
+        token = self._resubmit_key.token(job_id, request.incident_id)
+        copy = find_copy(await self.list_jobs(), original, token)
+        if copy is not None:
+            return ActionResult(changed=False, new_job_id=copy.job_id,
+                                detail=f"{job_id} already resubmitted as {copy.job_id}")
         if record.get("BatchFlag", "1") != "1":
             raise PermanentSchedulerError(f"job {job_id} is not a batch job; it cannot be resubmitted")
         script = (await self._run(commands.batch_script(job_id))).stdout
@@ -175,13 +237,19 @@ class SlurmCliBackend:
             fields = patterns.stdout.strip().split("|")
             if len(fields) >= 2:
                 stdout_pattern, stderr_pattern = fields[0].strip(), fields[1].strip()
-        options = options_from_record(record, exclude=exclude, stdout_pattern=stdout_pattern,
+        options = options_from_record(record, token=token, exclude=exclude, stdout_pattern=stdout_pattern,
                                       stderr_pattern=stderr_pattern)
-        argv = commands.sbatch(options, exclude=merged_exclusions(record, exclude),
-                               environment=request.environment, hold=request.hold)
-        result = await self._run(argv, stdin=script.encode())
+        sbatch = commands.sbatch(options, exclude=merged_exclusions(record, exclude), hold=request.hold)
+        argv = await owner_sbatch(original, sbatch, request.environment, accounts=self._accounts,
+                                  submission=self._submission)
+        result = await self._try(argv, stdin=script.encode())
+        if not result.ok:
+            if owner_switch_failed(argv, result.returncode, result.stderr):
+                raise OwnerError(f"cannot submit job {job_id}'s copy as {original.user}: "
+                                 f"{' '.join(result.stderr.split())[:300]}")
+            raise classify(argv, result.returncode, result.stdout, result.stderr)
         new_id = commands.parse_sbatch_parsable(result.stdout)
-        return ActionResult(changed=True, detail=f"resubmitted {job_id} as {new_id}"
+        return ActionResult(changed=True, detail=f"resubmitted {job_id} as {new_id} (as {original.user})"
                             f"{' excluding ' + ','.join(exclude) if exclude else ''}",
                             new_job_id=new_id)
 

@@ -6,8 +6,12 @@ Elsewhere use the CLI, SSH or REST backend. pyslurm is imported lazily (the `mod
 the seam; tests pass `goodput.fakes.pyslurm_standin`), so goodput never needs it to import. Its
 calls block, so each runs in a thread (`asyncio.to_thread`), one at a time (libslurm keeps
 per-thread errno and is not documented as thread-safe). The rules are the other backends'
-(`goodput.slurm.rules`, opt-in, identifiers validated before any call, resubmission tagged with
-RESUBMIT_TAG and deduplicated); errors are classified by Slurm's strerror text like the CLI's.
+(`goodput.slurm.rules`, opt-in, identifiers validated before any call, resubmission tagged with an
+unforgeable token and deduplicated by owner and token); errors are classified by Slurm's strerror
+text like the CLI's. A resubmitted copy is submitted for its owner (`user_id`/`group_id`, which
+slurmctld accepts only from root or SlurmUser) with an environment of the owner's identity and
+the resume values (`goodput.slurm.submit_as`), never goodput's; pyslurm itself adds the SLURM_*
+variables of goodput's environment (docs/slurm.md, "How resubmission runs").
 
 The pyslurm 25.11 API this uses (PySlurm/pyslurm `pyslurm/core/job/job.pyx`,
 `pyslurm/core/job/submission.pxd`, `pyslurm/core/node.pyx`, `pyslurm/core/error.pyx`):
@@ -15,13 +19,16 @@ The pyslurm 25.11 API this uses (PySlurm/pyslurm `pyslurm/core/job/job.pyx`,
 * `Job.load(id: int)`, `Jobs.load().values()`; Job attributes `id name state state_reason
   partition allocated_nodes required_nodes excluded_nodes comment is_requeueable requeue_count
   priority exit_code exit_code_signal end_time standard_output standard_error command
-  working_directory is_batch_job num_nodes ntasks ntasks_per_node cpus_per_task account qos
-  constraints reservation time_limit memory_per_node memory_per_cpu gres_per_node array_id
-  array_task_id heterogeneous_id heterogeneous_offset` (absent strings are None);
+  working_directory is_batch_job user_id user_name group_id num_nodes ntasks ntasks_per_node
+  cpus_per_task account qos constraints reservation time_limit memory_per_node memory_per_cpu
+  gres_per_node array_id array_task_id heterogeneous_id heterogeneous_offset` (absent strings
+  are None; read in `pyslurm_jobs`);
 * `Job(id).requeue(hold=)`, `.hold()`, `.release()`, `.cancel()`, `.get_batch_script()`;
 * `Node.load(name)`, `Nodes.load().values()`; Node `name state reason reason_user
   configured_gres`; `Node(name).modify(Node(state="DRAIN", reason=...))`, `state="RESUME"`;
-* `JobSubmitDescription(**attributes).submit() -> int`; `RPCError` (`errno`, `msg`).
+* `JobSubmitDescription(**attributes).submit() -> int` (`user_id`, `group_id`; `environment` as a
+  dict exports only those variables plus SLURM_* of the caller's environment; a `script` that names
+  an existing file is read from that file); `RPCError` (`errno`, `msg`).
 """
 
 from __future__ import annotations
@@ -29,15 +36,21 @@ from __future__ import annotations
 import asyncio
 import importlib
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
-from goodput.identifiers import validate_job_id, validate_node_name, validate_partition, validate_reason
+from activities.adapters.pyslurm_jobs import (
+    field_of,
+    job_info,
+    refuse_script_that_names_a_file,
+    submit_attributes,
+    text_of,
+)
+from activities.adapters.slurm_owner import AccountDirectory, LocalAccounts, owner_account
+from goodput.identifiers import validate_job_id, validate_node_name, validate_reason
 from goodput.scheduler import (
-    ACTIVE_JOB_STATES,
     ActionResult,
     JobInfo,
-    JobState,
     NodeInfo,
     PermanentSchedulerError,
     ResubmitRequest,
@@ -49,15 +62,13 @@ from goodput.scheduler import (
 from goodput.slurm import rules
 from goodput.slurm.commands import validate_environment
 from goodput.slurm.errors import classify, is_pending_execution
-from goodput.slurm.hostlist import expand_hostlist
 from goodput.slurm.optin import DEFAULT_MARKER, NotOptedInError, is_opted_in
-from goodput.slurm.records import job_state, node_state
-from goodput.slurm.resubmit import output_pattern, resubmitted_from, tag_comment
+from goodput.slurm.records import node_state
+from goodput.slurm.resubmit import ResubmitKey, find_copy
+from goodput.slurm.submit_as import DEFAULT_PATH, submission_environment
 
 T = TypeVar("T")
 INSTALL_HINT = "pip install 'goodput[pyslurm]'"
-_HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job_requeued_in_held_state",
-                           "job requeued in held state"})
 # slurm_errno.h: SLURM_UNEXPECTED_MSG_ERROR and SLURM_COMMUNICATIONS_* (1000-1004),
 # SLURM_PROTOCOL_AUTHENTICATION_ERROR (1007, munge restarting), SLURMCTLD_COMMUNICATIONS_* (18xx),
 # SLURM_PROTOCOL_SOCKET_* (50xx); not the version or plugin errors in between
@@ -78,120 +89,36 @@ def load_pyslurm() -> Any:
             "25.11), or use the slurm-cli, slurm-ssh or slurm-rest backend") from exc
 
 
-def _attr(obj: Any, name: str) -> Any:
-    return getattr(obj, name, None)
-
-
-def _text(value: Any) -> str:
-    return "" if value is None else str(value).strip()
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
-
-
 def _each(collection: Any) -> list[Any]:
     """The objects in a pyslurm collection: a MultiClusterMap (`.values()`, 23.02.x+) or a list."""
     values = getattr(collection, "values", None)
     return list(values() if callable(values) else collection)
 
 
-def _hosts(value: Any) -> tuple[str, ...]:
-    if isinstance(value, list | tuple):
-        value = ",".join(map(str, value))
-    return expand_hostlist(_text(value))
-
-
-def job_info(job: Any) -> JobInfo:
-    """A JobInfo from a pyslurm.Job."""
-    state = job_state(_text(_attr(job, "state")))
-    if state is JobState.COMPLETING and not _attr(job, "end_time"):
-        state = JobState.REQUEUED  # a requeued job completes its old run with no end time
-    reason = _text(_attr(job, "state_reason"))
-    exit_code = _attr(job, "exit_code")
-    return JobInfo(
-        job_id=str(job.id), name=_text(_attr(job, "name")), state=state, state_reason=reason,
-        partition=_text(_attr(job, "partition")), nodes=_hosts(_attr(job, "allocated_nodes")),
-        comment=_text(_attr(job, "comment")), requeue=bool(_attr(job, "is_requeueable")),
-        restart_count=_int(_attr(job, "requeue_count")),
-        exit_code="" if exit_code is None else f"{_int(exit_code)}:{_int(_attr(job, 'exit_code_signal'))}",
-        stdout_path=_text(_attr(job, "standard_output")), stderr_path=_text(_attr(job, "standard_error")),
-        command=_text(_attr(job, "command")), work_dir=_text(_attr(job, "working_directory")),
-        excluded_nodes=_hosts(_attr(job, "excluded_nodes")),
-        held=reason in _HELD_REASONS or (_attr(job, "priority") == 0 and state is JobState.PENDING))
-
-
 def node_info(node: Any) -> NodeInfo:
     """A NodeInfo from a pyslurm.Node (`state` is node_state_string_complete: IDLE+DRAIN)."""
-    state, flags = node_state(_text(_attr(node, "state")))
-    gres = _attr(node, "configured_gres")
-    return NodeInfo(name=_text(node.name), state=state, flags=flags, reason=_text(_attr(node, "reason")),
-                    reason_user=_text(_attr(node, "reason_user")),
-                    gres=",".join(f"{k}:{v}" for k, v in gres.items()) if isinstance(gres, dict) else _text(gres))
-
-
-def submit_attributes(job: Any, job_id: str, script: str, *, exclude: Sequence[str] = (),
-                      environment: Mapping[str, str] | None = None, hold: bool = False) -> dict[str, Any]:
-    """JobSubmitDescription attributes that recreate `job` (what sbatch options do for the CLI).
-
-    A submission through the API skips sbatch's `#SBATCH` parsing, so everything comes from the
-    job record, which already holds those options as Slurm applied them.
-    """
-    attrs: dict[str, Any] = {"script": script, "comment": tag_comment(_text(_attr(job, "comment")), job_id),
-                             "is_requeueable": bool(_attr(job, "is_requeueable")),
-                             "environment": "ALL" + "".join(f",{k}={v}" for k, v in (environment or {}).items())}
-    for name, key in (("name", "name"), ("account", "account"), ("qos", "qos"), ("reservation", "reservations"),
-                      ("working_directory", "working_directory")):
-        if _text(_attr(job, name)):
-            attrs[key] = _text(_attr(job, name))
-    partition = _text(_attr(job, "partition")).split(",")[0]
-    if partition:
-        attrs["partitions"] = validate_partition(partition)
-    for name in ("num_nodes", "cpus_per_task", "time_limit", "memory_per_node", "memory_per_cpu"):
-        if _int(_attr(job, name)) > 0:
-            attrs["nodes" if name == "num_nodes" else name] = _int(_attr(job, name))
-    if "time_limit" in attrs:
-        attrs["time_limit"] = str(attrs["time_limit"])  # minutes, as a Slurm time string
-    if _int(_attr(job, "ntasks_per_node")) > 0:
-        attrs["ntasks_per_node"] = _int(_attr(job, "ntasks_per_node"))
-    elif _int(_attr(job, "ntasks")) > 0:
-        attrs["ntasks"] = _int(_attr(job, "ntasks"))
-    constraints = _attr(job, "constraints")
-    if constraints:
-        attrs["constraints"] = constraints if isinstance(constraints, str) else ",".join(constraints)
-    gres = _attr(job, "gres_per_node")
-    if gres:
-        attrs["gres_per_node"] = dict(gres) if isinstance(gres, dict) else _text(gres)
-    stdout = output_pattern(_text(_attr(job, "standard_output")), str(job.id))
-    stderr = output_pattern(_text(_attr(job, "standard_error")), str(job.id))
-    if stdout:
-        attrs["standard_output"] = stdout
-    if stderr and stderr != stdout:
-        attrs["standard_error"] = stderr
-    pinned = _hosts(_attr(job, "required_nodes"))
-    if pinned and not set(pinned) & set(exclude):
-        attrs["required_nodes"] = list(pinned)
-    excluded = list(dict.fromkeys([*_hosts(_attr(job, "excluded_nodes")), *exclude]))
-    if excluded:
-        attrs["excluded_nodes"] = excluded
-    if hold:
-        attrs["priority"] = 0  # sbatch --hold
-    return attrs
+    state, flags = node_state(text_of(field_of(node, "state")))
+    gres = field_of(node, "configured_gres")
+    return NodeInfo(name=text_of(node.name), state=state, flags=flags, reason=text_of(field_of(node, "reason")),
+                    reason_user=text_of(field_of(node, "reason_user")),
+                    gres=",".join(f"{k}:{v}" for k, v in gres.items()) if isinstance(gres, dict) else text_of(gres))
 
 
 class PyslurmBackend:
     """Implements `goodput.scheduler.Scheduler` with pyslurm's object API."""
 
     def __init__(self, module: Any | None = None, *, allow_partitions: Collection[str] = (),
-                 comment_marker: str = DEFAULT_MARKER, enforce_opt_in: bool = True) -> None:
+                 comment_marker: str = DEFAULT_MARKER, enforce_opt_in: bool = True,
+                 resubmit_key: ResubmitKey | None = None, accounts: AccountDirectory | None = None,
+                 resubmit_path: str = DEFAULT_PATH) -> None:
         self._m: Any = module if module is not None else load_pyslurm()
         self._rpc_error: type[BaseException] = self._m.RPCError
         self._allow_partitions = frozenset(allow_partitions)
         self._marker = comment_marker
         self._enforce_opt_in = enforce_opt_in
+        self._resubmit_key = resubmit_key or ResubmitKey.ephemeral()
+        self._accounts = accounts or LocalAccounts()
+        self._resubmit_path = resubmit_path
         self._lock = threading.Lock()
 
     @property
@@ -213,10 +140,12 @@ class PyslurmBackend:
                 raise self._classify(what, exc) from None
             except ValueError as exc:  # pyslurm's own checks of a request (e.g. the batch script)
                 raise PermanentSchedulerError(f"pyslurm {what}: {exc}") from None
+            except OSError as exc:  # e.g. its stat() of a long batch script taken for a path
+                raise PermanentSchedulerError(f"pyslurm {what}: {type(exc).__name__}: {exc}") from None
 
     @staticmethod
     def _classify(what: str, exc: BaseException) -> SchedulerError:
-        message = _text(getattr(exc, "msg", None) or exc) or type(exc).__name__
+        message = text_of(getattr(exc, "msg", None) or exc) or type(exc).__name__
         errno = getattr(exc, "errno", None)
         if what.startswith("Node") and "does not exist" in message.lower():
             return UnknownNodeError(f"pyslurm {what}: {message}")
@@ -242,7 +171,7 @@ class PyslurmBackend:
         if offset:
             wanted["heterogeneous_offset"] = int(offset)
         for job in _each(await self._call("Jobs.load", self._m.Jobs.load)):
-            if all(_attr(job, key) == value for key, value in wanted.items()):
+            if all(field_of(job, key) == value for key, value in wanted.items()):
                 return int(job.id)
         raise UnknownJobError(f"unknown job {job_id}")
 
@@ -267,7 +196,7 @@ class PyslurmBackend:
     async def get_node(self, name: str) -> NodeInfo:
         validate_node_name(name)
         node = await self._call(f"Node.load {name}", self._m.Node.load, name)
-        if _text(node.name) != name:
+        if text_of(node.name) != name:
             raise UnknownNodeError(f"unknown node {name}")
         return node_info(node)
 
@@ -321,23 +250,29 @@ class PyslurmBackend:
     async def resubmit_job(self, job_id: str, request: ResubmitRequest) -> ActionResult:
         validate_job_id(job_id)
         exclude = tuple(validate_node_name(n) for n in request.exclude)
-        environment = validate_environment(request.environment)
+        validate_environment(request.environment)
         number, job = await self._load(job_id)
-        self._check_opt_in(job_info(job))
+        original = job_info(job)
+        self._check_opt_in(original)
+        owner = await owner_account(original, self._accounts)
         # a retried activity whose first attempt did submit finds that copy instead of a second one
-        for other in await self.list_jobs():
-            if resubmitted_from(other.comment) == job_id and other.state in ACTIVE_JOB_STATES:
-                return ActionResult(changed=False, new_job_id=other.job_id,
-                                    detail=f"{job_id} already resubmitted as {other.job_id}")
-        if _attr(job, "is_batch_job") is False:
+        token = self._resubmit_key.token(job_id, request.incident_id)
+        copy = find_copy(await self.list_jobs(), original, token)
+        if copy is not None:
+            return ActionResult(changed=False, new_job_id=copy.job_id,
+                                detail=f"{job_id} already resubmitted as {copy.job_id}")
+        if field_of(job, "is_batch_job") is False:
             raise PermanentSchedulerError(f"job {job_id} is not a batch job; it cannot be resubmitted")
         script = await self._call(f"Job.get_batch_script {job_id}", self._m.Job(number).get_batch_script)
         if not isinstance(script, str) or not script.strip():
             raise PermanentSchedulerError(f"job {job_id} has no batch script to resubmit")
-        attrs = submit_attributes(job, job_id, script, exclude=exclude, environment=environment, hold=request.hold)
+        refuse_script_that_names_a_file(job_id, script)
+        environment = submission_environment(owner, resume=request.environment, path=self._resubmit_path)
+        attrs = submit_attributes(job, job_id, script, owner=owner, token=token, exclude=exclude,
+                                  environment=environment, hold=request.hold)
         new_id = str(await self._call("JobSubmitDescription.submit",
                                       lambda: self._m.JobSubmitDescription(**attrs).submit()))
-        return ActionResult(changed=True, detail=f"resubmitted {job_id} as {new_id}"
+        return ActionResult(changed=True, detail=f"resubmitted {job_id} as {new_id} (as {owner.name})"
                             f"{' excluding ' + ','.join(exclude) if exclude else ''}", new_job_id=new_id)
 
     async def hold_job(self, job_id: str) -> ActionResult:
@@ -363,3 +298,4 @@ class PyslurmBackend:
             return noop
         await self._call(f"Job.cancel {job_id}", self._m.Job(number).cancel)
         return ActionResult(changed=True, detail=f"cancelled {job_id}")
+

@@ -6,16 +6,25 @@ server advertises in `/openapi/v3` and goodput parses, and capabilities come fro
 spec lists. Requeue, resubmission with exclusions, and anything the version lacks go to the
 fallback backend (SlurmCliBackend locally or over SSH); without one they fail permanently and
 say why. The same rules (idempotence, ownership, opt-in, validation first) apply on both paths.
+
+The client carries a JWT that can act on every job, so it trusts nothing around it: no proxy
+variables, .netrc or SSL_CERT_* (trust_env=False; a private CA is passed explicitly), no
+`http://` unless the deployment allows it (a loopback slurmrestd), no credentials in the URL,
+and the token never in an error message. Answers are read with bounded size and the same JSON
+rules as the CLI's (`goodput.slurm.jsonout`): a job is the one whose id matches, never the first
+one of a list, and a body of the wrong shape is a SlurmJsonError, not an empty cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import ssl
 from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
+import re2
 
 from goodput.identifiers import validate_job_id, validate_node_name, validate_reason
 from goodput.scheduler import (
@@ -31,11 +40,30 @@ from goodput.scheduler import (
 )
 from goodput.slurm import restapi, rules
 from goodput.slurm.errors import classify
-from goodput.slurm.jsonout import errors_in, job_from_json, node_from_json
+from goodput.slurm.jsonout import SlurmJsonError, decode, entries, errors_in, find_job, job_from_json, node_from_json
 from goodput.slurm.optin import DEFAULT_MARKER, NotOptedInError, is_opted_in
 
 TokenSource = str | Callable[[], str]
 _RETRYABLE_STATUS = frozenset({408, 429, 502, 503, 504})
+MAX_RESPONSE = 256 * 1024 * 1024
+MAX_TOKEN = 16 * 1024
+# Linear-time (RE2): applied to text the server sent.
+_JWT = re2.compile(r"eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*")
+
+
+def checked_base_url(base_url: str, *, allow_http: bool = False) -> httpx.URL:
+    """The slurmrestd URL, if a token may be sent there: https (http only when allowed), a host,
+    no user:password, query or fragment."""
+    try:
+        url = httpx.URL(base_url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise PermanentSchedulerError(f"slurmrestd URL is not a URL: {exc}") from None
+    if url.scheme not in ({"https", "http"} if allow_http else {"https"}):
+        raise PermanentSchedulerError(f"slurmrestd URL must be https:// (got {url.scheme or 'no'} scheme); "
+                                      "plain http:// only with slurm.rest_allow_http")
+    if not url.host or url.userinfo or url.query or url.fragment:
+        raise PermanentSchedulerError("slurmrestd URL needs a host and no user, password, query or fragment")
+    return url
 
 
 class SlurmRestBackend:
@@ -44,12 +72,17 @@ class SlurmRestBackend:
     def __init__(self, base_url: str, *, user: str, token: TokenSource, fallback: Scheduler | None = None,
                  transport: httpx.AsyncBaseTransport | None = None, timeout_s: float = 30.0,
                  allow_partitions: Collection[str] = (), comment_marker: str = DEFAULT_MARKER,
-                 enforce_opt_in: bool = True,
+                 enforce_opt_in: bool = True, allow_http: bool = False, ca_file: Path | None = None,
                  on_request: Callable[[str, str], None] | None = None) -> None:
-        self._client = httpx.AsyncClient(base_url=base_url, transport=transport, timeout=timeout_s,
-                                         follow_redirects=False)
+        url = checked_base_url(base_url, allow_http=allow_http)
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(ca_file)) if ca_file else True
+        # trust_env=False: proxies from the environment would see the token, and .netrc would add
+        # its own credentials
+        self._client = httpx.AsyncClient(base_url=url, transport=transport, timeout=timeout_s,
+                                         follow_redirects=False, trust_env=False, verify=verify)
         self._user = user
         self._token = token
+        self._sent_token = ""
         self._fallback = fallback
         self._allow_partitions = frozenset(allow_partitions)
         self._marker = comment_marker
@@ -66,34 +99,66 @@ class SlurmRestBackend:
 
     def _headers(self) -> dict[str, str]:
         token = self._token() if callable(self._token) else self._token
-        return {"X-SLURM-USER-NAME": self._user, "X-SLURM-USER-TOKEN": token,
-                "Accept": "application/json"}
+        if (not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN
+                or not all("!" <= ch <= "~" for ch in token)):
+            raise PermanentSchedulerError("the slurmrestd token is not a JWT (empty, too long, or not "
+                                          "printable ASCII without spaces); check slurm.rest_token_file")
+        self._sent_token = token
+        return {"X-SLURM-USER-NAME": self._user, "X-SLURM-USER-TOKEN": token, "Accept": "application/json"}
+
+    def _redact(self, text: str) -> str:
+        """Error text without the token (servers and libraries may echo it), bounded."""
+        if self._sent_token:
+            text = text.replace(self._sent_token, "[token]")
+        return str(_JWT.sub("[token]", text[:1000]))
+
+    async def _send(self, method: str, path: str, body: Mapping[str, Any] | None) -> tuple[int, bytes]:
+        request = self._client.build_request(method, path, headers=self._headers(),
+                                             json=dict(body) if body is not None else None)
+        try:
+            response = await self._client.send(request, stream=True)
+            try:
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > MAX_RESPONSE:
+                        raise SlurmJsonError(f"slurmrestd {method} {path}: answer over {MAX_RESPONSE} bytes")
+                    chunks.append(chunk)
+            finally:
+                await response.aclose()
+        except httpx.TransportError as exc:
+            raise TransientSchedulerError(
+                self._redact(f"slurmrestd {method} {path}: {type(exc).__name__}: {exc}")) from None
+        except httpx.HTTPError as exc:  # an undecodable body, a malformed answer
+            raise SlurmJsonError(self._redact(f"slurmrestd {method} {path}: {type(exc).__name__}: {exc}")) from None
+        return response.status_code, b"".join(chunks)
 
     async def _request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
         if self._on_request is not None:
             self._on_request(method, path)
-        try:
-            response = await self._client.request(method, path, headers=self._headers(),
-                                                  json=dict(body) if body is not None else None)
-        except httpx.TransportError as exc:
-            raise TransientSchedulerError(f"slurmrestd {method} {path}: {type(exc).__name__}: {exc}") from None
-        try:
-            document = response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            document = None
-        if not isinstance(document, dict):
-            document = {}
+        status, raw = await self._send(method, path, body)
+        parsed: Any = None
+        if raw.strip():
+            try:
+                parsed = decode(raw)
+            except SlurmJsonError as err:
+                if status < 400:
+                    raise SlurmJsonError(self._redact(f"slurmrestd {method} {path}: {err}")) from None
+        if status < 400 and not isinstance(parsed, dict):
+            raise SlurmJsonError(f"slurmrestd {method} {path}: the answer is not a JSON object")
+        document: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
         problems = errors_in(document)
-        if response.status_code < 400 and not problems:
+        if status < 400 and not problems:
             return document
-        text = "; ".join(problems) or f"HTTP {response.status_code} {response.text[:200]}"
+        text = self._redact("; ".join(problems) or f"HTTP {status} {raw[:200].decode('utf-8', 'replace')}")
         where = ["slurmrestd", f"{method} {path}"]
-        if response.status_code in (401, 403):
+        if status in (401, 403):
             raise PermanentSchedulerError(f"slurmrestd refused the credentials for {self._user}: {text}")
-        error = classify(where, response.status_code, "", text)
+        error = classify(where, status, "", text)
         if isinstance(error, UnknownJobError | UnknownNodeError | TransientSchedulerError):
             raise error
-        if response.status_code in _RETRYABLE_STATUS or response.status_code >= 500:
+        if status in _RETRYABLE_STATUS or status >= 500:
             raise TransientSchedulerError(f"slurmrestd {method} {path}: {text}")
         raise error
 
@@ -122,27 +187,21 @@ class SlurmRestBackend:
         validate_job_id(job_id)
         if not await self._can(restapi.Capability.READ):
             return await self._need_fallback("read jobs").get_job(job_id)
-        jobs = (await self._request("GET", restapi.job_path(await self.api_version(), job_id))).get("jobs") or []
-        for job in jobs:
-            info = job_from_json(job)
-            if info.job_id == job_id:
-                return info
-        if jobs:
-            return job_from_json(jobs[0])
-        raise UnknownJobError(f"unknown job {job_id}")
+        document = await self._request("GET", restapi.job_path(await self.api_version(), job_id))
+        return find_job(document, job_id)  # the job with this id, never another one of the list
 
     async def list_jobs(self) -> Sequence[JobInfo]:
         if not await self._can(restapi.Capability.READ):
             return await self._need_fallback("list jobs").list_jobs()
         document = await self._request("GET", restapi.jobs_path(await self.api_version()))
-        return [job_from_json(job) for job in document.get("jobs") or []]
+        return [job_from_json(job) for job in entries(document, "jobs")]
 
     async def get_node(self, name: str) -> NodeInfo:
         validate_node_name(name)
         if not await self._can(restapi.Capability.READ):
             return await self._need_fallback("read nodes").get_node(name)
         document = await self._request("GET", restapi.node_path(await self.api_version(), name))
-        for node in document.get("nodes") or []:
+        for node in entries(document, "nodes"):
             info = node_from_json(node)
             if info.name == name:
                 return info
@@ -152,7 +211,7 @@ class SlurmRestBackend:
         if not await self._can(restapi.Capability.READ):
             return await self._need_fallback("list nodes").list_nodes()
         document = await self._request("GET", restapi.nodes_path(await self.api_version()))
-        return [node_from_json(node) for node in document.get("nodes") or []]
+        return [node_from_json(node) for node in entries(document, "nodes")]
 
     # -- node actions ---------------------------------------------------------------------
 

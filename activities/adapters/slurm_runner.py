@@ -42,13 +42,18 @@ class CommandRunner(Protocol):
 
 
 class LocalRunner:
-    """Runs Slurm commands on this host (goodput's worker on a head or login node)."""
+    """Runs Slurm commands on this host (goodput's worker on a head or login node).
+
+    Every command starts in `cwd` ("/"), so the worker's own directory never shows through (as a
+    job's submit directory, or a relative path resolved against it).
+    """
 
     def __init__(self, *, env: Mapping[str, str] | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+                 timeout_s: float = DEFAULT_TIMEOUT_S, cwd: str = "/") -> None:
         # SLURM_CONF etc. are read at call time unless given, so a fixture can export them late
         self._env = dict(env) if env is not None else None
         self._timeout_s = timeout_s
+        self._cwd = cwd
 
     async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
                   timeout_s: float | None = None) -> CommandResult:
@@ -57,7 +62,7 @@ class LocalRunner:
         env = {**os.environ, **self._env} if self._env is not None else None
         try:
             process = await asyncio.create_subprocess_exec(
-                *argv, env=env,
+                *argv, env=env, cwd=self._cwd,
                 stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         except FileNotFoundError:

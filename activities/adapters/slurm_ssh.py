@@ -5,6 +5,11 @@ never assembled from strings) are quoted item by item with `shlex.quote`, becaus
 "exec" request is one command line for the remote shell. One connection is opened lazily and
 reused; a dropped connection is reopened on the next call.
 
+Every command starts in "/" on the login node (`cd / && ...`), so the login user's home never
+becomes a job's submit directory. Resubmissions run as the job's owner there too (runuser when the
+login user is root, `sudo -n -u OWNER` when configured), with the login node's account database
+deciding who the owner is (`slurm_owner.RunnerAccounts`).
+
 Host keys are always verified against the known_hosts file the operator provides: there is no
 option to skip verification, because a worker that drains nodes and cancels jobs must not talk
 to whoever answers on port 22. A key mismatch is a permanent error (retrying cannot fix it).
@@ -21,9 +26,12 @@ from pathlib import Path
 import asyncssh
 
 from activities.adapters.slurm_cli import SlurmCliBackend
+from activities.adapters.slurm_owner import OwnerSubmission
 from activities.adapters.slurm_runner import DEFAULT_TIMEOUT_S, MAX_OUTPUT, CommandResult
 from goodput.scheduler import PermanentSchedulerError, TransientSchedulerError
 from goodput.slurm.optin import DEFAULT_MARKER
+from goodput.slurm.resubmit import ResubmitKey
+from goodput.slurm.submit_as import DEFAULT_PATH, BecomeMode
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -51,10 +59,15 @@ class SshRunner:
         self._conn: asyncssh.SSHClientConnection | None = None
         self._lock = asyncio.Lock()
 
+    @property
+    def environment(self) -> dict[str, str]:
+        """The variables every remote command gets (e.g. SLURM_CONF)."""
+        return dict(self._env)
+
     def remote_command(self, argv: Sequence[str]) -> str:
-        """The one line the remote shell runs; `env K=V` first when an environment is set."""
+        """The one line the remote shell runs: from "/", `env K=V` first when an environment is set."""
         prefix = ["env", *(f"{k}={v}" for k, v in sorted(self._env.items()))] if self._env else []
-        return shlex.join([*prefix, *argv])
+        return "cd / && " + shlex.join([*prefix, *argv])
 
     async def _connection(self) -> asyncssh.SSHClientConnection:
         async with self._lock:
@@ -115,10 +128,17 @@ def _text(data: object) -> str:
 def slurm_ssh_backend(host: str, *, known_hosts: Path, username: str | None = None, port: int = 22,
                       client_keys: Sequence[Path] = (), env: Mapping[str, str] | None = None,
                       allow_partitions: Collection[str] = (), comment_marker: str = DEFAULT_MARKER,
-                      enforce_opt_in: bool = True) -> tuple[SlurmCliBackend, SshRunner]:
-    """A CLI backend whose commands run on `host`; close the runner when done."""
+                      enforce_opt_in: bool = True, resubmit_key: ResubmitKey | None = None,
+                      resubmit_as: BecomeMode = BecomeMode.AUTO, resubmit_path: str = DEFAULT_PATH,
+                      timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[SlurmCliBackend, SshRunner]:
+    """A CLI backend whose commands run on `host`; close the runner when done.
+
+    A resubmission's sbatch gets the runner's Slurm client settings (SLURM_CONF in `env`), not
+    the worker's.
+    """
     runner = SshRunner(host, known_hosts=known_hosts, username=username, port=port,
-                       client_keys=client_keys, env=env)
+                       client_keys=client_keys, env=env, timeout_s=timeout_s)
+    submission = OwnerSubmission(mode=resubmit_as, path=resubmit_path, carried=runner.environment)
     backend = SlurmCliBackend(runner, allow_partitions=allow_partitions, comment_marker=comment_marker,
-                              enforce_opt_in=enforce_opt_in)
+                              enforce_opt_in=enforce_opt_in, resubmit_key=resubmit_key, submission=submission)
     return backend, runner

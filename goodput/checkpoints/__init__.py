@@ -1,14 +1,35 @@
 """Checkpoint-aware resume: find a job's checkpoints, validate them cheaply, pick the resume point.
 
-Pure domain code over a small filesystem seam (`FileSystem`: list, stat, read small text): shard
-contents are never read, so it is cheap on multi-terabyte checkpoints. Layout plugins live in
-their own modules (megatron, deepspeed, hf, dcp/torchtitan/nemo, generic); `discover` picks one,
-`choose_resume_point` walks newest to oldest, and `lost_work` prices the work a failure undid.
+Pure domain code over a small filesystem seam (`FileSystem`: list, stat, read small text, confine
+to a root): shard contents are never read, so it is cheap on multi-terabyte checkpoints. Layout
+plugins live in their own modules (megatron, deepspeed, hf, dcp/torchtitan/nemo, generic);
+`discover` picks one, `choose_resume_point` walks newest to oldest, and `lost_work` prices the
+work a failure undid. The tree is the job owner's and untrusted: `localfs` confines and bounds
+every read, `metadata` bounds every parse, and `finder` decides whose permissions it is read with.
 """
 
 from goodput.checkpoints.discover import AUTO_ORDER, LAYOUTS, discover, layout_name
-from goodput.checkpoints.fs import SMALL_TEXT_LIMIT, Entry, FileSystem, LocalFileSystem, TooLargeError
+from goodput.checkpoints.finder import (
+    CheckpointFinder,
+    FinderRequest,
+    Finding,
+    InProcessFinder,
+    ReadMode,
+    request_for,
+)
+from goodput.checkpoints.fs import (
+    SMALL_TEXT_LIMIT,
+    BudgetExhaustedError,
+    Entry,
+    FileSystem,
+    NotRegularFileError,
+    OutsideRootError,
+    RefusedError,
+    TooLargeError,
+    TooManyEntriesError,
+)
 from goodput.checkpoints.jobconfig import CheckpointCommentError, config_from_comment, to_comment
+from goodput.checkpoints.localfs import LocalFileSystem
 from goodput.checkpoints.lostwork import IncidentLoss, LostWorkSummary, lost_work, lost_work_of, summarize_lost_work
 from goodput.checkpoints.model import (
     Checkpoint,
@@ -16,6 +37,7 @@ from goodput.checkpoints.model import (
     Discovery,
     LostWork,
     ResumeChoice,
+    ScanLimits,
     SkippedCheckpoint,
 )
 from goodput.checkpoints.resume import choose_resume_point, find_resume_point
@@ -24,19 +46,30 @@ __all__ = [
     "AUTO_ORDER",
     "LAYOUTS",
     "SMALL_TEXT_LIMIT",
+    "BudgetExhaustedError",
     "Checkpoint",
     "CheckpointCommentError",
     "CheckpointConfig",
+    "CheckpointFinder",
     "Discovery",
     "Entry",
     "FileSystem",
+    "FinderRequest",
+    "Finding",
+    "InProcessFinder",
     "IncidentLoss",
     "LocalFileSystem",
     "LostWork",
     "LostWorkSummary",
+    "NotRegularFileError",
+    "OutsideRootError",
+    "ReadMode",
+    "RefusedError",
     "ResumeChoice",
+    "ScanLimits",
     "SkippedCheckpoint",
     "TooLargeError",
+    "TooManyEntriesError",
     "choose_resume_point",
     "config_from_comment",
     "discover",
@@ -44,6 +77,7 @@ __all__ = [
     "layout_name",
     "lost_work",
     "lost_work_of",
+    "request_for",
     "summarize_lost_work",
     "to_comment",
 ]

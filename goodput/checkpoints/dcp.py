@@ -9,15 +9,34 @@ under the dump folder's `checkpoint/`) and NeMo 2 (`...step=N.../weights/`) are 
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
+
+import re2
 
 from goodput.checkpoints.fs import Entry, FileSystem, join
+from goodput.checkpoints.metadata import step_number
 from goodput.checkpoints.model import Checkpoint, CheckpointConfig
-from goodput.checkpoints.scan import Tally, by_name, step_from_name, strip_temp, temp_reason
+from goodput.checkpoints.scan import (
+    Tally,
+    by_name,
+    first_missing,
+    listing,
+    step_from_name,
+    strip_temp,
+    temp_reason,
+)
 
-_SHARD = re.compile(r"^__(\d+)_(\d+)\.distcp$")
-_TORCHTITAN = re.compile(r"^step-(\d+)$")
-_NEMO = re.compile(r"step=(\d+)")
+_SHARD = re2.compile(r"^__([0-9]+)_([0-9]+)\.distcp$")
+_TORCHTITAN = re2.compile(r"^step-([0-9]+)$")
+_NEMO = re2.compile(r"step=([0-9]+)")
+
+# A checkpoint directory's name to its step (None: not a checkpoint of this layout).
+StepRule = Callable[[str], int | None]
+
+
+def _torchtitan_step(name: str) -> int | None:
+    match = _TORCHTITAN.match(strip_temp(name))
+    return step_number(match.group(1)) if match else None
 
 
 def looks_like_dcp(entries: list[Entry]) -> bool:
@@ -31,45 +50,50 @@ def check_dcp(entries: list[Entry], tally: Tally, where: str = "") -> None:
     prefix = f"{where}/" if where else ""
     metadata = names.get(".metadata")
     if metadata is None:
-        tally.problems.append(f"{prefix}.metadata is missing: DCP writes it last, so this save did not finish")
+        tally.problem(f"{prefix}.metadata is missing: DCP writes it last, so this save did not finish")
     else:
         tally.nonempty(metadata, f"{prefix}.metadata", key=f"{prefix}.metadata")
     ranks: set[int] = set()
     for entry in entries:
         match = _SHARD.match(entry.name)
         if match and not entry.is_dir:
-            ranks.add(int(match.group(1)))
+            rank = step_number(match.group(1))
+            if rank is None:
+                tally.problem(f"shard {prefix}{entry.name} has a rank number too long to be a rank")
+                continue
+            ranks.add(rank)
             tally.nonempty(entry, f"shard {prefix}{entry.name}", key=f"{prefix}{entry.name}")
     tally.see_all(entries, prefix)
     if not ranks:
-        tally.problems.append(f"no {prefix}__<rank>_<n>.distcp shards")
+        tally.problem(f"no {prefix}__<rank>_<n>.distcp shards")
         return
-    missing = sorted(set(range(max(ranks) + 1)) - ranks)
+    shown, missing = first_missing(ranks, max(ranks))
     if missing:
-        shown = ", ".join(map(str, missing[:8])) + (", …" if len(missing) > 8 else "")
-        tally.problems.append(f"{prefix}shards of rank(s) {shown} are missing (ranks seen up to {max(ranks)})")
+        listed = ", ".join(map(str, shown)) + (", …" if missing > len(shown) else "")
+        tally.problem(f"{prefix}shards of rank(s) {listed} are missing ({missing} in all; "
+                      f"ranks seen up to {max(ranks)})")
 
 
-def _validate_dcp_dir(path: str, name: str, step: int, layout: str,
-                      entries: list[Entry]) -> Checkpoint:
+def _validate_dcp_dir(fs: FileSystem, path: str, name: str, step: int, layout: str,
+                      rule: StepRule | None) -> Checkpoint | None:
     tally = Tally()
+    entries = listing(fs, path, tally, f"{name}/")  # None: refused or unreadable, reason recorded
+    if not (entries is None or looks_like_dcp(entries) or (rule is not None and temp_reason(name))):
+        return None  # a numbered directory without DCP files: not a checkpoint of this layout
     reason = temp_reason(name)
     if reason:
-        tally.problems.append(reason)
-    check_dcp(entries, tally)
+        tally.problem(reason)
+    if entries is not None:
+        check_dcp(entries, tally)
     return tally.build(path=path, step=step, layout=layout, tag=name)
 
 
-def _numbered(entries: list[Entry], pattern: re.Pattern[str] | None, limit: int) -> list[tuple[int, Entry]]:
+def _numbered(entries: list[Entry], rule: StepRule | None, limit: int) -> list[tuple[int, Entry]]:
     found: list[tuple[int, Entry]] = []
     for entry in entries:
         if not entry.is_dir:
             continue
-        if pattern is not None:
-            match = pattern.match(strip_temp(entry.name))
-            step = int(match.group(1)) if match else None
-        else:
-            step = step_from_name(entry.name)
+        step = rule(entry.name) if rule is not None else step_from_name(entry.name)
         if step is not None:
             found.append((step, entry))
     found.sort(key=lambda item: (-item[0], item[1].name))
@@ -77,15 +101,14 @@ def _numbered(entries: list[Entry], pattern: re.Pattern[str] | None, limit: int)
 
 
 def discover_dcp(fs: FileSystem, config: CheckpointConfig, layout: str = "dcp",
-                 pattern: re.Pattern[str] | None = None, root: str | None = None) -> list[Checkpoint]:
+                 rule: StepRule | None = None, root: str | None = None) -> list[Checkpoint]:
     """Directories under the root whose name carries a step and that hold DCP files."""
     base = root or config.root
     found: list[Checkpoint] = []
-    for step, entry in _numbered(fs.list_dir(base), pattern, config.max_candidates):
-        path = join(base, entry.name)
-        entries = fs.list_dir(path)
-        if looks_like_dcp(entries) or (pattern is not None and temp_reason(entry.name)):
-            found.append(_validate_dcp_dir(path, entry.name, step, layout, entries))
+    for step, entry in _numbered(fs.list_dir(base), rule, config.max_candidates):
+        checkpoint = _validate_dcp_dir(fs, join(base, entry.name), entry.name, step, layout, rule)
+        if checkpoint is not None:
+            found.append(checkpoint)
     return found
 
 
@@ -100,7 +123,7 @@ def discover_torchtitan(fs: FileSystem, config: CheckpointConfig) -> list[Checkp
         base = config.root
     else:
         return []
-    return discover_dcp(fs, config, layout="torchtitan", pattern=_TORCHTITAN, root=base)
+    return discover_dcp(fs, config, layout="torchtitan", rule=_torchtitan_step, root=base)
 
 
 def discover_nemo(fs: FileSystem, config: CheckpointConfig) -> list[Checkpoint]:
@@ -112,23 +135,27 @@ def discover_nemo(fs: FileSystem, config: CheckpointConfig) -> list[Checkpoint]:
     candidates: list[tuple[int, Entry]] = []
     for entry in entries:
         match = _NEMO.search(entry.name)
-        if match and not entry.name.endswith("-unfinished") and (entry.is_dir or entry.name.endswith(".ckpt")):
-            candidates.append((int(match.group(1)), entry))
+        step = step_number(match.group(1)) if match else None
+        if (step is not None and not entry.name.endswith("-unfinished")
+                and (entry.is_dir or entry.name.endswith(".ckpt"))):
+            candidates.append((step, entry))
     candidates.sort(key=lambda item: (-item[0], item[1].name))
     found: list[Checkpoint] = []
     for step, entry in candidates[: config.max_candidates]:
         path = join(config.root, entry.name)
         tally = Tally()
         if f"{entry.name}-unfinished" in names:
-            tally.problems.append(f"{entry.name}-unfinished exists: NeMo removes it when the save completes")
+            tally.problem(f"{entry.name}-unfinished exists: NeMo removes it when the save completes")
         if entry.is_dir:
-            inner = fs.list_dir(path)
-            weights = by_name(inner).get("weights")
+            inner = listing(fs, path, tally, f"{entry.name}/")
+            weights = by_name(inner or ()).get("weights")
             if weights is not None and weights.is_dir:
-                check_dcp(fs.list_dir(join(path, "weights")), tally, where="weights")
-            else:
+                in_weights = listing(fs, join(path, "weights"), tally, "weights/")
+                if in_weights is not None:
+                    check_dcp(in_weights, tally, where="weights")
+            elif inner is not None:
                 check_dcp(inner, tally)
-            tally.see_all(inner)
+            tally.see_all(inner or [])
         else:
             tally.nonempty(entry, entry.name)
         found.append(tally.build(path=path, step=step, layout="nemo", tag=entry.name))

@@ -9,14 +9,25 @@ because without ZeRO the optimizer lives in the model-states file.
 
 from __future__ import annotations
 
-import re
+import re2
 
 from goodput.checkpoints.fs import Entry, FileSystem, join
+from goodput.checkpoints.metadata import MetadataError, parse_deepspeed_latest, step_number
 from goodput.checkpoints.model import Checkpoint, CheckpointConfig
-from goodput.checkpoints.scan import Tally, step_from_name, temp_reason
+from goodput.checkpoints.scan import (
+    Tally,
+    Unread,
+    first_missing,
+    listing,
+    read_text,
+    stat_dir,
+    step_from_name,
+    temp_reason,
+)
 
 LATEST = "latest"
-_DP_RANK = re.compile(r"zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
+_DP_RANK = re2.compile(r"zero_pp_rank_([0-9]+)_mp_rank_([0-9]+)_optim_states\.pt$")
+SHOWN_MISSING = 8
 
 
 def _is_model(entry: Entry) -> bool:
@@ -27,40 +38,47 @@ def _is_optim(entry: Entry) -> bool:
     return not entry.is_dir and entry.name.endswith("_optim_states.pt")
 
 
+def _dp_ranks(optims: list[Entry], tally: Tally) -> dict[int, set[int]]:
+    per_mp: dict[int, set[int]] = {}
+    for entry in optims:
+        match = _DP_RANK.search(entry.name)
+        if not match:
+            continue
+        dp, mp = step_number(match.group(1)), step_number(match.group(2))
+        if dp is None or mp is None:
+            tally.problem(f"{entry.name} has a rank number too long to be a rank")
+            continue
+        per_mp.setdefault(mp, set()).add(dp)
+    return per_mp
+
+
 def check_tag_dir(entries: list[Entry], tally: Tally, zero: bool, where: str = "") -> None:
     """Validates one `global_stepN/` listing (`where`: its path inside the checkpoint, if nested)."""
     prefix = f"{where}/" if where else ""
     models = [e for e in entries if _is_model(e)]
     optims = [e for e in entries if _is_optim(e)]
     if not models:
-        tally.problems.append("no *_model_states.pt file")
+        tally.problem("no *_model_states.pt file")
     for entry in models + optims:
         tally.nonempty(entry, f"{prefix}{entry.name}", key=f"{prefix}{entry.name}")
     tally.see_all(entries, prefix)
     if zero and not optims:
-        tally.problems.append("no *_optim_states.pt file, though this run's other checkpoints have them")
-    per_mp: dict[int, set[int]] = {}
-    for entry in optims:
-        match = _DP_RANK.search(entry.name)
-        if match:
-            per_mp.setdefault(int(match.group(2)), set()).add(int(match.group(1)))
-    for mp, ranks in sorted(per_mp.items()):
-        missing = sorted(set(range(max(ranks) + 1)) - ranks)
+        tally.problem("no *_optim_states.pt file, though this run's other checkpoints have them")
+    for mp, ranks in sorted(_dp_ranks(optims, tally).items())[:SHOWN_MISSING]:
+        shown, missing = first_missing(ranks, max(ranks))
         if missing:
-            tally.problems.append(f"optimizer shards of data-parallel rank(s) {missing[:8]} missing "
-                                  f"for mp_rank_{mp:02d}")
+            more = f" ({missing} in all)" if missing > len(shown) else ""
+            tally.problem(f"optimizer shards of data-parallel rank(s) {shown} missing{more} for mp_rank_{mp:02d}")
 
 
 def _read_latest(fs: FileSystem, root: str) -> tuple[str | None, str | None]:
+    text = read_text(fs, join(root, LATEST), "`latest`")
+    if isinstance(text, Unread):
+        return None, None if text.missing else text.reason
     try:
-        tag = fs.read_small_text(join(root, LATEST)).strip()
-    except FileNotFoundError:
-        return None, None
-    except ValueError as error:
-        return None, f"`latest` unreadable ({error})"
-    if not tag or "/" in tag or "\n" in tag:
-        return None, f"`latest` holds {tag[:40]!r}, not a tag name"
-    return tag, None
+        return parse_deepspeed_latest(text), None
+    except MetadataError as error:
+        return None, f"`latest` {error}"
 
 
 def discover_deepspeed(fs: FileSystem, config: CheckpointConfig) -> list[Checkpoint]:
@@ -80,27 +98,31 @@ def discover_deepspeed(fs: FileSystem, config: CheckpointConfig) -> list[Checkpo
     candidates.sort(key=lambda item: (-item[0], item[1]))
     candidates = candidates[: config.max_candidates]
 
-    listings = {name: fs.list_dir(join(root, name)) for _, name in candidates}
-    zero = any(_is_optim(e) for listing in listings.values() for e in listing)
-    recognised = any(_is_model(e) or _is_optim(e) for listing in listings.values() for e in listing)
+    tallies = {name: Tally() for _, name in candidates}
+    stats = {name: stat_dir(fs, join(root, name), f"{name}/", missing=f"`latest` names {name}/, which does not exist")
+             for _, name in candidates}
+    listings = {name: listing(fs, join(root, name), tallies[name], f"{name}/") if isinstance(stats[name], Entry)
+                else None for _, name in candidates}
+    zero = any(_is_optim(e) for listing_ in listings.values() for e in listing_ or ())
+    recognised = any(_is_model(e) or _is_optim(e) for listing_ in listings.values() for e in listing_ or ())
     if tag is None and latest_problem is None and not recognised and config.layout != "deepspeed":
         return []  # numbered dirs without DeepSpeed files or `latest`: some other layout's
     found: list[Checkpoint] = []
     for step, name in candidates:
         path = join(root, name)
-        tally = Tally()
+        tally = tallies[name]
         reason = temp_reason(name)
         if reason:
-            tally.problems.append(reason)
+            tally.problem(reason)
         if latest_problem:
-            tally.problems.append(latest_problem)
+            tally.problem(latest_problem)
         elif tag_step is not None and step > tag_step:
-            tally.problems.append(f"newer than `latest` ({tag}): the save did not finish")
-        stat = fs.stat(path)
-        if stat is None or not stat.is_dir:
-            tally.problems.append(f"`latest` names {name}/, which does not exist")
-        else:
+            tally.problem(f"newer than `latest` ({tag}): the save did not finish")
+        stat, entries_ = stats[name], listings[name]
+        if isinstance(stat, str):
+            tally.problem(stat)
+        elif entries_ is not None:
             tally.see(stat, key=".")
-            check_tag_dir(listings[name], tally, zero)
+            check_tag_dir(entries_, tally, zero)
         found.append(tally.build(path=path, step=step, layout="deepspeed", tag=name, pointer=name == tag))
     return found

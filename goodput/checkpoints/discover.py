@@ -4,7 +4,9 @@ Layouts are plugins in a table (name → discovery function); a job names one, o
 each in order and keeps the first that recognises anything. The order puts layouts with a
 distinctive pointer file (Megatron's tracker, DeepSpeed's `latest`) before the DCP-based ones,
 which would otherwise claim Megatron's distributed-format iterations. `generic` is never guessed:
-it needs the job's pattern. An I/O error while validating is a problem of that root, not a crash.
+it needs the job's pattern. Discovery sees the filesystem only through a view confined to the
+root (`FileSystem.within`); an I/O error or a refusal that stops a layout (the root unreadable,
+the per-root budget spent, a pattern RE2 rejects) is a problem of that root, never a crash.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from goodput.checkpoints.dcp import discover_dcp, discover_nemo, discover_torchtitan
-from goodput.checkpoints.deepspeed import discover_deepspeed
-from goodput.checkpoints.fs import FileSystem
+from goodput.checkpoints.deepspeed import LATEST, discover_deepspeed
+from goodput.checkpoints.fs import FileSystem, RefusedError
 from goodput.checkpoints.generic import discover_generic
 from goodput.checkpoints.hf import discover_hf
-from goodput.checkpoints.megatron import discover_megatron
-from goodput.checkpoints.model import Checkpoint, CheckpointConfig, Discovery
+from goodput.checkpoints.megatron import TRACKER, discover_megatron
+from goodput.checkpoints.model import MAX_STEP_DIGITS, Checkpoint, CheckpointConfig, Discovery
+from goodput.checkpoints.scan import os_reason, oversized_number, printable
 
 
 def _dcp(fs: FileSystem, config: CheckpointConfig) -> list[Checkpoint]:
@@ -35,6 +38,8 @@ LAYOUTS: dict[str, Plugin] = {
     "dcp": _dcp,
     "generic": discover_generic,
 }
+MAX_NOTES = 3
+POINTERS = frozenset({LATEST, TRACKER})  # their layouts report a refused pointer themselves
 AUTO_ORDER = ("megatron", "deepspeed", "hf", "nemo", "torchtitan", "dcp")
 ALIASES = {"nemo1": "megatron", "megatron-lm": "megatron", "huggingface": "hf", "transformers": "hf",
            "torch-dcp": "dcp", "auto": None}
@@ -57,22 +62,56 @@ def newest_first(checkpoints: list[Checkpoint]) -> tuple[Checkpoint, ...]:
     return tuple(sorted(checkpoints, key=lambda c: (-c.step, c.complete, c.path)))
 
 
+def _failure(error: Exception) -> str:
+    if isinstance(error, OSError):
+        where = f" ({printable(str(error.filename), 200)})" if error.filename else ""
+        return f"I/O error: {os_reason(error)}{where}"
+    return printable(str(error))
+
+
+def _root_notes(fs: FileSystem, root: str) -> tuple[str, ...]:
+    """Root entries no layout could judge: refused ones (a link out of the root, a FIFO) and
+    names whose number cannot be a step. Said once per root, whatever the layout found."""
+    try:
+        entries = fs.list_dir(root)
+    except (OSError, RefusedError):
+        return ()
+    notes: list[str] = []
+    refused = [e for e in entries if e.refused and e.name not in POINTERS]
+    for entry in refused[:MAX_NOTES]:
+        notes.append(f"passed over {printable(entry.name, 80)}: {entry.refused}")
+    if len(refused) > MAX_NOTES:
+        notes.append(f"passed over {len(refused) - MAX_NOTES} more refused entries")
+    oversized = [e.name for e in entries if oversized_number(e.name)]
+    if oversized:
+        notes.append(f"passed over {len(oversized)} entr{'y' if len(oversized) == 1 else 'ies'} whose number has "
+                     f"more than {MAX_STEP_DIGITS} digits, so cannot be a step (e.g. {printable(oversized[0], 60)})")
+    return tuple(notes)
+
+
 def discover(fs: FileSystem, config: CheckpointConfig) -> Discovery:
     """The checkpoints under `config.root`, validated, newest first (at most `max_candidates`)."""
     try:
         layout = layout_name(config.layout)
     except ValueError as error:
         return Discovery(root=config.root, layout=None, problems=(str(error),))
-    root = fs.stat(config.root)
+    try:
+        view = fs.within(config.root)
+        root = view.stat(config.root)
+    except (OSError, RefusedError) as error:
+        return Discovery(root=config.root, layout=layout, problems=(f"{config.root}: {_failure(error)}",))
     if root is None or not root.is_dir:
-        return Discovery(root=config.root, layout=layout, problems=(f"{config.root} is not a directory",))
+        why = f": {root.refused}" if root is not None and root.refused else ""
+        return Discovery(root=config.root, layout=layout, problems=(f"{config.root} is not a directory{why}",))
     names = (layout,) if layout else AUTO_ORDER
     for name in names:
         try:
-            found = LAYOUTS[name](fs, config)
-        except OSError as error:
-            return Discovery(root=config.root, layout=name, problems=(f"{name}: I/O error: {error}",))
+            found = LAYOUTS[name](view, config)
+        except (OSError, RefusedError) as error:
+            return Discovery(root=config.root, layout=name, problems=(f"{name}: {_failure(error)}",))
         if found or layout:
-            return Discovery(root=config.root, layout=name, checkpoints=newest_first(found))
+            return Discovery(root=config.root, layout=name, checkpoints=newest_first(found),
+                             problems=_root_notes(view, config.root))
     return Discovery(root=config.root, layout=None,
-                     problems=(f"no checkpoint layout recognised under {config.root} (tried {', '.join(names)})",))
+                     problems=(f"no checkpoint layout recognised under {config.root} (tried {', '.join(names)})",
+                               *_root_notes(view, config.root)))

@@ -1,17 +1,20 @@
-"""The filesystem seam checkpoint discovery reads through: list, stat, and read small text.
+"""The filesystem seam checkpoint discovery reads through: list, stat, read small text, confine.
 
 Checkpoints are multi-terabyte trees on parallel filesystems, so discovery may only look at
-directory listings, sizes and mtimes, and read a few small metadata or marker files. This
-Protocol is all it can see, which makes that rule enforceable: `LocalFileSystem` is the real
-thing, `goodput.fakes.filesystem.FakeFileSystem` the in-memory one tests use (and it refuses to
-read shards or anything larger than the limit it is given).
+directory listings, sizes and mtimes, and read a few small metadata or marker files. The tree
+belongs to the job's owner, so everything in it is untrusted: a name, a size, a symlink, a FIFO
+where a pointer file should be. This Protocol is all discovery can see, which makes both rules
+enforceable: `LocalFileSystem` (goodput.checkpoints.localfs) is the real thing, confined to the
+checkpoint root and bounded; `goodput.fakes.filesystem.FakeFileSystem` the in-memory one tests
+use (it refuses to read shards or anything larger than the limit it is given).
+
+Every refusal is a `RefusedError` with a message a person can act on; discovery turns it into a
+problem of the checkpoint (or of the root), never into an escaping exception.
 """
 
 from __future__ import annotations
 
-import os
 import posixpath
-import stat as stat_mode
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,31 +26,64 @@ METADATA_LIMIT = 8 * 1024 * 1024
 SHARD_SUFFIXES = (".distcp", ".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".npy", ".h5", ".msgpack")
 
 
-class TooLargeError(ValueError):
+class RefusedError(ValueError):
+    """Discovery refused to look at something in the tree; the message says what and why."""
+
+
+class TooLargeError(RefusedError):
     """A file asked for as small text is bigger than the limit; nothing was read."""
+
+
+class NotRegularFileError(RefusedError):
+    """A FIFO, socket, device or directory where a file was to be read; it was not opened."""
+
+
+class OutsideRootError(RefusedError):
+    """A path, or a symbolic link on the way to it, leads out of the checkpoint root."""
+
+
+class TooManyEntriesError(RefusedError):
+    """One directory holds more entries than discovery lists; that directory is not judged."""
+
+
+class BudgetExhaustedError(RefusedError):
+    """Discovery under this root looked at too many entries or ran too long, and stopped."""
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One directory entry: its name (not its path), kind, size in bytes and mtime (epoch s)."""
+    """One directory entry: its name (not its path), kind, size in bytes and mtime (epoch s).
+
+    `refused` is non-empty for an entry discovery will not follow or open (a FIFO, a device, a
+    symlink leading out of the root, a dangling link, a name that is not UTF-8): it says why, it
+    is never a directory and its size does not count.
+    """
 
     name: str
     is_dir: bool
     size: int
     mtime: float
+    refused: str = ""
 
 
 class FileSystem(Protocol):
+    def within(self, root: str) -> FileSystem:
+        """This filesystem confined to `root`: a path outside it, or a symlink leading out of it,
+        raises OutsideRootError. Discovery calls it once per root; a view may carry per-root
+        budgets (entries looked at, time spent)."""
+        ...
+
     def list_dir(self, path: str) -> list[Entry]:
         """The entries of a directory, sorted by name; [] when it does not exist or is no directory."""
         ...
 
     def stat(self, path: str) -> Entry | None:
-        """The entry at `path` (symlinks followed), or None when nothing is there."""
+        """The entry at `path` (symlinks inside the root followed), or None when nothing is there."""
         ...
 
     def read_small_text(self, path: str, limit: int = SMALL_TEXT_LIMIT) -> str:
-        """The UTF-8 text of a small file. Raises FileNotFoundError, or TooLargeError over `limit`."""
+        """The UTF-8 text of a small regular file. Raises FileNotFoundError, TooLargeError over
+        `limit`, or another RefusedError (not a regular file, outside the root)."""
         ...
 
 
@@ -60,38 +96,7 @@ def is_shard_name(name: str) -> bool:
     return name.endswith(SHARD_SUFFIXES)
 
 
-class LocalFileSystem:
-    """The real filesystem through os.scandir and os.stat; never opens a file above the limit."""
-
-    def list_dir(self, path: str) -> list[Entry]:
-        entries: list[Entry] = []
-        try:
-            with os.scandir(path) as it:
-                for item in it:
-                    try:
-                        st = item.stat()  # follows symlinks, like `stat`
-                    except FileNotFoundError:
-                        continue  # removed (or a dangling link) between listing and stat
-                    entries.append(Entry(name=item.name, is_dir=stat_mode.S_ISDIR(st.st_mode),
-                                         size=st.st_size, mtime=st.st_mtime))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        return sorted(entries, key=lambda e: e.name)
-
-    def stat(self, path: str) -> Entry | None:
-        try:
-            st = os.stat(path)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        return Entry(name=posixpath.basename(path.rstrip("/")), is_dir=stat_mode.S_ISDIR(st.st_mode),
-                     size=st.st_size, mtime=st.st_mtime)
-
-    def read_small_text(self, path: str, limit: int = SMALL_TEXT_LIMIT) -> str:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size > limit:
-                raise TooLargeError(f"{path} is {size} bytes, over the {limit}-byte limit")
-            data = handle.read(limit + 1)
-        if len(data) > limit:  # grew while we looked
-            raise TooLargeError(f"{path} is over the {limit}-byte limit")
-        return data.decode("utf-8", errors="replace")
+def within_root(path: str, root: str) -> bool:
+    """Whether `path` is `root` or lexically below it (both absolute, no `..` expected)."""
+    root = root.rstrip("/")
+    return path == root or path.startswith(root + "/") or root == ""

@@ -9,29 +9,26 @@ state whose `global_step` matches the directory is the completion evidence. Weig
 
 from __future__ import annotations
 
-import re
+import re2
 
 from goodput.checkpoints.dcp import check_dcp
 from goodput.checkpoints.deepspeed import check_tag_dir
 from goodput.checkpoints.fs import Entry, FileSystem, join
+from goodput.checkpoints.metadata import step_number, trainer_state_step, weight_map_shards
 from goodput.checkpoints.model import Checkpoint, CheckpointConfig
-from goodput.checkpoints.scan import Tally, by_name, read_json, strip_temp, temp_reason
+from goodput.checkpoints.scan import Tally, by_name, listing, read_json, strip_temp, temp_reason
 
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+_CHECKPOINT = re2.compile(r"^checkpoint-([0-9]+)$")
 SINGLE_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", "adapter_model.bin")
 INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 _OPTIONAL = ("optimizer.pt", "scheduler.pt", "training_args.bin")
+# Nested weight directories validated per checkpoint (FSDP dirs, DeepSpeed tags): each is a listing.
+MAX_NESTED = 16
 
 
 def _check_index(fs: FileSystem, path: str, index: str, names: dict[str, Entry], tally: Tally) -> None:
-    data = read_json(fs, join(path, index), index, tally)
-    if data is None:
-        return
-    weight_map = data.get("weight_map") if isinstance(data, dict) else None
-    if not isinstance(weight_map, dict) or not weight_map:
-        tally.problems.append(f"{index} has no weight_map")
-        return
-    for shard in sorted({str(v) for v in weight_map.values()}):
+    shards = read_json(fs, join(path, index), index, tally, check=weight_map_shards)
+    for shard in shards or ():
         tally.nonempty(names.get(shard), f"shard {shard} listed in {index}")
 
 
@@ -44,48 +41,56 @@ def _check_weights(fs: FileSystem, path: str, entries: list[Entry], tally: Tally
     for weights in singles:
         tally.nonempty(names[weights], weights)
     fsdp = [e for e in entries if e.is_dir and e.name.startswith("pytorch_model_fsdp")]
-    for entry in fsdp:
-        check_dcp(fs.list_dir(join(path, entry.name)), tally, where=entry.name)
+    for entry in fsdp[:MAX_NESTED]:
+        shards = listing(fs, join(path, entry.name), tally, f"{entry.name}/")
+        if shards is not None:
+            check_dcp(shards, tally, where=entry.name)
     deepspeed = [e for e in entries if e.is_dir and e.name.startswith("global_step")]
-    for entry in deepspeed:
-        check_tag_dir(fs.list_dir(join(path, entry.name)), tally, zero=False, where=entry.name)
+    for entry in deepspeed[:MAX_NESTED]:
+        tag_dir = listing(fs, join(path, entry.name), tally, f"{entry.name}/")
+        if tag_dir is not None:
+            check_tag_dir(tag_dir, tally, zero=False, where=entry.name)
+    if len(fsdp) > MAX_NESTED or len(deepspeed) > MAX_NESTED:
+        tally.problem(f"more than {MAX_NESTED} FSDP or DeepSpeed weight directories: not all checked")
     if not (indexes or singles or fsdp or deepspeed):
-        tally.problems.append("no model weights (model.safetensors, pytorch_model.bin, a sharded index, "
-                              "an FSDP or DeepSpeed directory)")
+        tally.problem("no model weights (model.safetensors, pytorch_model.bin, a sharded index, "
+                      "an FSDP or DeepSpeed directory)")
 
 
 def _check_state(fs: FileSystem, path: str, step: int, tally: Tally) -> None:
-    state = read_json(fs, join(path, "trainer_state.json"), "trainer_state.json", tally)
-    if state is None:
-        return
-    global_step = state.get("global_step") if isinstance(state, dict) else None
-    if not isinstance(global_step, int) or isinstance(global_step, bool):
-        tally.problems.append("trainer_state.json has no integer global_step")
-    elif global_step != step:
-        tally.problems.append(f"trainer_state.json says global_step {global_step}, the directory says {step}")
+    global_step = read_json(fs, join(path, "trainer_state.json"), "trainer_state.json", tally,
+                            check=trainer_state_step)
+    if global_step is not None and global_step != step:
+        tally.problem(f"trainer_state.json says global_step {global_step}, the directory says {step}")
+
+
+def _hf_step(name: str) -> int | None:
+    match = _CHECKPOINT.match(strip_temp(name))
+    return step_number(match.group(1)) if match else None
 
 
 def discover_hf(fs: FileSystem, config: CheckpointConfig) -> list[Checkpoint]:
     candidates: list[tuple[int, str]] = []
     for entry in fs.list_dir(config.root):
-        match = _CHECKPOINT.match(strip_temp(entry.name))
-        if entry.is_dir and match:
-            candidates.append((int(match.group(1)), entry.name))
+        step = _hf_step(entry.name)
+        if entry.is_dir and step is not None:
+            candidates.append((step, entry.name))
     candidates.sort(key=lambda item: (-item[0], item[1]))
     found: list[Checkpoint] = []
     for step, name in candidates[: config.max_candidates]:
         path = join(config.root, name)
         tally = Tally()
+        entries = listing(fs, path, tally, f"{name}/")
         reason = temp_reason(name)
         if reason:
-            tally.problems.append(reason)
-        entries = fs.list_dir(path)
-        names = by_name(entries)
-        _check_state(fs, path, step, tally)
-        _check_weights(fs, path, entries, tally)
-        for optional in _OPTIONAL:
-            if optional in names:
-                tally.nonempty(names[optional], optional)
-        tally.see_all(entries)
+            tally.problem(reason)
+        if entries is not None:
+            names = by_name(entries)
+            _check_state(fs, path, step, tally)
+            _check_weights(fs, path, entries, tally)
+            for optional in _OPTIONAL:
+                if optional in names:
+                    tally.nonempty(names[optional], optional)
+            tally.see_all(entries)
         found.append(tally.build(path=path, step=step, layout="hf", tag=name))
     return found

@@ -9,45 +9,73 @@ each with `model_optim_rng.pt`) or the distributed format (DCP shards, `common.p
 
 from __future__ import annotations
 
-import re
+import re2
 
 from goodput.checkpoints.dcp import check_dcp, looks_like_dcp
 from goodput.checkpoints.fs import Entry, FileSystem, join
+from goodput.checkpoints.metadata import MetadataError, parse_megatron_tracker, step_number
 from goodput.checkpoints.model import Checkpoint, CheckpointConfig
-from goodput.checkpoints.scan import Tally, by_name, read_json, strip_temp, temp_reason
+from goodput.checkpoints.scan import (
+    Tally,
+    Unread,
+    by_name,
+    listing,
+    missing_cells,
+    read_json,
+    read_text,
+    stat_dir,
+    strip_temp,
+    temp_reason,
+)
 
 TRACKER = "latest_checkpointed_iteration.txt"
-_ITER = re.compile(r"^iter_(\d+)$")
-_MP_RANK = re.compile(r"^mp_rank_(\d+)(?:_(\d+))?$")
+_ITER = re2.compile(r"^iter_([0-9]+)$")
+_MP_RANK = re2.compile(r"^mp_rank_([0-9]+)(?:_([0-9]+))?$")
 
 
-def _check_legacy(fs: FileSystem, path: str, entries: list[Entry], tally: Tally) -> None:
-    grid: set[tuple[int, int]] = set()
+def _rank_dirs(entries: list[Entry], tally: Tally) -> list[tuple[int, int, Entry]]:
+    ranks: list[tuple[int, int, Entry]] = []
     for entry in entries:
         match = _MP_RANK.match(entry.name)
         if not match or not entry.is_dir:
             continue
-        grid.add((int(match.group(1)), int(match.group(2) or 0)))
-        inner = fs.list_dir(join(path, entry.name))
+        tp, pp = step_number(match.group(1)), step_number(match.group(2) or "0")
+        if tp is None or pp is None:
+            tally.problem(f"{entry.name}/ has a rank number too long to be a rank")
+            continue
+        ranks.append((tp, pp, entry))
+    return ranks
+
+
+def _check_legacy(fs: FileSystem, path: str, entries: list[Entry], tally: Tally) -> None:
+    grid: set[tuple[int, int]] = set()
+    for tp, pp, entry in _rank_dirs(entries, tally):
+        grid.add((tp, pp))
+        inner = listing(fs, join(path, entry.name), tally, f"{entry.name}/")
+        if inner is None:
+            continue
         weights = [e for e in inner if e.name.endswith(".pt") and not e.is_dir]
         if not weights:
-            tally.problems.append(f"{entry.name}/ holds no .pt file")
+            tally.problem(f"{entry.name}/ holds no .pt file")
         for item in weights:
             tally.nonempty(item, f"{entry.name}/{item.name}", key=f"{entry.name}/{item.name}")
         tally.see_all(inner, f"{entry.name}/")
     if not grid:
-        tally.problems.append("no mp_rank_* directories and no distributed-checkpoint shards")
+        tally.problem("no mp_rank_* directories and no distributed-checkpoint shards")
         return
     tp = max(t for t, _ in grid) + 1
     pp = max(p for _, p in grid) + 1
-    missing = sorted({(t, p) for t in range(tp) for p in range(pp)} - grid)
+    shown, missing = missing_cells(grid, tp, pp)
     if missing:
-        names = ", ".join(f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else "") for t, p in missing[:8])
-        tally.problems.append(f"model-parallel rank dir(s) missing: {names} (grid {tp} TP x {pp} PP)")
+        names = ", ".join(f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else "") for t, p in shown)
+        more = f", … ({missing} in all)" if missing > len(shown) else ""
+        tally.problem(f"model-parallel rank dir(s) missing: {names}{more} (grid {tp} TP x {pp} PP)")
 
 
-def _check_iteration(fs: FileSystem, path: str, tally: Tally) -> None:
-    entries = fs.list_dir(path)
+def _check_iteration(fs: FileSystem, path: str, name: str, tally: Tally) -> None:
+    entries = listing(fs, path, tally, f"{name}/")
+    if entries is None:
+        return  # not listed: the reason is recorded
     if looks_like_dcp(entries):
         check_dcp(entries, tally)
         names = by_name(entries)
@@ -62,17 +90,21 @@ def _check_iteration(fs: FileSystem, path: str, tally: Tally) -> None:
 
 def _read_tracker(fs: FileSystem, root: str) -> tuple[int | None, bool, str | None]:
     """(iteration, is_release, None) from the tracker, or (None, False, why not)."""
+    text = read_text(fs, join(root, TRACKER), TRACKER)
+    if isinstance(text, Unread):
+        if text.missing:
+            return None, False, f"no {TRACKER}: Megatron writes it once a save completes"
+        return None, False, text.reason
     try:
-        text = fs.read_small_text(join(root, TRACKER)).strip()
-    except FileNotFoundError:
-        return None, False, f"no {TRACKER}: Megatron writes it once a save completes"
-    except ValueError as error:
-        return None, False, f"{TRACKER} unreadable ({error})"
-    if text == "release":
-        return 0, True, None
-    if text.isdigit():
-        return int(text), False, None
-    return None, False, f"{TRACKER} holds {text[:40]!r}, neither an iteration number nor 'release'"
+        tracker = parse_megatron_tracker(text)
+    except MetadataError as error:
+        return None, False, f"{TRACKER} {error}"
+    return tracker.iteration, tracker.release, None
+
+
+def _iteration_step(name: str) -> int | None:
+    match = _ITER.match(strip_temp(name))
+    return step_number(match.group(1)) if match else None
 
 
 def discover_megatron(fs: FileSystem, config: CheckpointConfig) -> list[Checkpoint]:
@@ -81,9 +113,9 @@ def discover_megatron(fs: FileSystem, config: CheckpointConfig) -> list[Checkpoi
     names = by_name(entries)
     candidates: list[tuple[int, str]] = []
     for entry in entries:
-        match = _ITER.match(strip_temp(entry.name))
-        if entry.is_dir and match:
-            candidates.append((int(match.group(1)), entry.name))
+        step = _iteration_step(entry.name)
+        if entry.is_dir and step is not None:
+            candidates.append((step, entry.name))
     if TRACKER not in names and not candidates:
         return []
     tracked, release, tracker_problem = _read_tracker(fs, root)
@@ -100,18 +132,17 @@ def discover_megatron(fs: FileSystem, config: CheckpointConfig) -> list[Checkpoi
         tally = Tally()
         reason = temp_reason(name)
         if reason:
-            tally.problems.append(reason)
+            tally.problem(reason)
         if tracker_problem:
-            tally.problems.append(tracker_problem)
+            tally.problem(tracker_problem)
         elif tracked is not None and step > tracked:
-            tally.problems.append(f"newer than {TRACKER} ({tracked_name}): "
-                                  "the save did not finish on every rank")
-        stat = fs.stat(path)
-        if stat is None or not stat.is_dir:
-            tally.problems.append(f"{TRACKER} names {name}/, which does not exist")
+            tally.problem(f"newer than {TRACKER} ({tracked_name}): the save did not finish on every rank")
+        stat = stat_dir(fs, path, f"{name}/", missing=f"{TRACKER} names {name}/, which does not exist")
+        if isinstance(stat, str):
+            tally.problem(stat)
         else:
             tally.see(stat, key=".")
-            _check_iteration(fs, path, tally)
+            _check_iteration(fs, path, name, tally)
         pointer = tracked is not None and name == tracked_name
         found.append(tally.build(path=path, step=step, layout="megatron", tag=name, pointer=pointer))
     return found

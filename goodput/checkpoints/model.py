@@ -14,6 +14,12 @@ from goodput.models import Frozen
 
 DEFAULT_SETTLE_S = 120.0
 DEFAULT_MAX_CANDIDATES = 10
+MAX_SETTLE_S = 30 * 24 * 3600.0
+# A step number has at most this many digits (int64 holds 18): no framework counts further, and
+# a longer digit run in a job-controlled name is refused before int() sees it.
+MAX_STEP_DIGITS = 18
+MAX_STEP = 10**MAX_STEP_DIGITS - 1
+PATH_MAX = 4096
 
 
 class Checkpoint(Frozen):
@@ -25,7 +31,7 @@ class Checkpoint(Frozen):
     """
 
     path: str
-    step: int = Field(ge=0)
+    step: int = Field(ge=0, le=MAX_STEP)
     layout: str
     tag: str = ""
     files_checked: int = Field(default=0, ge=0)
@@ -41,15 +47,33 @@ class CheckpointConfig(Frozen):
     """Where a job's checkpoints live and how they are laid out (None: auto-detect)."""
 
     layout: str | None = None
-    root: str = Field(min_length=1)
+    root: str = Field(min_length=1, max_length=PATH_MAX)
     # generic layout only: entries of `root` matching `pattern`, step from `step_regex`'s first
-    # group, complete when `marker` exists inside the directory (or next to a file checkpoint).
-    pattern: str = "ckpt_*"
-    step_regex: str = r"(\d+)"
-    marker: str | None = ".complete"
+    # group (RE2 syntax: linear time), complete when `marker` exists inside the directory (or next
+    # to a file checkpoint).
+    pattern: str = Field(default="ckpt_*", max_length=256)
+    step_regex: str = Field(default=r"(\d+)", max_length=256)
+    marker: str | None = Field(default=".complete", max_length=255)
     # Only the newest candidates are validated: an old run can hold hundreds of checkpoints.
     max_candidates: int = Field(default=DEFAULT_MAX_CANDIDATES, ge=1, le=1000)
-    settle_s: float = Field(default=DEFAULT_SETTLE_S, ge=0.0)
+    settle_s: float = Field(default=DEFAULT_SETTLE_S, ge=0.0, le=MAX_SETTLE_S, allow_inf_nan=False)
+
+
+class ScanLimits(Frozen):
+    """How much of a checkpoint tree one discovery may look at, whoever owns the tree.
+
+    A tree is the job owner's: a directory of a million entries, a symlink maze or a slow
+    filesystem must cost goodput a bounded amount. Per directory: `max_entries_per_dir` (a
+    directory over it is a problem of the checkpoint holding it). Per root: `max_entries_total`
+    entries and operations, `max_seconds` of wall time (checked between filesystem calls),
+    `max_depth` directory levels below the root. Running out of the per-root budget stops
+    discovery with that reason.
+    """
+
+    max_entries_per_dir: int = Field(default=100_000, ge=1)
+    max_entries_total: int = Field(default=500_000, ge=1)
+    max_depth: int = Field(default=8, ge=1, le=64)
+    max_seconds: float = Field(default=30.0, gt=0.0, allow_inf_nan=False)
 
 
 class Discovery(Frozen):

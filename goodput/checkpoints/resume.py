@@ -59,6 +59,6 @@ def find_resume_point(fs: FileSystem, config: CheckpointConfig, now: datetime) -
     """Discovery and choice in one call, with the root's own problems in the explanation."""
     found = discover(fs, config)
     choice = choose_resume_point(found.checkpoints, now, config.settle_s)
-    if found.problems and choice.checkpoint is None:
+    if found.problems:
         choice = choice.model_copy(update={"explanation": f"{choice.explanation}; {'; '.join(found.problems)}"})
     return found, choice

@@ -4,20 +4,26 @@ a checkpoint save is under way.
 Every framework prints progress differently; the defaults cover Megatron-LM, NeMo/Lightning and
 Hugging Face progress bars, the HF Trainer's metric dicts, torchtitan and DeepSpeed. Sites with
 their own format pass their own regexes (named groups: `step`, optionally `total`, `epoch`,
-`step_ms` or `step_s`). The patterns are configuration, validated when the parser is built.
+`step_ms` or `step_s`). The patterns are configuration, validated when the parser is built; they
+run on RE2 (linear time over job output), so one that needs backtracking is refused there.
+Numbers are bounded before conversion: a line claiming step 10**5000 is not progress.
 """
 
 from __future__ import annotations
 
-import re
+import math
 from enum import StrEnum
 
 from pydantic import Field, field_validator
 
 from goodput.models import Frozen
-from goodput.signatures.prefixes import split_prefix
+from goodput.signatures.prefixes import split_prefix_bytes
+from goodput.untrusted_text import LinearPatternError, LinearRegex, bounded_int, utf8
 
 MAX_LINE = 4096  # progress lines are short; never run a regex over a megabyte of junk
+MAX_STEP_DIGITS = 12  # a trillion steps
+MAX_EPOCH_DIGITS = 9
+MAX_STEP_TIME_S = 1e6  # eleven days for one step is not a step time any more
 
 
 class ProgressKind(StrEnum):
@@ -51,8 +57,8 @@ class ProgressPatterns(Frozen):
     def _compiles(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in value:
             try:
-                re.compile(pattern)
-            except re.error as exc:
+                LinearRegex(pattern)
+            except LinearPatternError as exc:
                 raise ValueError(f"progress pattern {pattern!r} does not compile: {exc}") from exc
         return value
 
@@ -98,27 +104,43 @@ class ProgressParser:
     def __init__(self, patterns: ProgressPatterns = DEFAULT_PATTERNS) -> None:
         self.patterns = patterns
         # Checkpoint lines first: "saving checkpoint at iteration 5000" must not read as step 5000.
-        self._rules: tuple[tuple[ProgressKind, re.Pattern[str]], ...] = (
-            *((ProgressKind.CHECKPOINT_END, re.compile(p)) for p in patterns.checkpoint_end),
-            *((ProgressKind.CHECKPOINT_START, re.compile(p)) for p in patterns.checkpoint_start),
-            *((ProgressKind.STEP, re.compile(p)) for p in patterns.step),
+        self._rules: tuple[tuple[ProgressKind, LinearRegex], ...] = (
+            *((ProgressKind.CHECKPOINT_END, LinearRegex(p)) for p in patterns.checkpoint_end),
+            *((ProgressKind.CHECKPOINT_START, LinearRegex(p)) for p in patterns.checkpoint_start),
+            *((ProgressKind.STEP, LinearRegex(p)) for p in patterns.step),
         )
 
     def parse(self, line: str) -> ProgressEvent | None:
-        context, body = split_prefix(line[:MAX_LINE])
+        data = utf8(line[:MAX_LINE])
+        context, offset = split_prefix_bytes(data)
+        body = data[offset:] if offset else data
         for kind, regex in self._rules:
             m = regex.search(body)
             if m is None:
                 continue
-            g = {k: v for k, v in m.groupdict().items() if v is not None}
-            step_time: float | None = None
-            if "step_ms" in g:
-                step_time = float(g["step_ms"]) / 1000.0
-            elif "step_s" in g:
-                step_time = float(g["step_s"])
+            g = m.groupdict()
+            numbers = {name: bounded_int(g.get(name), max_digits=digits) for name, digits in _NUMBERS}
+            if any(numbers[name] is None for name, _ in _NUMBERS if name in g):
+                continue  # an absurd number: not this rule's progress line
             return ProgressEvent(
-                kind=kind, step=int(g["step"]) if "step" in g else None,
-                total=int(g["total"]) if "total" in g else None,
-                epoch=int(g["epoch"]) if "epoch" in g else None, step_time_s=step_time,
+                kind=kind, step=numbers["step"], total=numbers["total"], epoch=numbers["epoch"],
+                step_time_s=_step_time(g),
                 rank=context.rank if context.rank is not None else context.task, host=context.host)
         return None
+
+
+_NUMBERS = (("step", MAX_STEP_DIGITS), ("total", MAX_STEP_DIGITS), ("epoch", MAX_EPOCH_DIGITS))
+
+
+def _step_time(groups: dict[str, str]) -> float | None:
+    """Seconds per step from `step_ms` or `step_s`; None when absent or not a plausible time."""
+    try:
+        if "step_ms" in groups:
+            seconds = float(groups["step_ms"]) / 1000.0
+        elif "step_s" in groups:
+            seconds = float(groups["step_s"])
+        else:
+            return None
+    except ValueError:  # a site pattern may capture something that is not a number
+        return None
+    return seconds if math.isfinite(seconds) and 0.0 <= seconds <= MAX_STEP_TIME_S else None

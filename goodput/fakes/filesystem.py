@@ -4,15 +4,28 @@ Files are sizes and mtimes, with text only where a test gives it (metadata, mark
 is recorded, and reading a shard (by suffix), a file that has no text (opaque binary content), or
 asking for more than the metadata limit raises `ForbiddenReadError`: that is the property that
 discovery stays cheap on multi-terabyte checkpoints. Reading over the caller's limit raises
-`TooLargeError` like the real filesystem, without counting as a read.
+`TooLargeError` like the real filesystem, without counting as a read. Like the real one it is
+confined by `within(root)` (lexically: the fake has no symlinks) and has special files
+(`add_special`: a FIFO, a socket) that are listed as refused entries and never read.
 """
 
 from __future__ import annotations
 
+import copy
 import posixpath
 from dataclasses import dataclass
 
-from goodput.checkpoints.fs import METADATA_LIMIT, SMALL_TEXT_LIMIT, Entry, TooLargeError, is_shard_name
+from goodput.checkpoints.fs import (
+    METADATA_LIMIT,
+    SMALL_TEXT_LIMIT,
+    Entry,
+    FileSystem,
+    NotRegularFileError,
+    OutsideRootError,
+    TooLargeError,
+    is_shard_name,
+    within_root,
+)
 
 DEFAULT_MTIME = 1_700_000_000.0
 
@@ -27,6 +40,7 @@ class _Node:
     size: int = 0
     mtime: float = DEFAULT_MTIME
     text: str | None = None
+    special: str = ""  # "a FIFO", "a socket": neither file nor directory
 
 
 def _norm(path: str) -> str:
@@ -40,6 +54,22 @@ class FakeFileSystem:
         self.reads: list[str] = []
         self.listed: list[str] = []
         self.stats: list[str] = []
+        self.root = "/"
+
+    def within(self, root: str) -> FileSystem:
+        """A view confined to `root` that shares this tree and its records of reads."""
+        root = _norm(root)
+        if not within_root(root, self.root):
+            raise OutsideRootError(f"{root} is outside {self.root}")
+        view = copy.copy(self)
+        view.root = root
+        return view
+
+    def _inside(self, path: str) -> str:
+        path = _norm(path)
+        if not within_root(path, self.root):
+            raise OutsideRootError(f"{path} is outside the checkpoint root {self.root}")
+        return path
 
     # building -----------------------------------------------------------------------------
 
@@ -66,6 +96,13 @@ class FakeFileSystem:
                                   mtime=self.default_mtime if mtime is None else mtime)
         return path
 
+    def add_special(self, path: str, kind: str = "a FIFO", mtime: float | None = None) -> str:
+        """A FIFO (or socket, device) at `path`: listed, never a file to read."""
+        path = _norm(path)
+        self.add_dir(posixpath.dirname(path))
+        self._nodes[path] = _Node(is_dir=False, special=kind, mtime=self.default_mtime if mtime is None else mtime)
+        return path
+
     def remove(self, path: str) -> None:
         path = _norm(path)
         for key in [k for k in self._nodes if k == path or k.startswith(path.rstrip("/") + "/")]:
@@ -77,10 +114,12 @@ class FakeFileSystem:
     # the FileSystem protocol ----------------------------------------------------------------
 
     def _entry(self, path: str, node: _Node) -> Entry:
-        return Entry(name=posixpath.basename(path), is_dir=node.is_dir, size=node.size, mtime=node.mtime)
+        refused = f"{node.special}, not a regular file" if node.special else ""
+        return Entry(name=posixpath.basename(path), is_dir=node.is_dir, size=node.size, mtime=node.mtime,
+                     refused=refused)
 
     def list_dir(self, path: str) -> list[Entry]:
-        path = _norm(path)
+        path = self._inside(path)
         self.listed.append(path)
         node = self._nodes.get(path)
         if node is None or not node.is_dir:
@@ -91,13 +130,13 @@ class FakeFileSystem:
                       key=lambda e: e.name)
 
     def stat(self, path: str) -> Entry | None:
-        path = _norm(path)
+        path = self._inside(path)
         self.stats.append(path)
         node = self._nodes.get(path)
         return None if node is None else self._entry(path, node)
 
     def read_small_text(self, path: str, limit: int = SMALL_TEXT_LIMIT) -> str:
-        path = _norm(path)
+        path = self._inside(path)
         if limit > METADATA_LIMIT:
             raise ForbiddenReadError(f"asked to read up to {limit} bytes of {path}: more than metadata")
         if is_shard_name(path):
@@ -105,8 +144,8 @@ class FakeFileSystem:
         node = self._nodes.get(path)
         if node is None:
             raise FileNotFoundError(path)
-        if node.is_dir:
-            raise IsADirectoryError(path)
+        if node.is_dir or node.special:
+            raise NotRegularFileError(f"{node.special or 'a directory'}, not a regular file")
         if node.size > limit:
             raise TooLargeError(f"{path} is {node.size} bytes, over the {limit}-byte limit")
         if node.text is None and node.size:

@@ -9,6 +9,10 @@ branch and the 24.x/25.x files it inherits): `pyslurm/core/job/job.pyx` (Job, Jo
 only `.values()` is used). Same class, method and attribute names, argument shapes and value
 types: ids are ints, absent strings are None, `Node.state` is `node_state_string_complete`
 ("IDLE+DRAIN"), `configured_gres`/`gres_per_node` are dicts, errors carry Slurm's strerror text.
+`JobSubmitDescription.submit` keeps pyslurm 25.11's submission.pyx rules that matter to a
+resubmission: a `script` naming an existing file is read from it, `environment` "ALL" (the default)
+exports the caller's whole environment while a dict exports only itself plus the caller's SLURM_*
+variables, and `user_id`/`group_id` submit for another user, which only root may do here.
 
 Behind them sits `Slurmctld`, a toy controller keeping Slurm's semantics for these calls: requeue
 makes a job PENDING with its restart count +1 (requeue of a pending job: "Job is pending
@@ -22,12 +26,14 @@ nodes); a requeue skips the COMPLETING phase; there is no MIXED state, no accoun
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from goodput.fakes.pyslurm_submission import JobSubmitDescription
 from goodput.slurm.hostlist import compress_hostlist, expand_hostlist
 
 T = TypeVar("T")
@@ -35,6 +41,7 @@ PYSLURM_VERSION = "25.11.0"
 
 SLURM_ERROR = -1  # slurm_errno.h values; the backend classifies by text, as scontrol users do
 SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR = 1800
+ESLURM_ACCESS_DENIED = 2002
 ESLURM_INVALID_JOB_ID = 2017
 ESLURM_INVALID_NODE_NAME = 2018
 ESLURM_ALREADY_DONE = 2021
@@ -43,6 +50,7 @@ ESLURM_DISABLED = 2030
 ESLURM_INVALID_NODE_STATE = 2037
 STRERROR = {
     SLURM_ERROR: "Unspecified error",
+    ESLURM_ACCESS_DENIED: "Access/permission denied",
     SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR: "Unable to contact slurm controller (connect failure)",
     ESLURM_INVALID_JOB_ID: "Invalid job id specified",
     ESLURM_INVALID_NODE_NAME: "Invalid node name specified",
@@ -105,7 +113,10 @@ class JobRecord:
     memory_per_node: int | None = None
     memory_per_cpu: int | None = None
     gres_per_node: dict[str, int] = field(default_factory=dict)
-    environment: str | dict[str, str] | None = None
+    environment: dict[str, str] = field(default_factory=dict)  # as the job will see it
+    user_id: int = 0
+    user_name: str | None = "root"
+    group_id: int = 0
     array_id: int | None = None
     array_task_id: int | None = None
     heterogeneous_id: int | None = None
@@ -143,7 +154,7 @@ class Job:
                      "standard_output", "standard_error", "command", "working_directory", "is_batch_job",
                      "ntasks", "ntasks_per_node", "cpus_per_task", "account", "qos", "reservation", "time_limit",
                      "memory_per_node", "memory_per_cpu", "array_id", "array_task_id", "heterogeneous_id",
-                     "heterogeneous_offset"):
+                     "heterogeneous_offset", "user_id", "user_name", "group_id"):
             setattr(job, name, getattr(record, name))
         for name, value in (("constraints", list(record.constraints)),
                             ("gres_per_node", dict(record.gres_per_node)),
@@ -243,39 +254,6 @@ class Nodes(dict[str, Node]):
         return cls._ctl.rpc("load_nodes", load)
 
 
-_SUBMIT_ATTRS = frozenset({
-    "name", "account", "priority", "comment", "working_directory", "nodes", "excluded_nodes", "required_nodes",
-    "constraints", "memory_per_cpu", "memory_per_node", "partitions", "qos", "is_requeueable", "reservations",
-    "script", "environment", "time_limit", "cpus_per_task", "gres_per_node", "ntasks", "ntasks_per_node",
-    "standard_output", "standard_error", "user_id", "group_id", "array", "dependencies", "gpus", "licenses"})
-
-
-class JobSubmitDescription:
-    """pyslurm.JobSubmitDescription: attributes as keyword arguments, `submit() -> int`."""
-
-    _ctl: ClassVar[Slurmctld]
-
-    def __init__(self, **kwargs: Any) -> None:
-        for key, value in kwargs.items():
-            if key not in _SUBMIT_ATTRS:  # pyslurm's cdef class has no other attributes
-                raise AttributeError(f"'pyslurm.JobSubmitDescription' object has no attribute '{key}'")
-            setattr(self, key, value)
-
-    def __getattr__(self, key: str) -> Any:
-        if key in _SUBMIT_ATTRS:
-            return None
-        raise AttributeError(key)
-
-    def submit(self) -> int:
-        script = self.script
-        if not isinstance(script, str) or not script.strip():
-            raise ValueError("Batch script is empty or none was provided.")
-        if not script.startswith("#!"):
-            raise ValueError("Not a valid Batch script. First line must start with '#!',followed by the "
-                             "path to an interpreter")
-        return self._ctl.rpc("submit_batch_job", lambda: self._ctl.submit(self))
-
-
 def _hosts(value: Any) -> tuple[str, ...]:
     if not value:
         return ()
@@ -285,10 +263,13 @@ def _hosts(value: Any) -> tuple[str, ...]:
 class Slurmctld:
     """The toy controller behind one stand-in module (`.module` is what the backend imports)."""
 
-    def __init__(self, nodes: dict[str, NodeRecord] | None = None, *, user: str = "root") -> None:
+    def __init__(self, nodes: dict[str, NodeRecord] | None = None, *, user: str = "root", uid: int = 0,
+                 users: dict[int, str] | None = None) -> None:
         self.nodes = nodes if nodes is not None else {f"node{i}": NodeRecord(f"node{i}") for i in range(1, 5)}
         self.jobs: dict[int, JobRecord] = {}
-        self.user = user
+        self.user = user  # who calls the API (the worker): drains record it, submissions default to it
+        self.uid = uid
+        self.users = {uid: user, **(users or {})}  # slurmctld's view of the passwd database
         self.available = True
         self.calls: list[str] = []  # every RPC, in order
         self._ids = itertools.count(100)
@@ -326,7 +307,10 @@ class Slurmctld:
         self.jobs[record.id] = record
         return record
 
-    def submit(self, desc: JobSubmitDescription) -> int:
+    def submit(self, desc: JobSubmitDescription, environment: dict[str, str]) -> int:
+        owner = self.uid if desc.user_id is None else int(desc.user_id)
+        if owner != self.uid and self.uid != 0:  # only root (or SlurmUser) submits for others
+            raise RPCError(ESLURM_ACCESS_DENIED)
         job_id = next(self._ids)
         nodes = desc.nodes
         partitions = desc.partitions
@@ -341,14 +325,16 @@ class Slurmctld:
             priority=0 if desc.priority == 0 else 1000, state_reason="JobHeldUser" if desc.priority == 0 else None,
             standard_output=(desc.standard_output or "slurm-%j.out").replace("%j", str(job_id)),
             standard_error=(desc.standard_error or desc.standard_output or "slurm-%j.out").replace("%j", str(job_id)),
-            working_directory=desc.working_directory or "/tmp",  # noqa: S108 - pyslurm defaults to getcwd()
+            working_directory=desc.working_directory or os.getcwd(),  # pyslurm's default
             command=None, ntasks=int(desc.ntasks or 1), ntasks_per_node=desc.ntasks_per_node,
             cpus_per_task=int(desc.cpus_per_task or 1), account=desc.account, qos=desc.qos,
             constraints=constraints.split(",") if isinstance(constraints, str) else list(constraints or []),
             reservation=desc.reservations if isinstance(desc.reservations, str) else None,
             time_limit=int(time_limit) if time_limit not in (None, "") else None,
             memory_per_node=desc.memory_per_node, memory_per_cpu=desc.memory_per_cpu,
-            gres_per_node=dict(desc.gres_per_node or {}), environment=desc.environment or "ALL")
+            gres_per_node=dict(desc.gres_per_node or {}), environment=environment,
+            user_id=owner, user_name=self.users.get(owner),
+            group_id=int(desc.group_id) if desc.group_id is not None else owner)
         self.schedule()
         return job_id
 

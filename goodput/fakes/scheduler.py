@@ -5,6 +5,12 @@ errors for unknown jobs) so workflows exercised against it behave as they will o
 `state_path` its state and journal live in a JSON file under an exclusive lock, so a worker
 process that is SIGKILLed and replaced sees exactly what its predecessor did: the durability test
 counts drains and requeues in that journal.
+
+Resubmission keeps the real backends' rules too: a job of unknown owner is refused, the copy
+belongs to the original's owner, and a retried resubmission recognises its copy only by owner and
+token (`goodput.slurm.resubmit.find_copy`). The fake has no accounts to switch to; it records
+whom the copy was submitted as in its journal. Its default token key is a fixed, public one: the
+fake guards no real jobs, and processes sharing a state file must agree on it.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ from pydantic import BaseModel, Field
 
 from goodput.identifiers import validate_job_id, validate_node_name, validate_reason
 from goodput.scheduler import (
-    ACTIVE_JOB_STATES,
     ActionResult,
     JobInfo,
     JobState,
@@ -31,10 +36,15 @@ from goodput.scheduler import (
     UnknownNodeError,
 )
 from goodput.slurm import rules
+from goodput.slurm.commands import validate_environment
 from goodput.slurm.optin import DEFAULT_MARKER, NotOptedInError, is_opted_in
-from goodput.slurm.resubmit import RESUBMIT_TAG
+from goodput.slurm.resubmit import ResubmitKey, find_copy, tag_comment
+from goodput.slurm.submit_as import Account, job_owner, submission_environment
 
 T = TypeVar("T")
+FAKE_RESUBMIT_KEY = ResubmitKey(b"goodput fake scheduler: not a secret")
+# The demo cluster's jobs belong to an ordinary user, as real training jobs do.
+DEMO_USER, DEMO_UID = "goodput-demo", 64000
 
 
 class JournalEntry(BaseModel):
@@ -59,7 +69,8 @@ def demo_cluster(node_count: int = 8, gpus: int = 8) -> FakeClusterState:
         members = (f"node{2 * index + 1}", f"node{2 * index + 2}")
         state.jobs[job_id] = JobInfo(job_id=job_id, name=f"train-{job_id}", state=JobState.RUNNING,
                                      partition="gpu", nodes=members, requeue=True,
-                                     comment="goodput:opt-in", command="train.sbatch")
+                                     comment="goodput:opt-in", command="train.sbatch",
+                                     user=DEMO_USER, user_id=DEMO_UID, group_id=DEMO_UID)
         for node in members:
             state.nodes[node] = state.nodes[node].model_copy(update={"state": "ALLOCATED"})
     return state
@@ -74,8 +85,10 @@ class FakeScheduler:
 
     def __init__(self, state: FakeClusterState | None = None, *, state_path: Path | None = None,
                  action_delay_s: float = 0.0, allow_partitions: Collection[str] = (),
-                 comment_marker: str = DEFAULT_MARKER, enforce_opt_in: bool = True) -> None:
+                 comment_marker: str = DEFAULT_MARKER, enforce_opt_in: bool = True,
+                 resubmit_key: ResubmitKey | None = None) -> None:
         self._memory = state if state is not None else demo_cluster()
+        self._resubmit_key = resubmit_key or FAKE_RESUBMIT_KEY
         self._path = state_path
         self._delay = action_delay_s
         self._allow_partitions = tuple(allow_partitions)
@@ -211,28 +224,33 @@ class FakeScheduler:
         validate_job_id(job_id)
         for node in request.exclude:
             validate_node_name(node)
+        validate_environment(request.environment)
+        token = self._resubmit_key.token(job_id, request.incident_id)
 
         def apply(s: FakeClusterState) -> ActionResult:
             job = self._opted_in(_job(s, job_id))
-            tag = f"{RESUBMIT_TAG}{job_id}"
-            for other in s.jobs.values():
-                if tag in other.comment.split() and other.state in ACTIVE_JOB_STATES:
-                    return ActionResult(changed=False, detail=f"{job_id} already resubmitted as {other.job_id}",
-                                        new_job_id=other.job_id)
+            owner, uid = job_owner(job)
+            # the same environment rule as the real backends (GOODPUT_* only), though nothing runs
+            submission_environment(Account(name=owner, uid=uid, gid=job.group_id or uid), resume=request.environment)
+            copy = find_copy(s.jobs.values(), job, token)
+            if copy is not None:
+                return ActionResult(changed=False, detail=f"{job_id} already resubmitted as {copy.job_id}",
+                                    new_job_id=copy.job_id)
             new_id = str(s.next_job_id)
             s.next_job_id += 1
             nodes = _place(s, len(job.nodes) or 1, request.exclude, freeing=())
-            comment = " ".join(filter(None, (job.comment, tag)))
             s.jobs[new_id] = job.model_copy(update={
                 "job_id": new_id, "restart_count": 0, "excluded_nodes": request.exclude,
-                "comment": comment,
+                "comment": tag_comment(job.comment, job_id, token),
+                "user": job.user, "user_id": job.user_id, "group_id": job.group_id,
                 "state": JobState.RUNNING if nodes and not request.hold else JobState.PENDING,
                 "nodes": nodes or job.nodes, "held": request.hold,
                 "state_reason": "" if nodes and not request.hold else ("JobHeldUser" if request.hold else "Resources")})
             env = ",".join(f"{k}={v}" for k, v in sorted(request.environment.items()))
             s.journal.append(JournalEntry(op="resubmit", target=job_id,
-                                          detail=f"new={new_id} exclude={','.join(request.exclude)} env={env}"))
-            return ActionResult(changed=True, detail=f"resubmitted {job_id} as {new_id}",
+                                          detail=f"new={new_id} as={owner} exclude={','.join(request.exclude)} "
+                                                 f"env={env}"))
+            return ActionResult(changed=True, detail=f"resubmitted {job_id} as {new_id} (as {owner})",
                                 new_job_id=new_id)
 
         result = self._read(apply)

@@ -8,12 +8,14 @@ validating a body into per-stream lines, and `PushRouter`, which keeps one `Live
 
 Bodies are hostile input. A record that is not an object, lacks a field, or names a job id that
 no scheduler call may carry is rejected on its own (line number and reason); only a body in
-which nothing is JSON fails as a whole. Sizes are bounded everywhere: the body, each line, the
+which nothing is JSON fails as a whole, and a stream whose lines cannot be judged is rejected
+without costing the other streams of its batch their anomalies. Sizes are bounded everywhere: the body, each line, the
 lines of a batch, the rejections reported and the number of detectors kept.
 """
 
 from goodput.push.batch import (
     BodyTooLargeError,
+    OversizedNumber,
     ParsedBatch,
     PushBodyError,
     PushLine,
@@ -22,10 +24,10 @@ from goodput.push.batch import (
     parse_batch,
 )
 from goodput.push.config import MAX_ATTEMPT, MIN_TOKEN_CHARS, PushConfig, PushFields, authenticate, token_matches
-from goodput.push.router import PushRouter
+from goodput.push.router import PushRouter, Routed
 
 __all__ = [
-    "MAX_ATTEMPT", "MIN_TOKEN_CHARS", "BodyTooLargeError", "ParsedBatch", "PushBodyError", "PushConfig",
-    "PushFields", "PushLine", "PushRouter", "Rejection", "StreamKey", "authenticate", "parse_batch",
-    "token_matches",
+    "MAX_ATTEMPT", "MIN_TOKEN_CHARS", "BodyTooLargeError", "OversizedNumber", "ParsedBatch", "PushBodyError",
+    "PushConfig", "PushFields", "PushLine", "PushRouter", "Rejection", "Routed", "StreamKey", "authenticate",
+    "parse_batch", "token_matches",
 ]

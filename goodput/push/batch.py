@@ -1,11 +1,17 @@
-"""Parsing a pushed body into per-stream lines; every bad record rejected on its own."""
+"""Parsing a pushed body into per-stream lines; every bad record rejected on its own.
+
+A record is rejected alone, with its reason, never its batch: one that is not an object, lacks a
+field, names an impossible job id, or carries a number no parser should be fed (JSON integers
+are read with a digit bound, and a message holding a run of `MAX_NUMBER_DIGITS` digits or more is
+refused: Python cannot convert such a number, and no log line legitimately prints one).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,8 +20,11 @@ from goodput.identifiers import InvalidIdentifierError, validate_cluster, valida
 from goodput.logtail import TRUNCATION_MARKER, split_srun_label
 from goodput.models import IncidentKey
 from goodput.push.config import MAX_ATTEMPT, PushConfig
+from goodput.untrusted_text import LinearRegex, utf8
 
-_NONEMPTY_LINE = re.compile(r"[^\n]+")
+MAX_NUMBER_DIGITS = 999
+MAX_JSON_INT_CHARS = 40  # far beyond any id, rank or attempt; longer integers are not converted
+_LONG_NUMBER = LinearRegex(f"[0-9]{{{MAX_NUMBER_DIGITS + 1}}}")
 
 
 class PushBodyError(ValueError):
@@ -68,10 +77,37 @@ class ParsedBatch:
     rejected: tuple[Rejection, ...]
     """The first `max_rejections` rejections; `rejected_total` counts them all."""
     rejected_total: int
+    records: Mapping[StreamKey, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    """The body line (or array position) of each accepted record, per stream."""
 
 
 class _Reject(Exception):
     """One record is unusable; control flow inside the parser, never raised out of it."""
+
+
+@dataclass(frozen=True, slots=True)
+class OversizedNumber:
+    """A JSON integer too long to convert, kept as its length so the record can be judged alone."""
+
+    chars: int
+
+    def __repr__(self) -> str:
+        return f"a {self.chars}-character number"
+
+
+def _json_int(text: str) -> int | OversizedNumber:
+    return int(text) if len(text) <= MAX_JSON_INT_CHARS else OversizedNumber(len(text))
+
+
+def _lines_of(text: str) -> Iterator[str]:
+    """The non-empty lines of `text`, lazily: a 4 MiB record may be 2M short lines."""
+    start, end = 0, len(text)
+    while start < end:
+        newline = text.find("\n", start)
+        stop = end if newline < 0 else newline
+        if stop > start:
+            yield text[start:stop]
+        start = stop + 1
 
 
 def _lookup(record: Mapping[str, Any], names: Sequence[str]) -> tuple[str, Any] | None:
@@ -109,12 +145,14 @@ def _int_field(record: Mapping[str, Any], names: Sequence[str], what: str) -> in
     if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 10:
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_ATTEMPT:
-        shown = _kind(value) if isinstance(value, dict | list) else repr(value)[:40]
+        shown = _kind(value) if isinstance(value, dict | list | OversizedNumber) else repr(value)[:40]
         raise _Reject(f"{what} field {name!r} must be a non-negative integer, got {shown}")
     return value
 
 
 def _kind(value: object) -> str:
+    if isinstance(value, OversizedNumber):
+        return repr(value)
     return {dict: "an object", list: "an array", bool: "a boolean", float: "a number"}.get(
         type(value), type(value).__name__)
 
@@ -126,6 +164,7 @@ class _Parser:
         self.cluster = cluster
         self.streams: dict[StreamKey, list[PushLine]] = {}
         self.raw: dict[StreamKey, list[str]] = {}
+        self.lines_of: dict[StreamKey, list[int]] = {}
         self.accepted = 0
         self.seen = 0
         self.lines = 0
@@ -151,7 +190,9 @@ class _Parser:
             return
         self.lines += max(1, len(lines))
         self.streams.setdefault(key, []).extend(lines)
-        self.raw.setdefault(key, []).append(raw if raw is not None else json.dumps(record, sort_keys=True))
+        self.raw.setdefault(key, []).append(raw if raw is not None else json.dumps(record, sort_keys=True,
+                                                                                   default=repr))
+        self.lines_of.setdefault(key, []).append(line)
         self.accepted += 1
 
     @property
@@ -178,7 +219,11 @@ class _Parser:
         if not isinstance(message[1], str):
             raise _Reject(f"message field {message[0]!r} must be a string, got {_kind(message[1])}")
         # Lone surrogates ("\ud800" is valid JSON) cannot be encoded later, in a Temporal payload.
-        text = message[1].encode("utf-8", errors="replace").decode("utf-8")
+        data = utf8(message[1])
+        text = data.decode("utf-8")
+        if (number := _LONG_NUMBER.search(data)) is not None:
+            raise _Reject(f"message holds a number of more than {MAX_NUMBER_DIGITS} digits (at byte "
+                          f"{number.start()}); no log line carries one, so it is not fed to the detectors")
         job_id = _text_field(record, f.job_id, "job id")
         if job_id is None:
             raise _Reject(f"no job id field (looked for {', '.join(f.job_id)})")
@@ -201,10 +246,10 @@ class _Parser:
         # because the catalogue judges line by line, as it does for tailed files.
         limit, room = self.config.max_line_chars, self.config.max_lines_per_batch - self.lines
         out: list[PushLine] = []
-        for match in _NONEMPTY_LINE.finditer(message):  # lazily: a 4 MiB record may be 2M short lines
+        for line in _lines_of(message):
             if len(out) >= room:
                 break  # the rest of a record longer than a whole batch may be is dropped
-            text = match[0].removesuffix("\r")
+            text = line.removesuffix("\r")
             if not text:
                 continue
             truncated = len(text) > limit
@@ -221,13 +266,15 @@ class _Parser:
                         for key, raw in self.raw.items()}
         return ParsedBatch(received_at=received_at, streams={k: tuple(v) for k, v in self.streams.items()},
                            fingerprints=fingerprints, accepted=self.accepted, rejected=tuple(self.rejected),
-                           rejected_total=self.rejected_total)
+                           rejected_total=self.rejected_total,
+                           records={k: tuple(v) for k, v in self.lines_of.items()})
 
 
 def _loads(text: str) -> object:
-    """json.loads, with every way it can fail (deep nesting, 5000-digit integers) as ValueError."""
+    """json.loads, with deep nesting as ValueError; long integers become `OversizedNumber`s, so a
+    record holding one is rejected alone instead of failing the array around it."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=_json_int)
     except RecursionError:
         raise ValueError("nested too deeply") from None
 
@@ -282,8 +329,3 @@ def parse_batch(body: bytes, config: PushConfig, *, cluster: str, received_at: d
     if not any_json and first_error is not None:
         raise PushBodyError(f"body is not JSON lines or a JSON array; {first_error}")
     return parser.batch(received_at)
-
-
-# -- routing -----------------------------------------------------------------------------------
-
-

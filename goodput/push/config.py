@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hmac
-import re
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
@@ -11,7 +10,6 @@ from goodput.models import Cluster
 
 MIN_TOKEN_CHARS = 16
 MAX_ATTEMPT = 2**31 - 1
-_NONEMPTY_LINE = re.compile(r"[^\n]+")
 
 
 class _Settings(BaseModel):
@@ -81,7 +79,4 @@ def authenticate(header_value: str | None, config: PushConfig) -> bool:
         return False
     scheme, _, token = header_value.strip().partition(" ")
     return scheme.lower() == "bearer" and token_matches(token.strip(), config)
-
-
-# -- parsing -----------------------------------------------------------------------------------
 

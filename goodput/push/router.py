@@ -1,4 +1,10 @@
-"""PushRouter: one live detector per pushed stream, so pushed lines are judged like tailed ones."""
+"""PushRouter: one live detector per pushed stream, so pushed lines are judged like tailed ones.
+
+Streams are judged one by one and kept apart: should a detector ever fail on a stream's lines
+(every parser below is bounded, so this is the last guard, not the plan), that stream's records
+are reported as rejected and its detector is dropped, while every other job of the batch is
+still judged. One job's output can never cost another job its anomalies.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +18,19 @@ from goodput.detect.live import LiveLogDetector
 from goodput.detect.progress import ProgressParser
 from goodput.logtail import LogLine
 from goodput.models import Anomaly
-from goodput.push.batch import ParsedBatch, PushLine, StreamKey
+from goodput.push.batch import ParsedBatch, PushLine, Rejection, StreamKey
 from goodput.push.config import PushConfig
 from goodput.signatures import Catalogue, default_catalogue
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """What a batch produced: its anomalies, and the records of streams that could not be judged."""
+
+    anomalies: list[Anomaly]
+    rejected: list[Rejection] = field(default_factory=list)
+    failures: list[tuple[StreamKey, Exception]] = field(default_factory=list)
+    """The errors behind `rejected`, for the caller's log."""
 
 
 @dataclass(slots=True)
@@ -50,22 +66,40 @@ class PushRouter:
         return len(self._streams)
 
     def route(self, batch: ParsedBatch, detected_at: datetime) -> list[Anomaly]:
-        anomalies: list[Anomaly] = []
+        """The batch's anomalies; a stream that fails raises (see `route_each` to keep going)."""
+        routed = self.route_each(batch, detected_at)
+        if routed.failures:
+            raise routed.failures[0][1]
+        return routed.anomalies
+
+    def route_each(self, batch: ParsedBatch, detected_at: datetime) -> Routed:
+        """Every stream judged on its own; one that fails is rejected and the others go on."""
+        routed = Routed(anomalies=[])
         for key, lines in batch.streams.items():
-            stream = self._stream(key, batch.received_at)
-            fingerprint = batch.fingerprints.get(key)
-            if fingerprint is not None and fingerprint in stream.recent:
-                stream.recent.move_to_end(fingerprint)
-                anomalies.extend(stream.recent[fingerprint])
-                continue
-            found = tuple(stream.detector.feed(self._log_lines(key, stream, lines, batch.received_at),
-                                               batch.received_at, detected_at))
-            if fingerprint is not None:
-                stream.recent[fingerprint] = found
-                if len(stream.recent) > self.RECENT_BATCHES:
-                    stream.recent.popitem(last=False)
-            anomalies.extend(found)
-        return anomalies
+            try:
+                routed.anomalies.extend(self._route_stream(key, lines, batch, detected_at))
+            except Exception as err:  # isolation is the point: other jobs must not pay for this one
+                self._streams.pop(key, None)  # its state may be half-updated; the next batch starts afresh
+                routed.failures.append((key, err))
+                reason = (f"job {key.job_id} attempt {key.attempt}: its lines could not be judged "
+                          f"({type(err).__name__}) and were dropped")
+                routed.rejected.extend(Rejection(line=n, reason=reason) for n in batch.records.get(key, (0,)))
+        return routed
+
+    def _route_stream(self, key: StreamKey, lines: Sequence[PushLine], batch: ParsedBatch,
+                      detected_at: datetime) -> tuple[Anomaly, ...]:
+        stream = self._stream(key, batch.received_at)
+        fingerprint = batch.fingerprints.get(key)
+        if fingerprint is not None and fingerprint in stream.recent:
+            stream.recent.move_to_end(fingerprint)
+            return stream.recent[fingerprint]
+        found = tuple(stream.detector.feed(self._log_lines(key, stream, lines, batch.received_at),
+                                           batch.received_at, detected_at))
+        if fingerprint is not None:
+            stream.recent[fingerprint] = found
+            if len(stream.recent) > self.RECENT_BATCHES:
+                stream.recent.popitem(last=False)
+        return found
 
     def _stream(self, key: StreamKey, now: datetime) -> _Stream:
         stream = self._streams.get(key)

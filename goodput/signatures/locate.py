@@ -4,16 +4,20 @@ A fault line rarely names everything: a Python exception knows its rank but not 
 `srun: error:` line knows host and task, a torchrun failure summary spreads host, rank and exit
 code over consecutive lines, the kernel's fallen-off-the-bus banner names the PCI id two lines
 before the message. This collector remembers those facts (bounded, so a hostile log cannot grow
-it without limit) and fills them into the hits that lack them.
+it without limit) and fills them into the hits that lack them. Numbers read from a line are
+bounded (`bounded_int`): an absurd rank or communicator size is ignored, never converted.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from goodput.signatures.model import LineContext, Match
+from goodput.signatures.model import MAX_RANK_DIGITS, LineContext, Match
+from goodput.untrusted_text import bounded_int
 
 MAX_ENTRIES = 10_000
+# `0000:bb:00.0` is 12 characters; NCCL's compact form is shorter. Longer is not a bus id.
+MAX_BUS_ID_CHARS = 16
 # torchrun prints host, rank and exitcode within a few lines of each other.
 SUMMARY_SPAN = 4
 BANNER_SPAN = 4
@@ -46,7 +50,9 @@ class Locator:
             self._summary_host = (g["host"], line)
             return match
         if sig_id == "torchrun-summary-rank":
-            rank = int(g["rank"])
+            rank = bounded_int(g.get("rank"), max_digits=MAX_RANK_DIGITS)
+            if rank is None:
+                return match
             host = None
             if self._summary_host and line - self._summary_host[1] <= SUMMARY_SPAN:
                 host = self._summary_host[0]
@@ -55,11 +61,13 @@ class Locator:
             return match
         if sig_id == "nccl-init-rank":
             host = match.host
-            if host:
-                rank, size = int(g["rank"]), int(g["code"])
+            rank = bounded_int(g.get("rank"), max_digits=MAX_RANK_DIGITS)
+            size = bounded_int(g.get("code"), max_digits=MAX_RANK_DIGITS)
+            pci = g.get("pci", "")
+            if host and rank is not None and size is not None and len(pci) <= MAX_BUS_ID_CHARS:
                 if size >= self._nccl.get(rank, (0, "", ""))[0] and (rank in self._nccl or
                                                                       len(self._nccl) < MAX_ENTRIES):
-                    self._nccl[rank] = (size, host, nccl_bus_id_to_pci(g["pci"]))
+                    self._nccl[rank] = (size, host, nccl_bus_id_to_pci(pci))
                 self._world = max(self._world, size)
             return match
         if sig_id == "gpu-pci-banner":
@@ -67,9 +75,9 @@ class Locator:
             return match
 
         host = match.host
-        task = g.get("task")
-        if host and task is not None and task.isdigit():
-            self._remember(self.task_host, int(task), host)
+        task = bounded_int(g.get("task"), max_digits=MAX_RANK_DIGITS)
+        if host and task is not None:
+            self._remember(self.task_host, task, host)
         if host and match.context.rank is not None:
             self._remember(self.rank_host, match.context.rank, host)
 
@@ -92,9 +100,9 @@ class Locator:
         if match.host:
             return match.host
         ctx: LineContext = match.context
-        rank_text = match.groups.get("rank")
-        if rank_text is not None and rank_text.isdigit() and int(rank_text) in self.rank_host:
-            return self.rank_host[int(rank_text)]
+        named_rank = bounded_int(match.groups.get("rank"), max_digits=MAX_RANK_DIGITS)
+        if named_rank is not None and named_rank in self.rank_host:
+            return self.rank_host[named_rank]
         if ctx.rank is not None and ctx.rank in self.rank_host:
             return self.rank_host[ctx.rank]
         if ctx.task is not None and ctx.task in self.task_host:

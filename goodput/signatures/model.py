@@ -2,12 +2,13 @@
 
 Signatures are data (TOML files under `data/`); this module only says what a valid entry is, so a
 typo in a category, a regex that does not compile or a missing prefilter literal fails when the
-catalogue loads, not when the first real incident arrives.
+catalogue loads, not when the first real incident arrives. Patterns are compiled with RE2 (linear
+time whatever a log line holds): one that needs backtracking (a backreference, a lookaround) is
+refused at load time like any other bad pattern.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -15,6 +16,10 @@ from functools import cached_property
 from pydantic import Field, field_validator, model_validator
 
 from goodput.models import Category, CulpritKind, Frozen
+from goodput.untrusted_text import LinearPatternError, LinearRegex, bounded_int
+
+# No job has a billion ranks; a longer number in a log line is noise (or an attack), never a rank.
+MAX_RANK_DIGITS = 9
 
 # Named groups a pattern may use; anything else is a catalogue bug, caught at load time.
 KNOWN_GROUPS = frozenset({"host", "pci", "rank", "task", "xid", "peer", "path", "code", "action",
@@ -61,22 +66,25 @@ class Signature(Frozen):
     def _no_empty_literal(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if any(not lit for lit in value):
             raise ValueError("an empty literal would make the prefilter pass every line")
+        if any("\n" in lit for lit in value):
+            raise ValueError("a literal cannot span lines: the matcher looks for literals line by line")
         return value
 
     @model_validator(mode="after")
     def _pattern_compiles(self) -> Signature:
         try:
-            compiled = re.compile(self.pattern, re.IGNORECASE if self.ignore_case else 0)
-        except re.error as exc:
+            compiled = self.regex
+        except LinearPatternError as exc:
             raise ValueError(f"{self.id}: pattern does not compile: {exc}") from exc
-        unknown = set(compiled.groupindex) - KNOWN_GROUPS
+        unknown = compiled.group_names - KNOWN_GROUPS
         if unknown:
             raise ValueError(f"{self.id}: unknown named groups {sorted(unknown)}")
         return self
 
     @cached_property
-    def regex(self) -> re.Pattern[str]:
-        return re.compile(self.pattern, re.IGNORECASE if self.ignore_case else 0)
+    def regex(self) -> LinearRegex:
+        """RE2, compiled once; `LinearPatternError` for a pattern it cannot run in linear time."""
+        return LinearRegex(self.pattern, ignore_case=self.ignore_case)
 
     @property
     def rank_key(self) -> tuple[int, int]:
@@ -109,9 +117,9 @@ class Match:
     @property
     def rank(self) -> int | None:
         for key in ("rank", "task"):
-            value = self.groups.get(key)
-            if value is not None and value.isdigit():
-                return int(value)
+            value = bounded_int(self.groups.get(key), max_digits=MAX_RANK_DIGITS)
+            if value is not None:
+                return value
         if self.context.rank is not None:
             return self.context.rank
         return self.context.task

@@ -3,67 +3,82 @@
 Distributed jobs interleave the output of hundreds of processes; the prefixes that launchers and
 loggers add are often the only way to tell which host or rank a line came from. They are peeled
 off in a fixed order (outermost first) so that signature regexes can anchor on the message itself
-(`^KeyError:`) and the culprit can be named.
+(`^KeyError:`) and the culprit can be named. Every prefix pattern runs on RE2 (linear time) and
+matches ASCII only, so its length in bytes is its length in characters.
 """
 
 from __future__ import annotations
 
-import re
-
 from goodput.signatures.model import LineContext
+from goodput.untrusted_text import LinearRegex, utf8
 
 _HOST = r"[A-Za-z][A-Za-z0-9_.\-]{0,127}"
 
 # `srun -l` / `--label`: the Slurm task id, right-aligned.
-_SRUN_TASK = re.compile(r"\s*(\d{1,6}): ")
+_SRUN_TASK = LinearRegex(r"\s*(\d{1,6}): ")
 # pdsh-style (DeepSpeed launcher) host prefix, only when another known prefix follows, since a bare
-# `word: ` is just as likely to be `RuntimeError: `.
-_PDSH = re.compile(rf"({_HOST}): (?=\[rank\d|\[Rank \d|\[default\d|{_HOST}:\d+:\d+ \[)")
+# `word: ` is just as likely to be `RuntimeError: `. The follower is matched but not consumed: the
+# prefix ends two bytes after the host (RE2 has no lookahead; the host cannot contain ": ").
+_PDSH = LinearRegex(rf"({_HOST}): (?:\[rank\d|\[Rank \d|\[default\d|{_HOST}:\d+:\d+ \[)")
 # torchrun (PyTorch 2.x) worker prefix `[rank3]:`; DeepSpeed's `[Rank 3]` log lines.
-_TORCH_RANK = re.compile(r"\[[Rr]ank ?(\d{1,6})\]: ?")
+_TORCH_RANK = LinearRegex(r"\[[Rr]ank ?(\d{1,6})\]: ?")
 # NCCL_DEBUG lines: `host:pid:tid [dev] NCCL ...`.
-_NCCL = re.compile(rf"({_HOST}):\d+:\d+ \[\d+\] ")
+_NCCL = LinearRegex(rf"({_HOST}):\d+:\d+ \[\d+\] ")
 # syslog / journal: `Nov 29 09:00:01 host kernel: ...` or ISO timestamps.
-_SYSLOG = re.compile(
+_SYSLOG = LinearRegex(
     rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) ({_HOST}) "
     r"(?:kernel|nvidia-[\w\-]+|slurmd|slurmstepd|nv-fabricmanager|systemd[\w\-]*)(?:\[\d+\])?: "
     r"(?:\[\s*\d+\.\d+\] )?")
 # dmesg time stamps carry no host but must not hide the message.
-_DMESG = re.compile(r"\[\s*\d+\.\d+\] ")
+_DMESG = LinearRegex(r"\[\s*\d+\.\d+\] ")
 # MPI / UCX style `[host:pid]` or `[host:pid :0:tid]`.
-_MPI = re.compile(rf"\[({_HOST}):\d+(?: ?:\d+:\d+)?\] ")
+_MPI = LinearRegex(rf"\[({_HOST}):\d+(?: ?:\d+:\d+)?\] ")
+# `\s` in RE2 is ASCII whitespace: tab, newline, form feed, carriage return, space (no \v).
+_SPACE_OR_DIGIT = frozenset(bytes([c]) for c in b"\t\n\f\r 0123456789")
 
 
-def split_prefix(line: str) -> tuple[LineContext, str]:
-    """The printing host/rank/task (where known) and the message body."""
+def split_prefix_bytes(data: bytes) -> tuple[LineContext, int]:
+    """The printing host/rank/task (where known) and the byte offset where the message starts."""
     host: str | None = None
     rank: int | None = None
     task: int | None = None
     pos = 0
 
-    m = _SRUN_TASK.match(line, pos)
-    if m:
-        task = int(m.group(1))
-        pos = m.end()
-    m = _PDSH.match(line, pos)
-    if m:
-        host = m.group(1)
-        pos = m.end()
-    m = _TORCH_RANK.match(line, pos)
-    if m:
-        rank = int(m.group(1))
-        pos = m.end()
-    m = _NCCL.match(line, pos) or _SYSLOG.match(line, pos) or _MPI.match(line, pos)
-    if m:
-        host = m.group(1)
-        pos = m.end()
+    # Each pattern is tried only where its first byte could start it (most lines have no prefix, so
+    # this skips most calls). The numbers are at most six ASCII digits: int() is always cheap.
+    first = data[pos:pos + 1]
+    if first in _SPACE_OR_DIGIT and (m := _SRUN_TASK.match_spans(data, pos)):
+        task = int(data[m[1][0]:m[1][1]])
+        pos = m[0][1]
+        first = data[pos:pos + 1]
+    if first.isalpha() and (m := _PDSH.match_spans(data, pos)):
+        host = data[m[1][0]:m[1][1]].decode("ascii")
+        pos = m[1][1] + 2
+        first = data[pos:pos + 1]
+    if first == b"[" and (m := _TORCH_RANK.match_spans(data, pos)):
+        rank = int(data[m[1][0]:m[1][1]])
+        pos = m[0][1]
+        first = data[pos:pos + 1]
+    if first.isalpha():
+        m = _NCCL.match_spans(data, pos) or (_SYSLOG.match_spans(data, pos) if first.isupper() else None)
+    elif first == b"[":
+        m = _MPI.match_spans(data, pos)
     else:
-        m = _DMESG.match(line, pos)
-        if m:
-            pos = m.end()
+        m = _SYSLOG.match_spans(data, pos) if first.isdigit() else None
+    if m:
+        host = data[m[1][0]:m[1][1]].decode("ascii")
+        pos = m[0][1]
+    elif first == b"[" and (m := _DMESG.match_spans(data, pos)):
+        pos = m[0][1]
     if host is None and rank is None and task is None:
-        return _EMPTY, line[pos:]
-    return LineContext(host=host, rank=rank, task=task), line[pos:]
+        return _EMPTY, pos
+    return LineContext(host=host, rank=rank, task=task), pos
+
+
+def split_prefix(line: str) -> tuple[LineContext, str]:
+    """The printing host/rank/task (where known) and the message body."""
+    context, offset = split_prefix_bytes(utf8(line))
+    return context, line[offset:]  # prefixes are ASCII: bytes and characters coincide
 
 
 _EMPTY = LineContext()

@@ -5,28 +5,31 @@ higher catalogue precedence wins (hardware explains software symptoms); among th
 line wins (the first rank to fail is the culprit, the others die of the teardown). Application
 errors printed after Slurm ended the job (time limit, preemption, cancel) are teardown noise.
 The culprit is named whenever the log lets a careful reader name it, and nothing is drained
-unless a host or GPU can be named and the deciding signature calls for it.
+unless a host or GPU can be named and the deciding signature calls for it. Every number taken
+from a line is bounded before it is converted, and every name shown is clipped: a hostile line
+changes nothing but its own hit.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable
 
 from pydantic import Field
 
 from goodput.models import Category, CulpritKind, Frozen
 from goodput.signatures.locate import Locator
-from goodput.signatures.model import ROLE_ORDER, Match, Role, Signature
+from goodput.signatures.model import MAX_RANK_DIGITS, ROLE_ORDER, Match, Role, Signature
+from goodput.untrusted_text import LinearRegex, bounded_int, utf8
 
 MAX_HITS_PER_SIGNATURE = 20
 MAX_EVIDENCE = 8
 MAX_EVIDENCE_CHARS = 512
 MAX_TIMEOUTS = 1000
+MAX_NAMED_RANKS = 16
 _TIMEOUT_ID = "nccl-watchdog-timeout"
 _MISMATCH_ID = "nccl-collective-mismatch"
-_RANK_IN_MESSAGE = re.compile(r"\[Rank (\d+)\] Watchdog caught")
+_RANK_IN_MESSAGE = LinearRegex(r"\[Rank (\d+)\] Watchdog caught")
 # Categories whose lines after a Slurm termination banner are consequences of the termination.
 _TEARDOWN = frozenset({Category.APP_ERROR, Category.OOM, Category.NCCL_TIMEOUT, Category.NETWORK,
                        Category.HANG, Category.STORAGE, Category.UNKNOWN})
@@ -58,6 +61,13 @@ class Verdict(Frozen):
 def _clip(text: str) -> str:
     text = text.rstrip("\r\n")
     return text if len(text) <= MAX_EVIDENCE_CHARS else text[:MAX_EVIDENCE_CHARS] + "…[truncated]"
+
+
+def _rank_list(ranks: str) -> tuple[list[str], int | None]:
+    """The ranks a desync report names (the first `MAX_NAMED_RANKS`) and the first one as a number."""
+    listed = [r.strip() for r in ranks.split(",", MAX_NAMED_RANKS)[:MAX_NAMED_RANKS] if r.strip()]
+    listed = [r for r in listed if bounded_int(r, max_digits=MAX_RANK_DIGITS) is not None]
+    return listed, bounded_int(listed[0], max_digits=MAX_RANK_DIGITS) if listed else None
 
 
 class VerdictBuilder:
@@ -178,22 +188,21 @@ class VerdictBuilder:
         g = m.groups
         host = self.locator.host_of(m)
         rank = m.rank
-        ranks = g.get("ranks")
+        listed, first = _rank_list(g.get("ranks", ""))
         if want is CulpritKind.APP:
-            if ranks and "," in ranks:
-                return CulpritKind.APP, "ranks " + ranks, host, None, rank
-            if ranks:
-                rank = int(ranks)
+            if len(listed) > 1:
+                return CulpritKind.APP, "ranks " + ", ".join(listed), host, None, rank
+            if first is not None:
+                rank = first
             return CulpritKind.APP, (f"rank {rank}" if rank is not None else None), host, None, rank
         if want is CulpritKind.STORAGE:
-            return CulpritKind.STORAGE, g.get("path"), host, None, rank
+            path = g.get("path")
+            return CulpritKind.STORAGE, _clip(path) if path else None, host, None, rank
         if want is CulpritKind.NETWORK:
-            peer = g.get("peer")
+            peer = _clip(g["peer"]) if g.get("peer") else None
             name = f"{host} <-> {peer}" if host and peer else (host or peer)
             return CulpritKind.NETWORK, name, host, None, rank
-        if want is CulpritKind.RANK and ranks:
-            listed = [r.strip() for r in ranks.split(",") if r.strip()]
-            first = int(listed[0])
+        if want is CulpritKind.RANK and first is not None:
             label = f"rank {listed[0]}" if len(listed) == 1 else "ranks " + ", ".join(listed)
             return CulpritKind.RANK, label, self.locator.rank_host.get(first), None, first
         pci = (g.get("pci") or self.locator.gpu_of(m)) if want is CulpritKind.GPU else None
@@ -250,8 +259,9 @@ def _reporting_rank(match: Match) -> int | None:
     """The global rank that printed a timeout: the launcher prefix, else the message's own `[Rank N]`."""
     if match.context.rank is not None:
         return match.context.rank
-    found = _RANK_IN_MESSAGE.search(match.text)
-    return int(found.group(1)) if found else match.context.task
+    found = _RANK_IN_MESSAGE.search(utf8(match.text))
+    rank = bounded_int(found.group(1), max_digits=MAX_RANK_DIGITS) if found else None
+    return rank if rank is not None else match.context.task
 
 
 def _default_mismatch() -> Signature | None:

@@ -39,6 +39,16 @@ def show_all_nodes() -> Argv:
     return ["scontrol", "show", "node", "-o"]
 
 
+def show_job_json(job_id: str) -> Argv:
+    """23.02+ only (22.05's scontrol has no --json); options first, whatever getopt's mode."""
+    return ["scontrol", "--json", "show", "job", validate_job_id(job_id)]
+
+
+def show_node_json(name: str) -> Argv:
+    """23.02+ only."""
+    return ["scontrol", "--json", "show", "node", validate_node_name(name)]
+
+
 def squeue_json() -> Argv:
     """All jobs; 22.05 ignores -j/-t/-u together with --json, so no filter is passed."""
     return ["squeue", "--json"]
@@ -90,8 +100,8 @@ def sacct_job(job_id: str) -> Argv:
 
 
 def validate_environment(environment: Mapping[str, str]) -> dict[str, str]:
-    """Keys are shell-style names; values one printable line without commas (sbatch --export
-    splits its list on commas and has no escape for them)."""
+    """Keys are shell-style names; values one printable line without commas (Slurm's --export
+    lists and pyslurm's string form split on commas, so every backend refuses them alike)."""
     checked: dict[str, str] = {}
     for key, value in environment.items():
         if not isinstance(key, str) or not _ENV_KEY.fullmatch(key):
@@ -106,22 +116,47 @@ def validate_environment(environment: Mapping[str, str]) -> dict[str, str]:
     return checked
 
 
-def sbatch(options: Sequence[str], *, exclude: Sequence[str] = (),
-           environment: Mapping[str, str] | None = None, hold: bool = False) -> Argv:
-    """`sbatch --parsable ... ` reading the script from stdin.
+def sbatch(options: Sequence[str], *, exclude: Sequence[str] = (), hold: bool = False) -> Argv:
+    """`sbatch --parsable ... --export=ALL` reading the script from stdin.
 
-    `options` come from `resubmit.options_from_record` (already derived from validated
-    scheduler output); exclusions and environment are validated here.
+    `options` come from `resubmit.options_from_record` (already derived from validated scheduler
+    output); exclusions are validated here. `--export=ALL` exports sbatch's own environment, which
+    `submit_as` has made exactly the copy's (and overrides any `#SBATCH --export` of the script).
     """
     argv = ["sbatch", "--parsable", *options]
     names = [validate_node_name(n) for n in exclude]
     if names:
         argv.append(f"--exclude={','.join(dict.fromkeys(names))}")
-    env = validate_environment(environment or {})
-    argv.append("--export=" + ",".join(["ALL", *(f"{k}={v}" for k, v in sorted(env.items()))]))
+    argv.append("--export=ALL")
     if hold:
         argv.append("--hold")
     return argv
+
+
+def submit_as(become: Sequence[str], environment: Mapping[str, str], sbatch_argv: Sequence[str]) -> Argv:
+    """`[runuser -u OWNER --|sudo -n -u OWNER --] env -i K=V... sbatch ...`.
+
+    `env -i` runs after the switch, so nothing of goodput's environment (nor runuser's, sudo's or
+    the SSH session's) reaches sbatch, whichever way goodput became the owner. Keys are checked
+    here; values come from `submit_as.submission_environment`.
+    """
+    pairs = []
+    for key, value in sorted(environment.items()):
+        if not _ENV_KEY.fullmatch(key) or "\0" in value:
+            raise InvalidIdentifierError(f"invalid environment entry {key[:60]!r}")
+        pairs.append(f"{key}={value}")
+    return [*become, "env", "-i", *pairs, *sbatch_argv]
+
+
+def effective_uid() -> Argv:
+    return ["id", "-u"]
+
+
+def passwd_entry(name: str) -> Argv:
+    """The account database entry of `name` (validated by the caller: `submit_as.validate_user_name`)."""
+    if not name or name.startswith("-"):
+        raise InvalidIdentifierError(f"invalid user name {name[:60]!r}")
+    return ["getent", "passwd", name]
 
 
 def parse_sbatch_parsable(stdout: str) -> str:
@@ -132,7 +167,8 @@ def parse_sbatch_parsable(stdout: str) -> str:
 
 def parse_version(text: str) -> tuple[int, int, int]:
     """`slurm 22.05.8`, `slurm-wlm 24.11.1` -> (22, 5, 8); (0, 0, 0) when unreadable."""
-    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text or "")
+    # bounded digits, and only the head of the text: `scontrol --version` is one short line
+    match = re.search(r"(?<![0-9])([0-9]{1,4})\.([0-9]{1,4})(?:\.([0-9]{1,4}))?", (text or "")[:256])
     if not match:
         return (0, 0, 0)
     return (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))

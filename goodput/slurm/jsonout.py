@@ -1,4 +1,5 @@
-"""Parsers for `squeue --json` and `sinfo --json` in the shapes of Slurm 22.05 and 23.02+.
+"""Parsers for Slurm's JSON (`squeue --json`, `sinfo --json`, `scontrol show --json`, slurmrestd)
+in the shapes of Slurm 22.05 and 23.02+.
 
 The JSON changed shape between releases, and a CI machine may run either (Debian 12 ships
 22.05, Debian 13 ships 24.11), so the parsers detect the shape from the data, not from a
@@ -10,15 +11,21 @@ version number:
   numbers are wrapped as `{"set": true, "infinite": false, "number": 3}`, and 24.11's
   `sinfo --json` lists `sinfo` entries (one per partition and node group) instead of `nodes`.
 
-slurmrestd answers with the same objects, so the REST backend reuses these.
+JSON is the unambiguous source goodput falls back to when a text record could have been forged,
+so it must not be a way in either: numbers are limited to 20 digits while decoding, NaN and
+infinities are refused, too deep nesting and any value of the wrong type (a list where text is
+expected, a job that is not an object) are a SlurmJsonError with a message, never a TypeError,
+ValueError or RecursionError, and a job is looked up by its id, never taken because it came first.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+import math
+from collections.abc import Mapping
+from typing import Any, NoReturn
 
+from goodput.identifiers import validate_job_id
 from goodput.scheduler import (
     JobInfo,
     JobState,
@@ -28,18 +35,59 @@ from goodput.scheduler import (
     UnknownJobError,
     UnknownNodeError,
 )
+from goodput.slurm import stdio
 from goodput.slurm.errors import classify
-from goodput.slurm.hostlist import expand_hostlist
+from goodput.slurm.hostlist import HostlistError, expand_hostlist
 from goodput.slurm.records import clean, job_state
 
 _HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job_requeued_in_held_state"})
+MAX_DOCUMENT = 256 * 1024 * 1024
+MAX_NUMBER = 20  # characters of one JSON number; Slurm's are at most 64-bit
+MAX_LIST = 1024  # entries of a state list
+MAX_ERRORS = 20
 
 
 class SlurmJsonError(SchedulerError):
     """Output that is not the JSON a Slurm command prints."""
 
 
-def load(text: str) -> dict[str, Any]:
+def _fail(message: str) -> NoReturn:
+    raise SlurmJsonError(message)
+
+
+def _bounded_int(literal: str) -> int:
+    if len(literal) > MAX_NUMBER:
+        _fail(f"a number of {len(literal)} digits; Slurm prints at most {MAX_NUMBER}")
+    return int(literal)
+
+
+def _bounded_float(literal: str) -> float:
+    value = float(literal) if len(literal) <= 2 * MAX_NUMBER else math.inf
+    if not math.isfinite(value):
+        _fail(f"a number Slurm would not print: {literal[:40]}")
+    return value
+
+
+def _no_constant(name: str) -> NoReturn:
+    _fail(f"{name} is not a number Slurm prints")
+
+
+def decode(text: str | bytes) -> Any:
+    """Any JSON value, with bounded numbers; SlurmJsonError for everything that is not JSON."""
+    if len(text) > MAX_DOCUMENT:
+        _fail(f"a JSON document of {len(text)} bytes (limit {MAX_DOCUMENT})")
+    try:
+        return json.loads(text, parse_int=_bounded_int, parse_float=_bounded_float,
+                          parse_constant=_no_constant)
+    except RecursionError:
+        _fail("JSON nested too deeply")
+    except SlurmJsonError:
+        raise
+    except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes
+        _fail(f"not JSON: {str(exc)[:200]}")
+
+
+def load(text: str | bytes) -> dict[str, Any]:
     """The document, or an error if Slurm reported one inside it.
 
     With slurmctld down, 22.05's `squeue --json` exits 0 and prints `"jobs": []` next to
@@ -47,12 +95,9 @@ def load(text: str) -> dict[str, Any]:
     Any reported error therefore fails the listing, as a retryable error unless it names a
     permanent cause.
     """
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SlurmJsonError(f"not JSON: {exc}") from None
+    document = decode(text)
     if not isinstance(document, dict):
-        raise SlurmJsonError("expected a JSON object")
+        _fail("expected a JSON object")
     problems = errors_in(document)
     if problems:
         error = classify(["slurm", "--json"], 1, "", "; ".join(problems))
@@ -62,30 +107,58 @@ def load(text: str) -> dict[str, Any]:
     return document
 
 
+def _plain(value: Any) -> str:
+    """A scalar as text; containers only by their type (never walked, never recursed into)."""
+    if isinstance(value, str):
+        return value[:500]
+    if isinstance(value, int | float | bool) or value is None:
+        return str(value)
+    return f"<{type(value).__name__}>"
+
+
 def errors_in(document: Mapping[str, Any]) -> list[str]:
     """The `errors` entries of a Slurm JSON document as text (22.05 and 23.02+ shapes)."""
+    entries = document.get("errors")
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        entries = [entries]
     found: list[str] = []
-    for entry in document.get("errors") or []:
+    for entry in entries[:MAX_ERRORS]:
         if isinstance(entry, Mapping):
-            parts = [str(entry.get(k)) for k in ("source", "description", "error") if entry.get(k)]
-            found.append(": ".join(parts) or json.dumps(entry))
+            parts = [_plain(entry.get(k)) for k in ("source", "description", "error") if entry.get(k)]
+            found.append(": ".join(parts) or "an error without a description")
         elif entry:
-            found.append(str(entry))
+            found.append(_plain(entry))
     return found
+
+
+def _version_part(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and 0 <= value < 10_000:
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 4:
+        return int(value)
+    return None
 
 
 def slurm_release(document: Mapping[str, Any]) -> str:
     """`22.05.8` from `meta.Slurm.release` (22.05) or `meta.slurm.release` (23.02+); '' if absent."""
-    meta = document.get("meta") or {}
+    meta = document.get("meta")
+    if not isinstance(meta, Mapping):
+        return ""
     for key in ("Slurm", "slurm"):
         block = meta.get(key)
         if isinstance(block, Mapping):
             release = block.get("release")
             if isinstance(release, str) and release:
-                return release
+                return release[:64]
             version = block.get("version")
-            if isinstance(version, Mapping) and "major" in version:
-                return f"{version.get('major')}.{int(version.get('minor', 0)):02d}.{version.get('micro', 0)}"
+            if isinstance(version, Mapping):
+                major, minor, micro = (_version_part(version.get(k, 0)) for k in ("major", "minor", "micro"))
+                if major is not None and minor is not None and micro is not None:
+                    return f"{major}.{minor:02d}.{micro}"
     return ""
 
 
@@ -95,39 +168,61 @@ def number(value: Any, default: int = 0) -> int:
         if not value.get("set", True) or value.get("infinite"):
             return default
         value = value.get("number", default)
+        if isinstance(value, Mapping):
+            _fail("a number wrapper inside a number wrapper")
+    if value is None:
+        return default
     if isinstance(value, bool):
         return int(value)
-    if isinstance(value, int | float):
+    if isinstance(value, int):
+        if abs(value) >= 2**64:
+            _fail(f"a number beyond 64 bits: {str(value)[:40]}")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value) or abs(value) >= 2**64:
+            _fail("a number Slurm would not print")
         return int(value)
     if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            return default
-    return default
+        digits = value.strip()
+        return int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= MAX_NUMBER else default
+    _fail(f"expected a number, got {type(value).__name__}")
 
 
 def text(value: Any) -> str:
+    """A text field; a number is written out, a list or object is an error."""
     if value is None:
         return ""
     if isinstance(value, str):
         return clean(value)
-    return str(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(number(value))
+    _fail(f"expected text, got {type(value).__name__}")
 
 
 def states(value: Any) -> list[str]:
     """`"idle"` or `["IDLE", "DRAIN"]` -> ['IDLE', 'DRAIN']."""
+    if value is None:
+        return []
     if isinstance(value, str):
-        return [value.upper()] if value else []
-    if isinstance(value, Sequence):
-        return [str(v).upper() for v in value if v]
-    return []
+        return [value[:64].upper()] if value else []
+    if isinstance(value, list) and len(value) <= MAX_LIST:
+        if not all(isinstance(v, str) for v in value):
+            _fail("a state list with entries that are not text")
+        return [v[:64].upper() for v in value if v]
+    _fail(f"expected a state or a list of states, got {type(value).__name__}")
+
+
+def _hostnames(value: Any) -> tuple[str, ...]:
+    try:
+        return expand_hostlist(text(value))
+    except HostlistError as err:
+        _fail(str(err))
 
 
 def _exit_code(value: Any) -> str:
     if isinstance(value, Mapping):  # 23.02+: {"status": [...], "return_code": {...}, "signal": {...}}
         code = number(value.get("return_code"))
-        signal = value.get("signal") or {}
+        signal = value.get("signal")
         sig = number(signal.get("id")) if isinstance(signal, Mapping) else 0
         return f"{code}:{sig}"
     if value is None:
@@ -136,44 +231,119 @@ def _exit_code(value: Any) -> str:
     return f"{raw >> 8}:{raw & 0x7F}"
 
 
-def job_from_json(job: Mapping[str, Any]) -> JobInfo:
+def flag(value: Any) -> bool:
+    return value if isinstance(value, bool) else isinstance(value, int) and value != 0
+
+
+def id_number(value: Any) -> int | None:
+    """A uid/gid (or job id part): a plain or wrapped non-negative integer below 2**32, else None."""
+    if isinstance(value, Mapping):
+        if not value.get("set", True) or value.get("infinite"):
+            return None
+        value = value.get("number")
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 2**32 - 1:
+        return value
+    return None
+
+
+def _stdio(job: Mapping[str, Any], job_id: int) -> tuple[str, str]:
+    names = stdio.JobNames(job_id=job_id, array_job_id=id_number(job.get("array_job_id")) or 0,
+                           array_task_id=id_number(job.get("array_task_id")), user=text(job.get("user_name")),
+                           name=text(job.get("name")), work_dir=text(job.get("current_working_directory")))
+    batch = job.get("batch_flag", True) is not False
+    return stdio.output_paths(text(job.get("standard_output")), text(job.get("standard_error")), batch, names)
+
+
+def job_from_json(job: Mapping[str, Any], *, expand_output: bool = False) -> JobInfo:
+    """A job object of `squeue --json`, `scontrol show job --json` or slurmrestd.
+
+    `expand_output` turns 22.05's output patterns (`out-%j.log`) into the files scontrol prints.
+    """
+    if not isinstance(job, Mapping):
+        _fail(f"a job entry that is not an object but {type(job).__name__}")
+    job_id = id_number(job.get("job_id"))
+    if job_id is None:
+        _fail("a job entry without a valid job_id")
     job_states = states(job.get("job_state"))
     state = job_state(job_states[0]) if job_states else JobState.UNKNOWN
     reason = text(job.get("state_reason"))
     if reason == "None":
         reason = ""
-    if "hold" in job and isinstance(job["hold"], bool):
-        held = job["hold"]
+    if isinstance(job.get("hold"), bool):
+        held = bool(job["hold"])
     else:
         held = reason in _HELD_REASONS or (number(job.get("priority"), 1) == 0
                                            and state is JobState.PENDING)
+    stdout, stderr = text(job.get("standard_output")), text(job.get("standard_error"))
+    if expand_output and isinstance(job.get("job_state"), str):  # only 22.05 prints the patterns
+        stdout, stderr = _stdio(job, job_id)
     return JobInfo(
-        job_id=str(number(job.get("job_id"))),
+        job_id=str(job_id),
         name=text(job.get("name")),
         state=state,
         state_reason=reason,
         partition=text(job.get("partition")),
-        nodes=expand_hostlist(text(job.get("nodes"))),
+        nodes=_hostnames(job.get("nodes")),
         comment=text(job.get("comment")),
-        requeue=bool(job.get("requeue", False)),
+        requeue=flag(job.get("requeue")),
         restart_count=number(job.get("restart_cnt")),
         exit_code=_exit_code(job.get("exit_code")),
-        stdout_path=text(job.get("standard_output")),
-        stderr_path=text(job.get("standard_error")),
+        stdout_path=stdout,
+        stderr_path=stderr,
         command=text(job.get("command")),
         work_dir=text(job.get("current_working_directory")),
-        excluded_nodes=expand_hostlist(text(job.get("excluded_nodes"))),
+        excluded_nodes=_hostnames(job.get("excluded_nodes")),
         held=held,
+        user=text(job.get("user_name")),
+        user_id=id_number(job.get("user_id")),
+        group_id=id_number(job.get("group_id")),
     )
+
+
+def _names_job(job: Mapping[str, Any], job_id: str) -> bool:
+    """Whether a job object is `123`, array task `123_4` or het component `123+1`."""
+    base, _, offset = job_id.partition("+")
+    number_part, _, task = base.partition("_")
+    if not task and not offset:
+        return id_number(job.get("job_id")) == int(number_part)
+    if task and not offset:
+        found = (id_number(job.get("array_job_id")), id_number(job.get("array_task_id")))
+        return found == (int(number_part), int(task))
+    if offset and not task:
+        found = (id_number(job.get("het_job_id")), id_number(job.get("het_job_offset")))
+        return found == (int(number_part), int(offset))
+    return False
+
+
+def entries(document: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    """The objects of list `key`; SlurmJsonError when it is missing, not a list, or holds non-objects."""
+    found = document.get(key)
+    if not isinstance(found, list):
+        _fail(f"Slurm JSON without a '{key}' list")
+    if not all(isinstance(e, Mapping) for e in found):
+        _fail(f"a '{key}' list with entries that are not objects")
+    return found
+
+
+def find_job_object(document: Mapping[str, Any], job_id: str) -> Mapping[str, Any]:
+    """The object of job `job_id` among the `jobs` of a document: exactly one must match."""
+    validate_job_id(job_id)
+    matches = [job for job in entries(document, "jobs") if _names_job(job, job_id)]
+    if not matches:
+        raise UnknownJobError(f"unknown job {job_id}")
+    if len(matches) > 1:
+        _fail(f"{len(matches)} entries claim to be job {job_id}")
+    return matches[0]
+
+
+def find_job(document: Mapping[str, Any], job_id: str, *, expand_output: bool = False) -> JobInfo:
+    """Job `job_id` among the `jobs` of a document: exactly one must match."""
+    return job_from_json(find_job_object(document, job_id), expand_output=expand_output)
 
 
 def parse_squeue_json(raw: str) -> list[JobInfo]:
     """All jobs in `squeue --json` (22.05 ignores -j/-t/-u there: filter the result)."""
-    document = load(raw)
-    jobs = document.get("jobs")
-    if not isinstance(jobs, list):
-        raise SlurmJsonError("squeue JSON without a 'jobs' list")
-    return [job_from_json(job) for job in jobs if isinstance(job, Mapping)]
+    return [job_from_json(job) for job in entries(load(raw), "jobs")]
 
 
 def _node_from(name: str, state_value: Any, extra_flags: Any, reason: Any, user: Any,
@@ -192,31 +362,39 @@ def _node_from(name: str, state_value: Any, extra_flags: Any, reason: Any, user:
 
 def node_from_json(node: Mapping[str, Any]) -> NodeInfo:
     """A node object of `sinfo --json` 22.05, `scontrol show nodes --json`, or slurmrestd."""
+    if not isinstance(node, Mapping):
+        _fail(f"a node entry that is not an object but {type(node).__name__}")
     return _node_from(text(node.get("name")), node.get("state"), node.get("state_flags"),
                       node.get("reason"), node.get("reason_set_by_user"), node.get("gres"))
+
+
+def _group_nodes(group: Mapping[str, Any], found: dict[str, NodeInfo]) -> None:
+    node_block = group.get("node") or {}
+    names_block = group.get("nodes") or {}
+    if not isinstance(node_block, Mapping) or not isinstance(names_block, Mapping):
+        _fail("an sinfo group whose 'node' or 'nodes' is not an object")
+    names = names_block.get("nodes") or []
+    if not isinstance(names, list):
+        _fail("an sinfo group whose node names are not a list")
+    for entry in names:
+        if not isinstance(entry, str):
+            _fail("an sinfo group with a node name that is not text")
+        for name in _hostnames(entry):
+            found.setdefault(name, _node_from(name, node_block.get("state"), None, group.get("reason"),
+                                              group.get("reason_set_by_user"), group.get("gres")))
 
 
 def parse_sinfo_json(raw: str) -> list[NodeInfo]:
     """Nodes of `sinfo --json`: a `nodes` list (22.05) or `sinfo` groups (23.02+), one per node."""
     document = load(raw)
     found: dict[str, NodeInfo] = {}
-    if isinstance(document.get("nodes"), list):
-        for node in document["nodes"]:
-            if isinstance(node, Mapping):
-                info = node_from_json(node)
-                found.setdefault(info.name, info)
-    elif isinstance(document.get("sinfo"), list):
-        for group in document["sinfo"]:
-            if not isinstance(group, Mapping):
-                continue
-            node_block = group.get("node") or {}
-            names_block = group.get("nodes") or {}
-            names = names_block.get("nodes") if isinstance(names_block, Mapping) else None
-            for entry in names or []:
-                for name in expand_hostlist(str(entry)):
-                    found.setdefault(name, _node_from(
-                        name, node_block.get("state") if isinstance(node_block, Mapping) else None,
-                        None, group.get("reason"), group.get("reason_set_by_user"), group.get("gres")))
+    if "nodes" in document:
+        for node in entries(document, "nodes"):
+            info = node_from_json(node)
+            found.setdefault(info.name, info)
+    elif "sinfo" in document:
+        for group in entries(document, "sinfo"):
+            _group_nodes(group, found)
     else:
-        raise SlurmJsonError("sinfo JSON with neither 'nodes' nor 'sinfo'")
+        _fail("sinfo JSON with neither 'nodes' nor 'sinfo'")
     return list(found.values())

@@ -5,6 +5,10 @@ slurmrestd serves several versions side by side and which ones depends on the Sl
 through data_parser plugins). goodput reads the advertised paths from `/openapi/v3` and picks the
 newest version it understands rather than hard-coding one. v0.0.38 cannot update nodes (POST
 /node is 405) and no version can requeue a job: those operations need a CLI or SSH fallback.
+
+The spec comes from the server, so it is read defensively: an object with a `paths` object, at
+most MAX_PATHS paths of at most MAX_PATH characters, versions of bounded digits, and anything
+else a SlurmJsonError rather than a TypeError or a slow regular expression.
 """
 
 from __future__ import annotations
@@ -16,10 +20,14 @@ from typing import Any
 
 from goodput.identifiers import validate_job_id, validate_node_name
 from goodput.scheduler import PermanentSchedulerError
+from goodput.slurm.jsonout import SlurmJsonError
 
 # newest first; goodput parses the objects of all of these (see jsonout)
 SUPPORTED_VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
-_SLURM_PATH = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
+MAX_PATHS = 10_000
+MAX_PATH = 1024
+# applied only to paths of at most MAX_PATH characters
+_SLURM_PATH = re.compile(r"/slurm/(v[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4})/")
 
 
 class Capability(StrEnum):
@@ -40,11 +48,9 @@ def capabilities(spec: Mapping[str, Any], version: str) -> frozenset[Capability]
     the fallback too (v0.0.38 rejects the key, later ones are unverified here).
     """
     methods: dict[str, set[str]] = {}
-    for path, operations in (spec.get("paths") or {}).items():
-        path = path.replace("\\/", "/")
+    for path, operations in _paths(spec):
         if path.startswith(f"/slurm/{version}/"):
-            kind = re.sub(r"\{[^}]*\}", "{}", path[len(f"/slurm/{version}/"):])
-            methods.setdefault(kind, set()).update(str(m).lower() for m in operations or ())
+            methods.setdefault(_template(path[len(f"/slurm/{version}/"):]), set()).update(operations)
     found: set[Capability] = set()
     job, node = methods.get("job/{}", set()), methods.get("node/{}", set())
     if "get" in job and "get" in node and "get" in methods.get("jobs", set()) and "get" in methods.get("nodes", set()):
@@ -60,9 +66,46 @@ def capabilities(spec: Mapping[str, Any], version: str) -> frozenset[Capability]
 
 def advertised_versions(spec: Mapping[str, Any]) -> list[str]:
     """`v0.0.38`-style versions that have `/slurm/...` paths in an OpenAPI document."""
-    paths: Iterable[str] = (spec.get("paths") or {}).keys()
-    found = {m.group(1) for p in paths if (m := _SLURM_PATH.match(p.replace("\\/", "/")))}
+    found = {m.group(1) for path, _ in _paths(spec) if (m := _SLURM_PATH.match(path))}
     return sorted(found, key=_number)
+
+
+def _paths(spec: Mapping[str, Any]) -> list[tuple[str, set[str]]]:
+    """(path, lower-case methods) of an OpenAPI document; SlurmJsonError when it is not one."""
+    if not isinstance(spec, Mapping):
+        raise SlurmJsonError("the OpenAPI document is not an object")
+    paths = spec.get("paths")
+    if paths is None:
+        return []
+    if not isinstance(paths, Mapping):
+        raise SlurmJsonError("the OpenAPI document's 'paths' is not an object")
+    if len(paths) > MAX_PATHS:
+        raise SlurmJsonError(f"the OpenAPI document lists {len(paths)} paths (limit {MAX_PATHS})")
+    found: list[tuple[str, set[str]]] = []
+    for path, operations in paths.items():
+        if not isinstance(path, str) or len(path) > MAX_PATH:
+            raise SlurmJsonError("the OpenAPI document has a path that is not a short string")
+        if not isinstance(operations, Mapping | list):
+            raise SlurmJsonError(f"the operations of {path[:80]!r} are neither an object nor a list")
+        methods = {m.lower() for m in operations if isinstance(m, str) and len(m) <= 16}
+        found.append((path.replace("\\/", "/"), methods))
+    return found
+
+
+def _template(path: str) -> str:
+    """`job/{job_id}` -> `job/{}`: every `{...}` parameter the same, in one pass."""
+    out: list[str] = []
+    inside = False
+    for char in path:
+        if inside:
+            inside = char != "}"
+            if not inside:
+                out.append("{}")
+        elif char == "{":
+            inside = True
+        else:
+            out.append(char)
+    return "".join(out) + ("{" if inside else "")
 
 
 def choose_version(spec: Mapping[str, Any], supported: Iterable[str] = SUPPORTED_VERSIONS) -> str:

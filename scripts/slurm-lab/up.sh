@@ -72,6 +72,21 @@ trap cleanup_on_failure EXIT
 
 mkdir -p "$D"/{etc,state,spool,log,munge,munge-key,dev,work}
 chmod 755 "$D" "$D/munge" "$D/work"
+
+# ------------------------------------------------------------------ unprivileged users
+# Hostile-user tests submit as real, unprivileged accounts: goodput-mallory (the attacker) and
+# goodput-alice (a victim). They are ordinary system users with a home of their own in the lab.
+for u in $SLURMLAB_USERS; do
+  if ! id -u "$u" >/dev/null 2>&1; then
+    useradd --system --user-group --no-create-home --home-dir "/var/tmp/$u" --shell /bin/bash "$u" \
+      || die "cannot create user $u"
+  fi
+  home=$(getent passwd "$u" | cut -d: -f6)
+  mkdir -p "$home" "$D/work/$u"
+  chown "$u:$u" "$home" "$D/work/$u"
+  chmod 700 "$home"
+  chmod 755 "$D/work/$u"
+done
 chmod 700 "$D/munge-key"
 for v in $(compgen -v SLURMLAB_); do
   case "$v" in SLURMLAB_HOME|SLURMLAB_DIR|SLURMLAB_TAG|SLURMLAB_T0) continue ;; esac

@@ -67,3 +67,21 @@ async def test_fan_out_tries_everyone_then_raises() -> None:
     with pytest.raises(WebhookError):
         await FanOutNotifier(broken, local).notify(NOTE)
     assert local.sent == [NOTE]
+
+
+async def test_errors_never_carry_the_webhook_url() -> None:
+    # The URL is a credential and activity errors land in workflow history for every UI user.
+    secret = "https://hooks.example.test/services/T000/B000/s3cr3t-token"
+
+    def echo_url(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(403, text=f"invalid token for {request.url}")
+
+    def fail(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError(f"cannot reach {request.url}", request=request)
+
+    for transport in (httpx.MockTransport(echo_url), httpx.MockTransport(fail)):
+        with pytest.raises(WebhookError) as caught:
+            await WebhookNotifier(secret, transport=transport).notify(NOTE)
+        assert "s3cr3t" not in str(caught.value) and "hooks.example.test" in str(caught.value)
+        error = caught.value
+        assert error.__cause__ is None and (error.__context__ is None or error.__suppress_context__)

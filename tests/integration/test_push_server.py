@@ -193,6 +193,51 @@ async def test_bad_records_are_listed_and_the_good_ones_kept(http: httpx.AsyncCl
     assert [a.job_id for a in sink.anomalies] == ["8"]
 
 
+async def test_a_5000_digit_rank_line_is_rejected_alone_and_the_other_jobs_are_judged(
+        http: httpx.AsyncClient, sink: RecordingSink) -> None:
+    """Before: int() of the rank raised inside the detector and the whole batch was an HTTP 500,
+    which the shipper retries forever, so jobs 41 and 43 never got their anomalies."""
+    huge = "9" * 5000
+    body = ndjson({"log": XID, "job_id": "41", "host": "n1"},
+                  {"log": f"[rank0]: ranks [{huge}] are the lagging ranks that caused this timeout.",
+                   "job_id": "42", "host": "n2"},
+                  {"log": "[rank3]: torch.OutOfMemoryError: CUDA out of memory.", "job_id": "43", "host": "n3"})
+    body += b'{"log": "step 1", "job_id": "44", "host": "n4", "rank": ' + huge.encode() + b"}\n"
+    response = await http.post("/v1/logs", content=body, headers=AUTH)
+    assert response.status_code == 200
+    result = response.json()
+    assert (result["accepted"], result["anomalies"], result["rejected_total"]) == (2, 2, 2)
+    assert [r["line"] for r in result["rejected"]] == [2, 4]
+    assert "more than 999 digits" in result["rejected"][0]["reason"]
+    assert "5000-character number" in result["rejected"][1]["reason"]
+    assert sorted((a.job_id, a.category) for a in sink.anomalies) == [("41", "gpu-hardware"), ("43", "oom")]
+
+
+async def test_a_stream_that_cannot_be_judged_is_rejected_not_a_500(sink: RecordingSink) -> None:
+    """The last guard: whatever fails inside one job's detector costs that job only."""
+    from goodput.push import PushRouter
+    from goodput.signatures import Catalogue, Match, default_catalogue
+
+    class Exploding(Catalogue):
+        def match_line(self, line: str, line_no: int = 0) -> list[Match]:
+            if "explode" in line:
+                raise RuntimeError("a detector bug")
+            return super().match_line(line, line_no)
+
+    packaged = default_catalogue()
+    config = PushConfig(enabled=True, port=0, tokens=(TOKEN,))
+    router = PushRouter(config, catalogue=Exploding(packaged.signatures, packaged.version))
+    body = ndjson({"log": "explode", "job_id": "42", "host": "n2"}, {"log": XID, "job_id": "41", "host": "n1"})
+    async with serve_push(config, sink, "lab", router=router) as running, \
+            httpx.AsyncClient(base_url=running.url, timeout=10) as client:
+        response = await client.post("/v1/logs", content=body, headers=AUTH)
+    assert response.status_code == 200
+    result = response.json()
+    assert (result["accepted"], result["anomalies"], result["rejected_total"]) == (1, 1, 1)
+    assert result["rejected"][0]["line"] == 1 and "job 42" in result["rejected"][0]["reason"]
+    assert [a.job_id for a in sink.anomalies] == ["41"]
+
+
 async def test_other_methods_and_paths(http: httpx.AsyncClient) -> None:
     response = await http.get("/v1/logs", headers=AUTH)
     assert response.status_code == 405 and "POST" in response.headers["Allow"]

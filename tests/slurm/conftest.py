@@ -48,6 +48,24 @@ class Lab:
     def sbatch(self, *args: str) -> str:
         return self.run("sbatch", "--parsable", *args).stdout.strip().split(";")[0]
 
+    def user_dir(self, user: str) -> Path:
+        """A directory of the lab's that `user` (goodput-alice, goodput-mallory) owns and writes."""
+        return self.dir / "work" / user
+
+    def sbatch_as(self, user: str, *args: str, script: str) -> str:
+        """Submit `script` as an unprivileged lab user, the way that user would: from their own
+        directory, with nothing of the test process's environment."""
+        home = self.user_dir(user)
+        path = home / f"job-{time.monotonic_ns()}.sh"
+        path.write_text(script)
+        path.chmod(0o755)
+        result = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", f"SLURM_CONF={self.conf}",
+                                 "/usr/sbin/runuser", "-u", user, "--", "sbatch", "--parsable", *args, str(path)],
+                                cwd=home, text=True, capture_output=True, timeout=60)
+        if result.returncode != 0:
+            raise AssertionError(f"sbatch as {user} failed ({result.returncode}): {result.stderr.strip()}")
+        return result.stdout.strip().split(";")[0]
+
     def node(self, name: str) -> dict[str, str]:
         return split_record(self.run("scontrol", "show", "node", "-o", name).stdout)
 

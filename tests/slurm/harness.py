@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeVar
 
 from activities.adapters.slurm_cli import SlurmCliBackend
+from activities.adapters.slurm_owner import OwnerSubmission
 from activities.adapters.slurm_pyslurm import PyslurmBackend
 from activities.adapters.slurm_rest import SlurmRestBackend
 from activities.adapters.slurm_runner import CommandResult, LocalRunner
@@ -20,11 +21,36 @@ from activities.adapters.slurm_ssh import SshRunner
 from goodput.fakes.pyslurm_standin import Slurmctld
 from goodput.fakes.scheduler import FakeClusterState, FakeScheduler
 from goodput.scheduler import JobInfo, JobState, NodeInfo, Scheduler
+from goodput.slurm.resubmit import ResubmitKey
 
 from .conftest import Lab, Restd, Sshd
 
 T = TypeVar("T")
 MARKER = "goodput:opt-in"
+# The deployment's resubmission key, known to the tests so that they can forge nothing but
+# copy what a user could see: the real token of someone else's copy.
+KEY = ResubmitKey(b"contract-suite-resubmit-key", "default")
+MALLORY = "goodput-mallory"
+MALLORY_UID = 1002  # in the in-memory backends; the lab's mallory has whatever uid useradd gave
+
+
+# A batch job that reports who it runs as and its whole environment, then keeps running.
+IDENTITY_PROBE = """#!/bin/bash
+echo "probe-user=$(id -un) probe-uid=$(id -u)"
+env | sed 's/^/probe-env: /'
+sleep 300
+"""
+# What slurmd and bash add to every batch job's environment, beside SLURM_* (and SLURMD_NODENAME).
+BATCH_ADDED = frozenset({"ENVIRONMENT", "HOSTNAME", "PWD", "OLDPWD", "SHLVL", "TMPDIR", "_", "CUDA_VISIBLE_DEVICES",
+                         "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"})
+
+
+def probe_report(text: str) -> tuple[str, dict[str, str]]:
+    """(user line, environment) an IDENTITY_PROBE job printed."""
+    user = next((line for line in text.splitlines() if line.startswith("probe-user=")), "")
+    env = dict(line.removeprefix("probe-env: ").split("=", 1) for line in text.splitlines()
+               if line.startswith("probe-env: ") and "=" in line)
+    return user, env
 
 
 async def eventually(probe: Callable[[], Awaitable[T]], accept: Callable[[T], bool], *,
@@ -49,6 +75,10 @@ class Harness(Protocol):
 
     async def admin_drain(self, node: str, reason: str) -> None: ...
 
+    async def others_job(self, comment: str) -> JobInfo:
+        """A pending or running job of another user (goodput-mallory) carrying `comment`."""
+        ...
+
     def side_effects(self) -> int:
         """How many commands ran (Slurm) or mutations happened (fake) so far."""
         ...
@@ -59,7 +89,7 @@ class FakeHarness:
 
     def __init__(self) -> None:
         nodes = {f"node{i}": NodeInfo(name=f"node{i}", state="IDLE", gres="gpu:8") for i in range(1, 5)}
-        self.fake = FakeScheduler(FakeClusterState(nodes=nodes))
+        self.fake = FakeScheduler(FakeClusterState(nodes=nodes), resubmit_key=KEY)
         self.backend: Scheduler = self.fake
         self.node_names: Sequence[str] = sorted(nodes)
         self._ids = itertools.count(7000)
@@ -67,7 +97,14 @@ class FakeHarness:
     async def running_job(self, *, opted_in: bool = True) -> JobInfo:
         job = JobInfo(job_id=str(next(self._ids)), name="contract", state=JobState.RUNNING,
                       partition="debug", nodes=tuple(self.node_names[:2]), requeue=True,
-                      comment=MARKER if opted_in else "", command="train.sbatch")
+                      comment=MARKER if opted_in else "", command="train.sbatch", user="root", user_id=0,
+                      group_id=0)
+        self.fake.add_job(job)
+        return job
+
+    async def others_job(self, comment: str) -> JobInfo:
+        job = JobInfo(job_id=str(next(self._ids)), name="claim", state=JobState.PENDING, partition="debug",
+                      comment=comment, user=MALLORY, user_id=MALLORY_UID, group_id=MALLORY_UID)
         self.fake.add_job(job)
         return job
 
@@ -85,8 +122,8 @@ class PyslurmHarness:
     name = "pyslurm"
 
     def __init__(self) -> None:
-        self.ctl = Slurmctld()
-        self.backend: Scheduler = PyslurmBackend(self.ctl.module)
+        self.ctl = Slurmctld(users={MALLORY_UID: MALLORY})
+        self.backend: Scheduler = PyslurmBackend(self.ctl.module, resubmit_key=KEY)
         self.node_names: Sequence[str] = sorted(self.ctl.nodes)
 
     async def running_job(self, *, opted_in: bool = True) -> JobInfo:
@@ -99,6 +136,11 @@ class PyslurmHarness:
 
     async def admin_drain(self, node: str, reason: str) -> None:
         self.ctl.update_node(node, "DRAIN", reason, user="admin")
+
+    async def others_job(self, comment: str) -> JobInfo:
+        desc = self.ctl.module.JobSubmitDescription(name="claim", script="#!/bin/sh\nsleep 300\n", comment=comment,
+                                                    user_id=MALLORY_UID, priority=0)
+        return await self.backend.get_job(str(desc.submit()))
 
     def side_effects(self) -> int:
         return len(self.ctl.calls)
@@ -121,7 +163,7 @@ class SlurmCliHarness:
     def __init__(self, lab: Lab) -> None:
         self.lab = lab
         self.runner = RecordingRunner()
-        self.backend: Scheduler = SlurmCliBackend(self.runner)
+        self.backend: Scheduler = SlurmCliBackend(self.runner, resubmit_key=KEY)
         self.node_names: Sequence[str] = [f"node{i}" for i in range(1, 5)]
 
     async def running_job(self, *, opted_in: bool = True) -> JobInfo:
@@ -136,6 +178,11 @@ class SlurmCliHarness:
 
     async def admin_drain(self, node: str, reason: str) -> None:
         self.lab.run("scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}")
+
+    async def others_job(self, comment: str) -> JobInfo:
+        job_id = self.lab.sbatch_as(MALLORY, f"--comment={comment}", "--hold", "--output=/dev/null",
+                                    script="#!/bin/sh\nsleep 300\n")
+        return await self.backend.get_job(job_id)
 
     def side_effects(self) -> int:
         return len(self.runner.argvs)
@@ -161,7 +208,9 @@ class SlurmSshHarness(SlurmCliHarness):
     def __init__(self, lab: Lab, sshd: Sshd) -> None:
         super().__init__(lab)
         self.ssh_runner = RecordingSshRunner(lab, sshd)
-        self.backend = SlurmCliBackend(self.ssh_runner)
+        # resubmissions run as the owner on the login node, with the login node's Slurm settings
+        self.backend = SlurmCliBackend(self.ssh_runner, resubmit_key=KEY,
+                                       submission=OwnerSubmission(carried=self.ssh_runner.environment))
 
     def side_effects(self) -> int:
         return len(self.ssh_runner.argvs)
@@ -175,8 +224,8 @@ class SlurmRestHarness(SlurmCliHarness):
     def __init__(self, lab: Lab, restd: Restd) -> None:
         super().__init__(lab)
         self.requests: list[tuple[str, str]] = []
-        self.rest = SlurmRestBackend(restd.url, user=restd.user, token=restd.token,
-                                     fallback=SlurmCliBackend(self.runner),
+        self.rest = SlurmRestBackend(restd.url, user=restd.user, token=restd.token, allow_http=True,  # loopback
+                                     fallback=SlurmCliBackend(self.runner, resubmit_key=KEY),
                                      on_request=lambda method, path: self.requests.append((method, path)))
         self.backend = self.rest
 

@@ -25,8 +25,10 @@ from goodput.scheduler import (
     UnknownJobError,
     UnknownNodeError,
 )
+from goodput.slurm.resubmit import resubmit_tag
 
 from .harness import (
+    KEY,
     FakeHarness,
     Harness,
     PyslurmHarness,
@@ -201,6 +203,8 @@ async def test_resubmit_excludes_nodes(harness: Harness) -> None:
     assert bad in new.excluded_nodes
     assert bad not in new.nodes and len(new.nodes) == len(job.nodes)
     assert "goodput:opt-in" in new.comment
+    # the copy is the owner's, as Slurm records it, whoever goodput runs as
+    assert job.user_id is not None and (new.user, new.user_id) == (job.user, job.user_id)
 
 
 async def test_a_retried_resubmit_finds_its_first_copy(harness: Harness) -> None:
@@ -212,6 +216,17 @@ async def test_a_retried_resubmit_finds_its_first_copy(harness: Harness) -> None
     copies = [j for j in await harness.backend.list_jobs()
               if j.job_id != job.job_id and j.state in ACTIVE_JOB_STATES]
     assert [j.job_id for j in copies] == [first.new_job_id]
+
+
+async def test_another_users_job_is_never_taken_for_the_copy(harness: Harness) -> None:
+    # mallory tags her job with the very token goodput would put on the copy (comments are public)
+    job = await harness.running_job()
+    claim = await harness.others_job(f"goodput:opt-in {resubmit_tag(job.job_id, KEY.token(job.job_id, 'inc-c'))}")
+    assert claim.user_id is not None and claim.user_id != job.user_id
+    first = await harness.backend.resubmit_job(job.job_id, ResubmitRequest(incident_id="inc-c"))
+    assert first.changed and first.new_job_id not in (None, claim.job_id)
+    again = await harness.backend.resubmit_job(job.job_id, ResubmitRequest(incident_id="inc-c"))
+    assert not again.changed and again.new_job_id == first.new_job_id
 
 
 async def test_jobs_that_did_not_opt_in_are_left_alone(harness: Harness) -> None:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slurm
 
 
 async def test_negotiates_the_newest_version_the_server_offers(lab: Lab, slurmrestd: Restd) -> None:
-    backend = SlurmRestBackend(slurmrestd.url, user=slurmrestd.user, token=slurmrestd.token)
+    backend = SlurmRestBackend(slurmrestd.url, user=slurmrestd.user, token=slurmrestd.token, allow_http=True)
     try:
         version = await backend.api_version()
         release = subprocess.run(["slurmd", "-V"], capture_output=True, text=True).stdout
@@ -38,7 +38,7 @@ async def test_negotiates_the_newest_version_the_server_offers(lab: Lab, slurmre
 async def test_bad_token_never_reads_as_an_empty_cluster(lab: Lab, slurmrestd: Restd) -> None:
     # 22.05 (SLURM_JWT=daemon) passes the token through to slurmctld, which rejects it: HTTP 500
     # "Unspecified error", the same answer as a controller outage. It must not become "no jobs".
-    backend = SlurmRestBackend(slurmrestd.url, user=slurmrestd.user, token="not-a-jwt",
+    backend = SlurmRestBackend(slurmrestd.url, user=slurmrestd.user, token="not-a-jwt", allow_http=True,
                                fallback=SlurmCliBackend())
     try:
         with pytest.raises(SchedulerError):
@@ -50,7 +50,8 @@ async def test_bad_token_never_reads_as_an_empty_cluster(lab: Lab, slurmrestd: R
 
 
 async def test_unreachable_server_is_transient(lab: Lab) -> None:
-    backend = SlurmRestBackend(f"http://127.0.0.1:{free_port()}", user="root", token="x", timeout_s=5)
+    backend = SlurmRestBackend(f"http://127.0.0.1:{free_port()}", user="root", token="x", timeout_s=5,
+                               allow_http=True)
     try:
         with pytest.raises(TransientSchedulerError):
             await backend.get_job("1")

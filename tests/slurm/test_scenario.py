@@ -66,7 +66,8 @@ async def test_drain_requeue_resubmit_runs_elsewhere(lab: Lab, tmp_path: Path) -
                             lambda j: j.state is JobState.RUNNING, timeout=20, what="resubmitted job")
     assert bad not in copy.nodes and len(copy.nodes) == 2
     assert copy.excluded_nodes == (bad,)
-    assert copy.comment == f"goodput:opt-in goodput:resubmit-of={job_id}" and copy.partition == job.partition
+    assert copy.comment.startswith(f"goodput:resubmit-of={job_id}:") and copy.comment.endswith(" goodput:opt-in")
+    assert copy.partition == job.partition
     out = tmp_path / f"out-{copy.job_id}.log"  # the %j pattern was kept, not the old file
     await eventually(lambda: _read(out), lambda text: "env=inc-scenario" in text, timeout=10,
                      what="resubmitted job output")

@@ -59,3 +59,23 @@ def test_valid_file(tmp_path: Path) -> None:
     path.write_text('{"job_id": "55", "kind": "hang", "source": "log", "nodes": ["node4"]}')
     a = from_json_file(path, NOW)
     assert a.job_id == "55" and a.nodes == ("node4",) and a.source is AnomalySource.LOG
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b'{"job_id": "55", "kind": "hang", "job_attempt": ' + b"9" * 5000 + b"}", "5000 characters"),
+    (b'{"job_id": "55", "kind": "hang", "ranks": [' + b"1" * 20 + b"]}", "20 characters"),
+    (b'{"job_id": "55", "kind": "hang", "step_time_s": NaN}', "NaN is not a number"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply|not valid JSON"),
+    (b'{"job_id": "55", "kind": "hang", "evidence": ["bad \\ud800 text"]}', r"\\ud800, which is not Unicode"),
+])
+def test_hostile_files_are_clear_errors(tmp_path: Path, content: bytes, message: str) -> None:
+    """Before: ValueError (int digits limit), RecursionError or a later UnicodeEncodeError escaped."""
+    path = tmp_path / "a.json"
+    path.write_bytes(content)
+    with pytest.raises(AnomalyInputError, match=message):
+        from_json_file(path, NOW)
+
+
+def test_undecodable_argv_bytes_are_a_clear_error() -> None:
+    with pytest.raises(AnomalyInputError, match="not Unicode"):
+        from_flags(**flags(evidence=["log says \udcff"]))  # type: ignore[arg-type]

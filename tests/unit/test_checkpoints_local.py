@@ -69,8 +69,9 @@ def test_local_filesystem_seam(tmp_path: Path) -> None:
     touch(tmp_path / "big.json", b"x" * 100)
     (tmp_path / "sub").mkdir()
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
-    assert [(e.name, e.is_dir, e.size) for e in fs.list_dir(str(tmp_path))] == [
-        ("big.json", False, 100), ("small.txt", False, 5), ("sub", True, e_size(tmp_path / "sub"))]
+    assert [(e.name, e.is_dir, e.size, e.refused) for e in fs.list_dir(str(tmp_path))] == [
+        ("big.json", False, 100, ""), ("dangling", False, 0, "a dangling symbolic link"),
+        ("small.txt", False, 5, ""), ("sub", True, e_size(tmp_path / "sub"), "")]
     assert fs.list_dir(str(tmp_path / "missing")) == []
     assert fs.list_dir(str(tmp_path / "small.txt")) == []
     assert fs.stat(str(tmp_path / "missing")) is None

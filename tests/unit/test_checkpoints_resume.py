@@ -134,10 +134,28 @@ def test_comment_generic_options_round_trip() -> None:
     "goodput:ckpt-pattern=ckpt_*",
     "goodput:ckpt=generic:/x goodput:ckpt-step-regex=(",
     "goodput:ckpt=dcp:/x goodput:ckpt-settle=soon",
+    # hostile values: each is refused with a message, never crashes or reaches the filesystem
+    "goodput:ckpt=dcp:/lustre/alice/../bob",
+    "goodput:ckpt=dcp:/x,LD_PRELOAD=/evil.so",
+    "goodput:ckpt=dcp:/x\x1b[2J",
+    "goodput:ckpt=dcp:/x\x00y",
+    "goodput:ckpt=dcp:/" + "a" * 5000,
+    "goodput:ckpt=" + "z" * 10_000 + ":/x",
+    "goodput:ckpt=dcp:/x goodput:ckpt-settle=inf",
+    "goodput:ckpt=dcp:/x goodput:ckpt-settle=nan",
+    "goodput:ckpt=dcp:/x goodput:ckpt-settle=1e999",
+    "goodput:ckpt=dcp:/x goodput:ckpt-settle=" + "9" * 5000,
+    "goodput:ckpt=generic:/x goodput:ckpt-marker=../../etc/shadow",
+    "goodput:ckpt=generic:/x goodput:ckpt-marker=..",
+    "goodput:ckpt=generic:/x goodput:ckpt-step-regex=(a)\\1",
+    "goodput:ckpt=generic:/x goodput:ckpt-step-regex=" + "(" * 300,
+    "goodput:ckpt=generic:/x goodput:ckpt-pattern=[z-a]",
 ])
 def test_bad_comment_is_an_error(comment: str) -> None:
-    with pytest.raises(CheckpointCommentError):
+    with pytest.raises(CheckpointCommentError) as raised:
         config_from_comment(comment)
+    message = str(raised.value)
+    assert message and message.isprintable() and len(message) < 600
 
 
 def test_no_token_means_no_config() -> None:

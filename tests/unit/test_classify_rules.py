@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from goodput.classify import anomaly_from_verdict, classify_lines, iter_lines
 from goodput.models import AnomalyKind, Category, CulpritKind
+from goodput.scheduler import JobInfo, JobState
 
 XID79 = "Nov 29 07:41:02 {host} kernel: NVRM: Xid (PCI:0000:{bus}:00): 79, GPU has fallen off the bus."
 TIMEOUT = ("[rank{r}]:[E1129 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
@@ -113,7 +114,8 @@ def test_anomaly_from_verdict_feeds_attribution() -> None:
     a = anomaly_from_verdict(v, anomaly_id="log-1", job_id="77", observed_at=now, detected_at=now)
     assert (a.kind, a.nodes, a.gpus, a.category) == (AnomalyKind.GPU_FAULT, ("hx-4",), ("0000:3b:00",),
                                                      Category.GPU_HARDWARE)
-    att = attribute([a])
+    job = JobInfo(job_id="77", state=JobState.FAILED, nodes=("hx-3", "hx-4"))
+    att = attribute([a], job)
     assert (att.category, att.drain, att.culprit_nodes) == (Category.GPU_HARDWARE, True, ("hx-4",))
 
 

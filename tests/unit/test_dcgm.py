@@ -133,3 +133,36 @@ def test_newer_exporter_field_names() -> None:
     assert s.retired_pages_pending and s.row_remap_failure
     assert {f.rule for f in evaluate([s])} == {"clock-slowdown", "recovery-action", "row-remap-failure",
                                                 "page-retirement-pending"}
+
+
+def test_values_a_field_cannot_hold_are_errors_not_exceptions() -> None:
+    """Before: Xid -1 raised pydantic's ValidationError and a 5000-digit timestamp a ValueError."""
+    gpu = 'gpu="0",UUID="GPU-1",Hostname="n1"'
+    text = (f'DCGM_FI_DEV_XID_ERRORS{{{gpu}}} -1\n'
+            f'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{gpu}}} 1e300\n'
+            f'DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{{{gpu}}} -5\n'
+            f'DCGM_FI_DEV_CLOCKS_EVENT_REASONS{{{gpu}}} 1e20\n'
+            f'DCGM_FI_DEV_GET_GPU_RECOVERY_ACTION{{{gpu}}} 1e30\n'
+            f'DCGM_FI_DEV_GPU_TEMP{{{gpu}}} 51\n'
+            f'DCGM_FI_DEV_GPU_UTIL{{gpu="{"9" * 5000}",UUID="GPU-2"}} 5\n')
+    samples = {s.uuid: s for s in parse_dcgm_metrics(text)}
+    first, second = samples["GPU-1"], samples["GPU-2"]
+    assert (first.last_xid, first.ecc_volatile_uncorrected, first.ecc_volatile_corrected) == (None, None, None)
+    assert (first.clock_event_mask, first.recovery_action) == (None, None)
+    assert (first.temperature_c, first.xid_events) == (51, ())
+    assert len(first.errors) == 4 and any("last_xid: -1 is not an Xid code" in e for e in first.errors)
+    assert second.index is None and second.utilisation_pct == 5
+
+
+@pytest.mark.parametrize("stamp", ["9" * 5000, "1" * 19, "-" + "9" * 19, "٣"])
+def test_an_absurd_timestamp_is_an_exposition_error(stamp: str) -> None:
+    with pytest.raises(ExpositionError, match="line 1: bad value or timestamp"):
+        parse_exposition(f"m 1 {stamp}\n")
+    assert parse_exposition("m 1 -1700000000000\n")[0].timestamp_ms == -1700000000000
+
+
+def test_long_label_values_are_clipped() -> None:
+    text = f'DCGM_FI_DEV_XID_ERRORS{{gpu="0",UUID="{"u" * 5000}",hpc_job="{"7" * 5000}",err_msg="{"e" * 9000}"}} 79\n'
+    [sample] = parse_dcgm_metrics(text)
+    assert sample.uuid is not None and len(sample.uuid) == 256 and len(sample.job_ids[0]) == 256
+    assert len(sample.xid_events[0].message) <= 1024

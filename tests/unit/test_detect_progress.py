@@ -73,3 +73,28 @@ def test_custom_patterns() -> None:
 def test_invalid_custom_pattern_is_rejected() -> None:
     with pytest.raises(ValueError):
         ProgressPatterns(step=("(unclosed",), checkpoint_start=(), checkpoint_end=())
+
+
+@pytest.mark.parametrize("pattern", [r"step (?P<step>\d+)(?=\s)", r"(\d+) again \1", r"(?<!no )step"])
+def test_a_custom_pattern_that_needs_backtracking_is_refused(pattern: str) -> None:
+    with pytest.raises(ValueError, match="not a linear-time pattern"):
+        ProgressPatterns(step=(pattern,), checkpoint_start=(), checkpoint_end=())
+
+
+@pytest.mark.parametrize(("line", "step"), [
+    (" iteration " + "9" * 4000 + "/  100 | lm loss: 1.0 |", None),
+    ("[NeMo I] global_step=" + "9" * 13 + " reduced_train_loss=1.93", None),
+    ("[NeMo I] global_step=" + "9" * 12 + " reduced_train_loss=1.93", 10**12 - 1),
+    ("Epoch " + "1" * 10 + ":  12%|█▏   | 1204/10000 [22:17<2:42:51]", None),
+    ("[titan] step: ٣  loss: 2.4", None),
+])
+def test_absurd_step_numbers_are_not_progress(line: str, step: int | None) -> None:
+    """A 4000-digit step was converted with int() (quadratic, and over 4,300 digits a ValueError)."""
+    ev = P.parse(line)
+    assert (ev.step if ev else None) == step
+
+
+@pytest.mark.parametrize("seconds", ["9" * 400, "1000000.5", "2000000"])
+def test_absurd_step_times_are_dropped(seconds: str) -> None:
+    ev = P.parse(f"steps: 400 loss: 2.9 iter time (s): {seconds} samples/sec: 5")
+    assert ev is not None and ev.step == 400 and ev.step_time_s is None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from goodput.gpu import GpuSample, evaluate
-from goodput.kmsg import parse_journal_export, parse_xid_line, parse_xid_lines
+from goodput.kmsg import journal_realtime, parse_journal_export, parse_xid_line, parse_xid_lines
 from goodput.models import Category
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kmsg"
@@ -77,3 +77,40 @@ def test_kernel_xid_is_matched_to_the_nvml_sample_by_pci_id() -> None:
     [finding] = evaluate([sample], xid_events=events)
     assert finding.category is Category.GPU_HARDWARE and finding.uuid == "GPU-5c8e"
     assert finding.gpu_index == 3 and "Xid 79" in finding.evidence[0]
+
+
+HUGE = "9" * 5000
+
+
+@pytest.mark.parametrize(("line", "code", "pid"), [
+    (f"NVRM: Xid (PCI:0000:3b:00): {HUGE}, pid=1, GPU has fallen off the bus.", None, None),
+    (f"NVRM: Xid (PCI:0000:3b:00): 79, pid={HUGE}, name=python, GPU has fallen off the bus.", 79, None),
+    ("NVRM: Xid (PCI:0000:3b:00): 1234567, pid=12345678901, x", None, None),
+    ("NVRM: Xid (PCI:0000:3b:00): 999999, pid=1234567890, x", 999999, 1234567890),
+])
+def test_numbers_are_bounded_before_conversion(line: str, code: int | None, pid: int | None) -> None:
+    """Before: int() of a 5000-digit code or pid raised ValueError out of the parser."""
+    event = parse_xid_line(line)
+    assert (event.code if event else None) == code
+    if event is not None:
+        assert event.pid == pid
+
+
+def test_a_huge_journal_timestamp_is_no_timestamp() -> None:
+    record = ["__REALTIME_TIMESTAMP=" + HUGE, "_HOSTNAME=gpu-node17",
+              "MESSAGE=NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", ""]
+    [event] = parse_journal_export(record)
+    assert event.observed_at is None and event.code == 79
+    assert journal_realtime("99999999999999999") is not None  # 17 digits: the year 5138, still a date
+    assert journal_realtime("-1") is None and journal_realtime("1e9") is None
+
+
+def test_long_lines_and_fields_are_clipped() -> None:
+    line = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=" + "p" * 5000 + ", " + "m" * 200_000
+    event = parse_xid_line(line)
+    assert event is not None and event.process is not None
+    assert len(event.process) <= 256 and len(event.message) <= 1024
+    assert parse_xid_line("NVRM: Xid (PCI:" + "0" * 100 + "): 79, x") is None
+    odd_prefix = parse_xid_line("2026-11-29T09:12:01.1234567890123 " + "h" * 300 + " kernel: NVRM: Xid "
+                                "(PCI:0000:3b:00): 79, x", node="n1")
+    assert odd_prefix is not None and odd_prefix.node == "n1"  # neither stamp nor host is believed

@@ -245,3 +245,16 @@ def test_an_io_error_never_swallows_lines_already_read(tmp_path: Path, monkeypat
         with pytest.raises(OSError, match="Input/output error"):
             tail.poll(NOW)  # the error surfaces on the next poll
         assert texts(tail.poll(NOW)) == ["three", "four"]
+
+
+@pytest.mark.parametrize(("raw", "rank", "text"), [
+    ("12345678: x", None, "12345678: x"),  # eight digits: not an srun task id
+    ("1234567: x", 1234567, "x"),
+    ("٣: x", None, "٣: x"),  # only ASCII digits are a label
+    ("9" * 5000 + ": x", None, "9" * 5000 + ": x"),
+    (" " * 100_000 + "3: x", 3, "x"),
+    ("3:\n", 3, ""),
+    ("3:x", None, "3:x"),
+])
+def test_srun_label_numbers_are_bounded(raw: str, rank: int | None, text: str) -> None:
+    assert split_srun_label(raw) == (rank, text)

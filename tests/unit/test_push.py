@@ -168,7 +168,9 @@ def test_bad_records_are_rejected_one_by_one() -> None:
     assert "got a boolean" in reasons[8] and "non-negative integer" in reasons[9] and "'0-7'" in reasons[10]
     assert "cluster name" in reasons[11] and "characters long" in reasons[12]
     assert "expected a JSON object, got str" in reasons[13] and "got int" in reasons[14]
-    assert "not JSON" in reasons[15] and "nested too deeply" in reasons[16] and "not JSON" in reasons[17]
+    assert "not JSON" in reasons[15] and "nested too deeply" in reasons[16]
+    # Valid JSON whose job id is a 5000-digit integer: read with a digit bound, rejected for its field.
+    assert "job id field 'job_id' must be a string, got a 5000-character number" in reasons[17]
 
 
 def test_ten_megabyte_lines() -> None:
@@ -250,3 +252,53 @@ def test_a_recreated_stream_never_reuses_an_id_for_another_line() -> None:
     router.route(parse(ndjson({"log": "x", "job_id": "1", "host": "n9"})), T0)  # evicts job 42's stream
     [again] = router.route(xid_batch(at=T0 + timedelta(seconds=1), date=1.0), T0 + timedelta(seconds=1))
     assert again.id != first.id
+
+
+# -- numbers no parser should be fed, and isolation between streams -----------------------------
+
+HUGE = "9" * 5000
+
+
+def test_a_message_with_a_5000_digit_number_is_rejected_alone() -> None:
+    body = ndjson({"log": XID, "job_id": "41", "host": "n1"},
+                  {"log": f"  rank      : {HUGE} (local_rank: 0)", "job_id": "42", "host": "n2"},
+                  {"log": f"[rank{HUGE}]: RuntimeError: boom", "job_id": "42", "host": "n2"},
+                  {"log": "9" * 999 + " is long but not absurd", "job_id": "43", "host": "n3"})
+    batch = parse(body)
+    assert batch.accepted == 2 and [r.line for r in batch.rejected] == [2, 3]
+    assert all("more than 999 digits" in r.reason for r in batch.rejected)
+    assert {k.job_id for k in batch.streams} == {"41", "43"}
+
+
+def test_an_array_with_one_5000_digit_integer_keeps_its_other_records() -> None:
+    body = ('[{"log": "x", "job_id": "1", "rank": ' + HUGE + '}, {"log": "y", "job_id": "2", "n": -' + HUGE
+            + '}, {"log": "z", "job_id": "3"}]').encode()
+    batch = parse(body)
+    assert batch.accepted == 2 and [r.line for r in batch.rejected] == [1]
+    assert "rank field 'rank' must be a non-negative integer, got a 5000-character number" in batch.rejected[0].reason
+    assert {k.job_id for k in batch.streams} == {"2", "3"}  # an unused huge field is only carried along
+
+
+def test_a_stream_whose_lines_cannot_be_judged_is_rejected_and_the_others_are_routed() -> None:
+    from goodput.signatures import Catalogue, Match, default_catalogue
+
+    class Exploding(Catalogue):
+        def match_line(self, line: str, line_no: int = 0) -> list[Match]:
+            if "explode" in line:
+                raise ValueError("a detector bug")
+            return super().match_line(line, line_no)
+
+    packaged = default_catalogue()
+    router = PushRouter(CONFIG, catalogue=Exploding(packaged.signatures, packaged.version))
+    body = ndjson({"log": XID, "job_id": "41", "host": "n1"},
+                  {"log": "explode", "job_id": "42", "host": "n2"},
+                  {"log": "fine", "job_id": "42", "host": "n2"},
+                  {"log": XID, "job_id": "43", "host": "n3"})
+    routed = router.route_each(parse(body), T0)
+    assert sorted(a.job_id for a in routed.anomalies) == ["41", "43"]
+    assert [r.line for r in routed.rejected] == [2, 3]
+    assert "job 42 attempt 0: its lines could not be judged (ValueError)" in routed.rejected[0].reason
+    assert [(k.job_id, str(e)) for k, e in routed.failures] == [("42", "a detector bug")]
+    assert len(router) == 2  # the failed stream's detector is dropped; the next batch starts afresh
+    with pytest.raises(ValueError, match="a detector bug"):
+        router.route(parse(body), T0)

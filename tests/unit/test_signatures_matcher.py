@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from goodput.signatures import MAX_SCAN_CHARS, LineContext, default_catalogue, split_prefix
-from goodput.signatures.matcher import trie_pattern
+from goodput.untrusted_text import LiteralSet, any_of
 
 CAT = default_catalogue()
 
@@ -24,10 +24,12 @@ def test_clean_lines_stop_at_the_prefilter(line: str) -> None:
     assert CAT.match_line(line) == []
 
 
-def test_trie_pattern_matches_exactly_the_literals() -> None:
-    import re
-    rx = re.compile(trie_pattern(["abc", "abd", "ab", "x.y"]))
-    assert rx.search("zzabzz") and rx.search("x.y") and not rx.search("xzy") and not rx.search("a b")
+def test_the_literal_prefilter_finds_exactly_the_literals() -> None:
+    first = any_of(["abc", "abd", "ab", "x.y"])
+    assert first.search(b"zzabzz") and first.search(b"x.y") and not first.search(b"xzy")
+    assert not first.search(b"a b")
+    present = LiteralSet(["abc", "x.y", "b", "(?i)"])
+    assert sorted(present.present(b"zzabcz (?i)")) == [0, 2, 3] and present.present(b"xzy") == []
 
 
 @pytest.mark.parametrize(("line", "context", "body"), [

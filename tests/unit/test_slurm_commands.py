@@ -13,6 +13,7 @@ from goodput.slurm.resubmit import (
     merged_exclusions,
     options_from_record,
     output_pattern,
+    resubmit_tags,
     resubmitted_from,
     tag_comment,
 )
@@ -60,18 +61,30 @@ def test_argv_shapes() -> None:
 
 
 def test_sbatch_argv() -> None:
-    argv = commands.sbatch(["--nodes=2"], exclude=["node3", "node1", "node3"],
-                           environment={"RESTART": "1", "A_B": "x y"}, hold=True)
-    assert argv == ["sbatch", "--parsable", "--nodes=2", "--exclude=node3,node1",
-                    "--export=ALL,A_B=x y,RESTART=1", "--hold"]
+    argv = commands.sbatch(["--nodes=2"], exclude=["node3", "node1", "node3"], hold=True)
+    # the environment is sbatch's own, made clean by submit_as; no variable rides on --export
+    assert argv == ["sbatch", "--parsable", "--nodes=2", "--exclude=node3,node1", "--export=ALL", "--hold"]
     assert commands.sbatch([]) == ["sbatch", "--parsable", "--export=ALL"]
+
+
+def test_submit_as_clears_the_environment_after_becoming_the_owner() -> None:
+    argv = commands.submit_as(["runuser", "-u", "alice", "--"], {"PATH": "/usr/bin", "HOME": "/home/a b"},
+                              ["sbatch", "--parsable"])
+    assert argv == ["runuser", "-u", "alice", "--", "env", "-i", "HOME=/home/a b", "PATH=/usr/bin",
+                    "sbatch", "--parsable"]
+    assert commands.submit_as([], {}, ["sbatch"]) == ["env", "-i", "sbatch"]
+    for bad in ({"-u": "x"}, {"A=B": "x"}, {"A": "x\0y"}):
+        with pytest.raises(InvalidIdentifierError):
+            commands.submit_as([], bad, ["sbatch"])
+    with pytest.raises(InvalidIdentifierError):
+        commands.passwd_entry("-s")
 
 
 @pytest.mark.parametrize("env", [{"BAD-KEY": "1"}, {"1X": "1"}, {"A": "x,y"}, {"A": "two\nlines"},
                                  {"A": "x" * 5000}, {"": "1"}])
-def test_sbatch_refuses_bad_environment(env: dict[str, str]) -> None:
+def test_resubmit_refuses_bad_environment(env: dict[str, str]) -> None:
     with pytest.raises(InvalidIdentifierError):
-        commands.sbatch([], environment=env)
+        commands.validate_environment(env)
 
 
 @pytest.mark.parametrize(("out", "job_id"), [("1234\n", "1234"), ("1234;cluster\n", "1234")])
@@ -93,12 +106,12 @@ def test_parse_version(text: str, version: tuple[int, int, int]) -> None:
 
 def test_resubmit_options_reproduce_the_recorded_job() -> None:
     raw = split_record((FIXTURES / "scontrol-job-running-22.05.txt").read_text())
-    options = options_from_record(raw, stdout_pattern="/tmp/gpsl-scratch/out-%j.log",
+    options = options_from_record(raw, token="t0k", stdout_pattern="/tmp/gpsl-scratch/out-%j.log",
                                   stderr_pattern="/tmp/gpsl-scratch/out-%j.log")
     assert options == [
         "--job-name=train-llm", "--partition=gpu", "--nodes=2", "--ntasks=2", "--cpus-per-task=1",
         "--time=2-00:00:00", "--gres=gpu:1", "--chdir=/tmp/gpsl-scratch",
-        "--output=/tmp/gpsl-scratch/out-%j.log", "--comment=goodput:opt-in team=ml goodput:resubmit-of=8",
+        "--output=/tmp/gpsl-scratch/out-%j.log", "--comment=goodput:resubmit-of=8:t0k goodput:opt-in team=ml",
         "--requeue"]
 
 
@@ -106,36 +119,41 @@ def test_resubmit_right_after_requeue_keeps_the_node_count() -> None:
     # recorded: NumNodes=1 while the requeued 2-node job completes, TRES still says node=2
     raw = split_record((FIXTURES / "scontrol-job-requeue-completing-2node-22.05.txt").read_text())
     assert raw["NumNodes"] == "1"
-    assert "--nodes=2" in options_from_record(raw)
+    assert "--nodes=2" in options_from_record(raw, token="t")
 
 
 def test_resubmit_keeps_tasks_per_node() -> None:
     raw = {"JobId": "5", "NumNodes": "4", "NumTasks": "32", "NtasksPerN:B:S:C": "8:0:*:*"}
-    options = options_from_record(raw)
+    options = options_from_record(raw, token="t")
     assert "--ntasks-per-node=8" in options and not any(o.startswith("--ntasks=") for o in options)
 
 
 def test_resubmit_options_for_held_wrap_job() -> None:
     raw = split_record((FIXTURES / "scontrol-job-held-22.05.txt").read_text())
-    options = options_from_record(raw)
-    assert "--nodes=2-2" in options
+    options = options_from_record(raw, token="t")
+    assert "--nodes=2" in options  # a pending job prints NumNodes=2-2 for -N2
+    assert "--nodes=2-4" in options_from_record({"JobId": "5", "NumNodes": "2-4"}, token="t")
     assert "--output=/dev/null" in options and "--no-requeue" not in options
     assert not any(o.startswith(("--time", "--account", "--qos", "--constraint")) for o in options)
-    assert "--comment=goodput:resubmit-of=10" in options
+    assert "--comment=goodput:resubmit-of=10:t" in options
 
 
 def test_resubmit_keeps_previous_exclusions_and_drops_conflicting_pins() -> None:
     raw = {"JobId": "5", "ExcNodeList": "node[7-8]", "ReqNodeList": "node[1-2]", "Requeue": "0"}
     assert merged_exclusions(raw, ("node2",)) == ("node7", "node8", "node2")
-    assert not any(o.startswith("--nodelist") for o in options_from_record(raw, exclude=("node2",)))
-    assert "--nodelist=node1,node2" in options_from_record(raw, exclude=("node9",))
-    assert "--no-requeue" in options_from_record(raw)
+    assert not any(o.startswith("--nodelist") for o in options_from_record(raw, token="t", exclude=("node2",)))
+    assert "--nodelist=node1,node2" in options_from_record(raw, token="t", exclude=("node9",))
+    assert "--no-requeue" in options_from_record(raw, token="t")
 
 
-def test_resubmit_tag_replaces_an_older_one() -> None:
-    assert tag_comment("goodput:opt-in goodput:resubmit-of=5", "9") == "goodput:opt-in goodput:resubmit-of=9"
-    assert tag_comment("", "9") == "goodput:resubmit-of=9"
-    assert resubmitted_from("goodput:opt-in goodput:resubmit-of=9") == "9"
+def test_resubmit_tag_replaces_older_ones() -> None:
+    assert tag_comment("goodput:opt-in goodput:resubmit-of=5:aa  team=ml goodput:resubmit-of=6", "9", "tk") \
+        == "goodput:resubmit-of=9:tk goodput:opt-in  team=ml"
+    # first, so that a comment padded beyond what is searched cannot hide goodput's own tag
+    assert resubmit_tags(tag_comment("goodput:opt-in " * 5_000, "9", "tk")) == [("9", "tk")]
+    assert tag_comment("", "9", "tk") == "goodput:resubmit-of=9:tk"
+    assert resubmitted_from("goodput:opt-in goodput:resubmit-of=9:tk") == "9"
+    assert resubmitted_from("goodput:opt-in goodput:resubmit-of=9") is None  # no token: not a tag
     assert resubmitted_from("goodput:opt-in") is None
 
 

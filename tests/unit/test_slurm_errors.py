@@ -10,7 +10,7 @@ from goodput.scheduler import (
     UnknownJobError,
     UnknownNodeError,
 )
-from goodput.slurm.errors import classify, is_pending_execution
+from goodput.slurm.errors import AmbiguousRecordError, SlurmRecordError, classify, is_pending_execution
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
@@ -57,3 +57,16 @@ def test_message_is_bounded_and_names_the_command() -> None:
     error = classify(["scontrol", "requeue", "1"], 1, "", "x" * 10_000)
     assert str(error).startswith("scontrol requeue: ")
     assert len(str(error)) < 600
+
+
+def test_huge_error_text_is_looked_at_only_in_its_head() -> None:
+    noise = "x " * 5_000_000 + "Invalid job id specified"
+    error = classify(["scontrol", "show"], 1, noise, noise)
+    assert type(error) is PermanentSchedulerError  # the phrase lies beyond what is read
+    assert len(str(error)) < 600
+    assert not is_pending_execution(noise + "job is pending execution")
+
+
+def test_record_errors_are_permanent_scheduler_errors() -> None:
+    assert issubclass(AmbiguousRecordError, SlurmRecordError)
+    assert issubclass(SlurmRecordError, PermanentSchedulerError)

@@ -2,7 +2,13 @@
 
 import pytest
 
-from goodput.slurm.hostlist import HostlistError, compress_hostlist, expand_hostlist
+from goodput.slurm.hostlist import (
+    MAX_EXPRESSION,
+    HostlistError,
+    compress_hostlist,
+    expand_hostlist,
+    hostlist_size,
+)
 
 
 @pytest.mark.parametrize(("expr", "names"), [
@@ -41,3 +47,37 @@ def test_compress_round_trips(names: list[str]) -> None:
 def test_compress_is_compact() -> None:
     assert compress_hostlist(["node1", "node2", "node3", "node5"]) == "node[1-3,5]"
     assert compress_hostlist(["node4"]) == "node4"
+
+
+# -- a few bytes must not stand for a billion names --------------------------------------------
+
+def test_size_is_computed_before_anything_is_built() -> None:
+    assert hostlist_size("node[1-3,5],login1") == 5
+    assert hostlist_size("r[1-2]-g[01-10]") == 20
+    with pytest.raises(HostlistError, match="more than"):
+        hostlist_size("a[1-99999]b[1-99999]")
+    with pytest.raises(HostlistError, match="more than"):
+        expand_hostlist("a[1-99999]b[1-99999]")  # 10**10 names: refused, not built
+    with pytest.raises(HostlistError, match="more than"):
+        expand_hostlist(",".join(["n[1-60000]"] * 2))
+
+
+def test_many_brackets_do_not_recurse() -> None:
+    with pytest.raises(HostlistError, match="characters"):
+        expand_hostlist("a[1]" * 1200)  # a RecursionError before
+    assert expand_hostlist("a[1]" * 20) == ("a1" * 20,)
+
+
+@pytest.mark.parametrize("expr", [
+    "node[1-" + "9" * 5000 + "]", "node[" + "1" * 5000 + "]", "n[0-" + "9" * 19 + "]",
+    "x" * (MAX_EXPRESSION + 1), "node 1", "node\n1", "node[1-2]\x00", "a" * 200,
+])
+def test_unbounded_input_is_a_hostlist_error(expr: str) -> None:
+    with pytest.raises(HostlistError):
+        expand_hostlist(expr)
+
+
+def test_compress_leaves_long_numbers_alone() -> None:
+    name = "n" + "9" * 60
+    assert compress_hostlist([name, "n1", "n2"]) == f"{name},n[1-2]"
+    assert set(expand_hostlist(compress_hostlist([name, "n1", "n2"]))) == {name, "n1", "n2"}

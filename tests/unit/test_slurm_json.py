@@ -1,12 +1,14 @@
 """`squeue --json` / `sinfo --json` in the 22.05 (recorded) and 23.02+/24.11 (synthetic) shapes."""
 
+import json
 from pathlib import Path
 
 import pytest
 
-from goodput.scheduler import JobState, TransientSchedulerError
+from goodput.scheduler import JobState, TransientSchedulerError, UnknownJobError
 from goodput.slurm.jsonout import (
     SlurmJsonError,
+    find_job,
     load,
     number,
     parse_sinfo_json,
@@ -104,3 +106,82 @@ def test_garbage_is_an_error(raw: str) -> None:
 ])
 def test_number(value: object, expected: int) -> None:
     assert number(value) == expected
+
+
+# -- JSON is the fallback for forged text, so it must not be a way in either -----------------
+
+SQUEUE = read("squeue-22.05.json")
+
+
+def with_job(**fields: object) -> str:
+    document = json.loads(SQUEUE)
+    document["jobs"][0].update(fields)
+    return json.dumps(document)
+
+
+@pytest.mark.parametrize("raw", [
+    '{"jobs": [{"job_id": 1' + "9" * 5000 + "}]}",  # ValueError in json.loads itself, before
+    '{"jobs": [{"job_id": 1, "restart_cnt": ' + "9" * 50 + "}]}",
+    '{"jobs": [{"job_id": 1, "restart_cnt": 1e999}]}',
+    '{"jobs": [{"job_id": NaN}]}',
+    '{"jobs": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    '{"jobs": [' + '{"a":' * 5000 + "1" + "}" * 5000 + "]}",
+])
+def test_huge_numbers_and_deep_nesting_are_typed_errors(raw: str) -> None:
+    with pytest.raises(SlurmJsonError):
+        parse_squeue_json(raw)
+
+
+@pytest.mark.parametrize("fields", [
+    {"name": ["a", "list"]}, {"nodes": {"an": "object"}}, {"job_state": [1, 2]}, {"job_id": "7"},
+    {"job_id": None}, {"comment": {"x": 1}}, {"nodes": "node[1-" + "9" * 40 + "]"},
+    {"nodes": "a[1-99999]b[1-99999]"}, {"restart_cnt": [1]}, {"exit_code": {"return_code": [0]}},
+])
+def test_wrong_types_are_slurm_json_errors(fields: dict[str, object]) -> None:
+    with pytest.raises(SlurmJsonError):
+        parse_squeue_json(with_job(**fields))
+
+
+@pytest.mark.parametrize("raw", ['{"jobs": [1, 2]}', '{"jobs": ["x"]}', '{"jobs": {"1": {}}}',
+                                 '{"errors": [[[[]]]], "jobs": []}', '{"nodes": [null]}', '{"sinfo": [{"nodes": 1}]}',
+                                 '{"sinfo": [{"nodes": {"nodes": [1]}}]}', '{"nodes": [{"name": 1, "state": {}}]}'])
+def test_odd_shapes_are_typed_errors(raw: str) -> None:
+    parse = parse_sinfo_json if ("nodes" in raw or "sinfo" in raw) else parse_squeue_json
+    with pytest.raises((SlurmJsonError, TransientSchedulerError)):
+        parse(raw)
+
+
+def test_find_job_takes_the_job_with_the_id_never_the_first() -> None:
+    document = load(SQUEUE)
+    assert find_job(document, "9").job_id == "9"
+    with pytest.raises(UnknownJobError):
+        find_job(document, "99")
+    arrays = {"jobs": [{"job_id": 40, "array_job_id": 38, "array_task_id": 2, "job_state": "RUNNING"},
+                       {"job_id": 41, "het_job_id": 41, "het_job_offset": 1, "job_state": "RUNNING"}]}
+    assert find_job(arrays, "38_2").job_id == "40"
+    assert find_job(arrays, "41+1").job_id == "41"
+    with pytest.raises(UnknownJobError):
+        find_job(arrays, "38_3")
+
+
+def test_22_05_output_patterns_expand_as_scontrol_prints_them() -> None:
+    document = load(SQUEUE)
+    job8 = find_job(document, "8", expand_output=True)
+    assert job8.stdout_path == job8.stderr_path == "/tmp/gpsl-scratch/out-8.log"
+    assert find_job(document, "9", expand_output=True).stdout_path == "/dev/null"
+    defaulted = load(with_job(standard_output="", standard_error="", current_working_directory="/w"))
+    first = defaulted["jobs"][0]["job_id"]
+    assert find_job(defaulted, str(first), expand_output=True).stdout_path == f"/w/slurm-{first}.out"
+    patterned = load(with_job(standard_output="logs/%x-%5j-%u-%%.out", name="train", user_name="alice",
+                              current_working_directory="/tmp/gp"))
+    job_id = patterned["jobs"][0]["job_id"]
+    assert (find_job(patterned, str(job_id), expand_output=True).stdout_path
+            == f"/tmp/gp/logs/train-{job_id:05d}-alice-%.out")
+    assert find_job(load(read("squeue-24.11-synthetic.json")), "101", expand_output=True).stdout_path == \
+        "/work/out-101.log"
+
+
+@pytest.mark.parametrize("meta", [{"Slurm": {"version": {"major": "9" * 5000, "minor": 1}}},
+                                  {"slurm": {"version": {"major": 24, "minor": "x"}}}, {"Slurm": []}, []])
+def test_slurm_release_of_odd_meta_is_empty(meta: object) -> None:
+    assert slurm_release({"meta": meta}) == ""

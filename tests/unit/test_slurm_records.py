@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 
 from goodput.scheduler import JobState
+from goodput.slurm import records
+from goodput.slurm.errors import AmbiguousRecordError, SlurmRecordError
 from goodput.slurm.records import (
     job_from_record,
     job_state,
@@ -12,7 +14,9 @@ from goodput.slurm.records import (
     node_state,
     split_record,
     split_records,
+    to_int,
 )
+from goodput.slurm.unambiguous import job_record, node_record
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
@@ -132,3 +136,132 @@ def test_node_state(raw: str, state: str, flags: tuple[str, ...]) -> None:
 ])
 def test_job_state(raw: str, state: JobState) -> None:
     assert job_state(raw) is state
+
+
+# -- records a job's own text cannot rewrite (goodput.slurm.unambiguous) -----------------------
+
+RUNNING_LINE = (FIXTURES / "scontrol-job-running-22.05.txt").read_text()
+REAL_COMMENT = "Comment=goodput:opt-in team=ml "
+
+
+def with_comment(comment: str, line: str = RUNNING_LINE) -> str:
+    assert REAL_COMMENT in line
+    return line.replace(REAL_COMMENT, f"Comment={comment} ")
+
+
+def interactive(line: str = RUNNING_LINE) -> str:
+    """The running fixture as `salloc` would print it: BatchFlag=0 and no StdErr/StdIn/StdOut."""
+    head, _, tail = line.partition(" StdErr=")
+    return head.replace("BatchFlag=1", "BatchFlag=0") + " Power=" + tail.partition(" Power=")[2]
+
+
+@pytest.mark.parametrize("forged", [
+    "goodput:opt-in JobId=999", "x UserId=root(0)", "x GroupId=root(0)", "x NodeList=node4",
+    "x Partition=allowlisted", "x StdOut=/etc/shadow", "x StdErr=/etc/shadow", "x Restarts=5",
+    "x Requeue=0", "x BatchFlag=0", "x ExcNodeList=node1", "x ReqNodeList=node9", "x WorkDir=/root",
+    "x JobState=CANCELLED", "goodput:opt-in team=ml JobId=999 UserId=root(0) NodeList=node4",
+])
+def test_a_comment_cannot_forge_a_key(forged: str) -> None:
+    line = with_comment(forged)
+    with pytest.raises(AmbiguousRecordError):
+        split_record(line)  # no "later duplicates win"
+    with pytest.raises(AmbiguousRecordError):
+        job_record(line, "8")
+
+
+def test_a_job_name_cannot_forge_keys_either() -> None:
+    line = RUNNING_LINE.replace("JobName=train-llm ", "JobName=n JobId=1 UserId=root(0) ")
+    with pytest.raises(AmbiguousRecordError):
+        job_record(line, "8")
+
+
+@pytest.mark.parametrize("forged", ["x ArrayJobId=5 ArrayTaskId=1", "x Reservation=r", "x HetJobId=3 HetJobOffset=0"])
+def test_a_key_slurm_prints_earlier_is_out_of_order(forged: str) -> None:
+    with pytest.raises(AmbiguousRecordError, match="order"):
+        job_record(with_comment(forged), "8")
+
+
+@pytest.mark.parametrize("forged", ["x Team=ml", "x Foo=1"])
+def test_a_key_slurm_never_prints_makes_the_record_ambiguous(forged: str) -> None:
+    with pytest.raises(AmbiguousRecordError, match="not a key"):
+        job_record(with_comment(forged), "8")
+
+
+def test_a_newline_in_a_comment_is_not_a_second_record() -> None:
+    forged = with_comment("c\nJobId=8 JobName=x UserId=root(0) GroupId=root(0)")
+    with pytest.raises(AmbiguousRecordError, match="lines"):
+        job_record(forged, "8")
+
+
+def test_output_paths_of_an_interactive_job_can_only_be_forged() -> None:
+    assert job_record(interactive(), "8")["BatchFlag"] == "0"
+    with pytest.raises(AmbiguousRecordError, match="not a batch job"):
+        job_record(interactive(with_comment("x StdOut=/etc/shadow")), "8")
+
+
+def test_an_output_path_that_may_run_into_optional_keys_is_left_out() -> None:
+    # `--output="/etc/shadow BurstBuffer=x"` prints like a job with a burst buffer
+    line = RUNNING_LINE.replace("StdOut=/tmp/gpsl-scratch/out-8.log ", "StdOut=/etc/shadow BurstBuffer=x ")
+    record = job_record(line, "8")
+    assert "StdOut" not in record
+    assert job_from_record(record).stdout_path == ""
+    assert job_record(RUNNING_LINE, "8")["StdOut"] == "/tmp/gpsl-scratch/out-8.log"
+
+
+def test_the_record_must_be_the_job_asked_for() -> None:
+    with pytest.raises(SlurmRecordError, match="asked for 9"):
+        job_record(RUNNING_LINE, "9")
+    assert job_record(RUNNING_LINE, "8")["JobId"] == "8"
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("Restarts", "9" * 5000), ("JobId", "8" * 5000), ("NodeList", "node[1-" + "9" * 5000 + "]"),
+    ("ExitCode", "1" * 5000 + ":0"), ("NumNodes", "2" * 5000), ("Priority", "1" * 5000),
+    ("TRES", "cpu=1,node=" + "2" * 5000), ("NtasksPerN:B:S:C", "9" * 5000 + ":0:*:*"),
+])
+def test_huge_numbers_are_a_typed_error(key: str, value: str) -> None:
+    line = " ".join(f"{key}={value}" if token.startswith(f"{key}=") else token
+                    for token in RUNNING_LINE.split(" "))
+    with pytest.raises(SlurmRecordError):
+        job_record(line, "8")
+    assert to_int("9" * 5000) == 0 and to_int("12") == 12
+
+
+def test_huge_hostlists_are_a_typed_error_when_converting() -> None:
+    with pytest.raises(SlurmRecordError):
+        job_from_record({"JobId": "8", "NodeList": "a[1-99999]b[1-99999]"})
+
+
+def test_node_record_is_the_node_asked_for_and_its_reason_forges_nothing() -> None:
+    line = next(line for line in (FIXTURES / "scontrol-nodes-all-22.05.txt").read_text().splitlines()
+                if line.startswith("NodeName=node3 "))
+    assert node_from_record(node_record(line, "node3")).reason == "goodput:inc-7f3a: xid 79 on GPU 3"
+    with pytest.raises(SlurmRecordError, match="asked for node4"):
+        node_record(line, "node4")
+    forged = line.replace("xid 79 on GPU 3", "x State=IDLE NodeName=node1 [root@2020-01-01T00:00:00] y")
+    node = node_from_record(node_record(forged, "node3"))
+    assert node.name == "node3" and node.drained
+    assert node.reason == "goodput:inc-7f3a: x State=IDLE NodeName=node1 [root@2020-01-01T00:00:00] y"
+    with pytest.raises(AmbiguousRecordError):
+        node_record(line.replace("State=IDLE+DRAIN", "State=IDLE+DRAIN Extra=x State=IDLE"), "node3")
+
+
+def test_splitting_is_linear_in_the_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """About 1 MB of spaces and key-like tokens: each token's key is looked at through a prefix
+    of at most MAX_KEY + 1 characters, once, so the work is bounded by the line's length."""
+    calls: list[int] = []
+    original = records._key_of
+
+    def counting(prefix: str) -> str | None:
+        calls.append(len(prefix))
+        return original(prefix)
+
+    monkeypatch.setattr(records, "_key_of", counting)
+    line = "JobId=8 Comment=" + ("  " * 150_000) + " ".join(f"x{i}=y" for i in range(60_000)) + " A" * 150_000
+    assert len(line) > 1_000_000
+    pairs = records.record_pairs(line)
+    tokens = line.count(" ") + 1
+    assert len(calls) == tokens  # one look per token, never a rescan
+    assert max(calls) <= records.MAX_KEY + 1
+    assert sum(calls) <= 2 * len(line)
+    assert [k for k, _ in pairs] == ["JobId", "Comment"]

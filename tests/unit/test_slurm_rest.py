@@ -1,6 +1,8 @@
 """slurmrestd backend: version negotiation, capabilities, error mapping, fallback routing."""
 
+import asyncio
 import json
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,10 +19,12 @@ from goodput.scheduler import (
     PermanentSchedulerError,
     ResubmitRequest,
     Scheduler,
+    SchedulerError,
     TransientSchedulerError,
     UnknownJobError,
 )
 from goodput.slurm import restapi
+from goodput.slurm.jsonout import SlurmJsonError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 SPEC_22_05 = json.loads((FIXTURES / "openapi-paths-22.05.json").read_text())
@@ -71,10 +75,12 @@ class Server:
         status, payload = self.routes.get((request.method, request.url.path), (404, {"errors": ["no route"]}))
         if isinstance(payload, Exception):
             raise payload
+        if isinstance(payload, bytes):
+            return httpx.Response(status, content=payload)
         return httpx.Response(status, json=payload)
 
     def backend(self, fallback: Scheduler | None = None) -> SlurmRestBackend:
-        return SlurmRestBackend("http://restd.test", user="goodput", token=lambda: "jwt-token",
+        return SlurmRestBackend("http://restd.test", user="goodput", token=lambda: "jwt-token", allow_http=True,
                                 fallback=fallback, transport=httpx.MockTransport(self.handler))
 
 
@@ -161,3 +167,130 @@ async def test_hostile_identifiers_send_nothing(bad: str) -> None:
             await call()
     assert server.seen == []
     await backend.aclose()
+
+
+# -- a client that sends a JWT able to act on every job trusts nothing around it ---------------
+
+V38 = "v0.0.38"
+JOB7 = f"/slurm/{V38}/job/7"
+TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJnb29kcHV0In0.c2lnbmF0dXJlLW9mLXRoZS1zZWNyZXQ"
+
+
+async def test_get_job_never_answers_with_another_job() -> None:
+    other = {"job_id": 8, "job_state": "RUNNING", "comment": "goodput:opt-in", "nodes": "node1", "partition": "gpu"}
+    backend = Server(SPEC_22_05, {("GET", JOB7): (200, {"jobs": [other], "errors": []})}).backend()
+    with pytest.raises(UnknownJobError):  # was: job 8, as the first of the list
+        await backend.get_job("7")
+    await backend.aclose()
+
+
+@pytest.mark.parametrize("body", [
+    b"not json", b"[]", b"{}", b'{"jobs": [1]}', b'{"jobs": "x"}', b'{"jobs": [{"job_id": 7, "name": ["x"]}]}',
+    b'{"jobs": [{"job_id": 7' + b"9" * 5000 + b"}]}", b"[" * 100_000,
+    b'{"jobs": [{"job_id": 7, "restart_cnt": 1e999}]}',
+    b'{"jobs": [{"job_id": 7, "nodes": "n[1-99999]m[1-99999]"}]}', b"\xff\xfe\x00garbage",
+])
+async def test_answers_of_the_wrong_shape_are_slurm_json_errors(body: bytes) -> None:
+    backend = Server(SPEC_22_05, {("GET", JOB7): (200, body),
+                                  ("GET", f"/slurm/{V38}/jobs"): (200, body)}).backend()
+    with pytest.raises(SlurmJsonError):  # "not JSON" read as {} and then "unknown job", before
+        await backend.get_job("7")
+    with pytest.raises(SlurmJsonError):  # ... or as an empty cluster
+        await backend.list_jobs()
+    await backend.aclose()
+
+
+@pytest.mark.parametrize("spec", [[], {"paths": []}, {"paths": {"/slurm/v0.0.38/jobs": 5}},
+                                  {"paths": {"/slurm/" + "x" * 5000: ["get"]}}, {"paths": {1: ["get"]}}])
+def test_openapi_documents_of_the_wrong_shape_are_slurm_json_errors(spec: Any) -> None:
+    with pytest.raises(SlurmJsonError):
+        restapi.choose_version(spec)
+
+
+def test_versions_with_huge_numbers_are_not_versions() -> None:
+    spec = newer_spec("v0.0." + "9" * 900)
+    with pytest.raises(PermanentSchedulerError, match="no Slurm API"):
+        restapi.choose_version(spec)
+    assert restapi.capabilities({"paths": {"/slurm/v0.0.42/job/" + "{" * 900: ["get"]}}, "v0.0.42") == frozenset()
+
+
+@pytest.mark.parametrize("url", ["http://restd.test", "ftp://restd.test", "https://user:pw@restd.test",
+                                 "https://restd.test/?token=x", "https://", "no url at all"])
+def test_the_token_goes_only_to_an_https_url_without_credentials(url: str) -> None:
+    with pytest.raises(PermanentSchedulerError):
+        SlurmRestBackend(url, user="goodput", token=TOKEN)
+
+
+async def test_plain_http_needs_the_setting() -> None:
+    backend = SlurmRestBackend("http://127.0.0.1:1", user="goodput", token=TOKEN, allow_http=True)
+    await backend.aclose()
+
+
+async def test_the_token_never_appears_in_errors() -> None:
+    def echo(request: httpx.Request) -> httpx.Response:
+        token = request.headers["X-SLURM-USER-TOKEN"]
+        if request.url.path == "/openapi/v3":
+            return httpx.Response(200, json=SPEC_22_05)
+        if request.url.path.endswith("/job/1"):
+            return httpx.Response(401, json={"errors": [f"token {token} rejected"]})
+        if request.url.path.endswith("/job/2"):
+            return httpx.Response(500, text=f"<html>bad token {token}</html>")
+        if request.url.path.endswith("/job/3"):
+            raise httpx.ConnectError(f"proxy said no to {token}")
+        return httpx.Response(400, json={"errors": [{"error": f"who is {token[:-3]}?"}]})
+
+    backend = SlurmRestBackend("https://restd.test", user="goodput", token=TOKEN, transport=httpx.MockTransport(echo))
+    for job_id in ("1", "2", "3", "4"):
+        with pytest.raises(SchedulerError) as caught:
+            await backend.get_job(job_id)
+        assert TOKEN not in str(caught.value) and TOKEN[-20:] not in str(caught.value)
+        assert "[token]" in str(caught.value)
+    await backend.aclose()
+
+
+@pytest.mark.parametrize("token", ["", "two words", "line\nbreak", "x" * 20_000, "tab\there"])
+async def test_a_token_that_is_not_a_jwt_is_refused_without_being_shown(token: str) -> None:
+    server = Server(SPEC_22_05, {})
+    backend = SlurmRestBackend("https://restd.test", user="goodput", token=token,
+                               transport=httpx.MockTransport(server.handler))
+    with pytest.raises(PermanentSchedulerError, match="not a JWT") as caught:
+        await backend.get_job("7")
+    assert not token or token not in str(caught.value)
+    assert server.seen == []
+    await backend.aclose()
+
+
+async def test_proxies_and_netrc_from_the_environment_are_ignored(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    heads: list[str] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        heads.append((await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower())
+        body = json.dumps({"openapi": "3.0.2", "paths": {}}).encode()
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n"
+                     b"content-length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    with socket.socket() as probe:  # a port nothing listens on: where a proxy would send us
+        probe.bind(("127.0.0.1", 0))
+        dead = probe.getsockname()[1]
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login intruder password stolen\n")
+    netrc.chmod(0o600)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{dead}")
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NETRC", str(netrc))
+    backend = SlurmRestBackend(f"http://127.0.0.1:{port}", user="goodput", token=TOKEN, allow_http=True)
+    try:
+        with pytest.raises(PermanentSchedulerError, match="no Slurm API"):  # the server itself answered
+            await backend.api_version()
+    finally:
+        await backend.aclose()
+        server.close()
+        await server.wait_closed()
+    assert len(heads) == 1 and "authorization" not in heads[0]

@@ -9,6 +9,7 @@ lost), and lines it re-reads from the last heartbeat must not count twice (not r
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from pathlib import Path
 
@@ -40,7 +41,8 @@ async def test_watch_moves_to_a_surviving_worker_without_losing_lines(
     log = tmp_path / "slurm-1001.out"
     append(log, "iteration 1/ 100 | elapsed time per iteration (ms): 100.0")
     fake = FakeScheduler(state_path=tmp_path / "fake-cluster.json")
-    fake.add_job(fake.snapshot().jobs["1001"].model_copy(update={"nodes": ("node2",), "stdout_path": str(log)}))
+    fake.add_job(fake.snapshot().jobs["1001"].model_copy(update={"nodes": ("node2",), "stdout_path": str(log),
+                                                                        "user_id": os.getuid()}))  # writes the log
     cluster = f"fo{tmp_path.name[-6:].replace('_', '')}"
     env = {"GOODPUT_CLUSTER": cluster, "GOODPUT_SCHEDULER_POLL_S": "0.2", "GOODPUT_LOG_POLL_S": "0.1",
            "GOODPUT_POLICY__LINGER_S": "120"}

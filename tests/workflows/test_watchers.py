@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -57,7 +58,8 @@ async def test_xid_line_in_a_growing_log_opens_an_incident(client: Client, task_
     log = tmp_path / "slurm-1001.out"
     log.write_text("")
     fake = FakeScheduler()
-    one_node = fake.snapshot().jobs["1001"].model_copy(update={"nodes": ("node2",), "stdout_path": str(log)})
+    one_node = fake.snapshot().jobs["1001"].model_copy(update={"nodes": ("node2",), "stdout_path": str(log),
+                                                                 "user_id": os.getuid()})  # writes the log
     fake.add_job(one_node)
     cluster = f"w{time.monotonic_ns() % 10**6}"
     async with running_worker(client, task_queue, fake):

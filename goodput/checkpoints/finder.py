@@ -1,0 +1,100 @@
+"""Who reads a job's checkpoint tree, and how: the checkpoint-finder seam.
+
+The tree is named by the job (its comment) and owned by the job's user, while goodput runs as a
+Slurm operator (root in many deployments). Read as root, a tree could make goodput open what its
+owner cannot (a hard link to a root-only file, a root-only directory inside the tree). So where
+goodput is root and Slurm says who owns the job, the tree is read by a child process that runs
+as the owner (`activities.adapters.checkpoint_reader`, running `goodput.checkpoints.reader`),
+under a wall-clock timeout and an output bound; a root-owned job (uid 0) is read as root there.
+Where the owner is unknown, or goodput is not root (it can then read only what its own user
+may), discovery runs in-process (`InProcessFinder`). Either way it runs with the same confinement
+and bounds (goodput.checkpoints.localfs), and the `Finding` says which way it was read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol
+
+from pydantic import Field
+
+from goodput.checkpoints.fs import FileSystem
+from goodput.checkpoints.localfs import LocalFileSystem
+from goodput.checkpoints.model import CheckpointConfig, Discovery, ResumeChoice, ScanLimits
+from goodput.checkpoints.resume import find_resume_point
+from goodput.models import Frozen
+from goodput.scheduler import JobInfo
+
+
+class ReadMode(StrEnum):
+    AS_OWNER = "as-owner"  # a child process with the job owner's uid, gid and groups
+    IN_PROCESS = "in-process"  # goodput's own process and user
+
+
+class FinderRequest(Frozen):
+    """One discovery: the job's config, the clock, and whose permissions the tree is read with."""
+
+    config: CheckpointConfig
+    now: datetime
+    owner_uid: int | None = Field(default=None, ge=0, le=2**32 - 1)
+    owner_gid: int | None = Field(default=None, ge=0, le=2**32 - 1)
+    owner_name: str = Field(default="", max_length=256)
+    limits: ScanLimits = Field(default_factory=ScanLimits)
+
+
+class Finding(Frozen):
+    """What discovery found (None when it did not finish), the choice, and how the tree was read."""
+
+    discovery: Discovery | None = None
+    choice: ResumeChoice
+    mode: ReadMode
+    read_as: str
+
+    @property
+    def explanation(self) -> str:
+        return f"{self.choice.explanation} (checkpoint tree read {self.read_as})"
+
+
+class CheckpointFinder(Protocol):
+    async def find(self, request: FinderRequest) -> Finding:
+        """Discovery and the resume choice for one job; failures are a Finding, never an exception
+        (an unexpected one is a bug and propagates)."""
+        ...
+
+
+def request_for(config: CheckpointConfig, job: JobInfo, now: datetime,
+                limits: ScanLimits | None = None) -> FinderRequest:
+    return FinderRequest(config=config, now=now, owner_uid=job.user_id, owner_gid=job.group_id,
+                         owner_name=job.user, limits=limits or ScanLimits())
+
+
+def in_process_reason(goodput_uid: int, owner_uid: int | None) -> str | None:
+    """Why this discovery runs in-process rather than as the owner, or None when it should not."""
+    if goodput_uid != 0:
+        return f"in-process as goodput's own user (uid {goodput_uid}), which cannot switch users"
+    if owner_uid is None:
+        return "in-process as root: the scheduler did not say who owns the job"
+    return None
+
+
+def owner_label(request: FinderRequest) -> str:
+    name = f" ({request.owner_name})" if request.owner_name else ""
+    return f"uid {request.owner_uid}{name}"
+
+
+class InProcessFinder:
+    """Discovery in this process, through `filesystem` (the real one, confined and bounded)."""
+
+    def __init__(self, filesystem: FileSystem | None = None, read_as: str = "in-process") -> None:
+        self._filesystem = filesystem
+        self._read_as = read_as
+
+    def find_now(self, request: FinderRequest) -> Finding:
+        filesystem = self._filesystem or LocalFileSystem(limits=request.limits)
+        found, choice = find_resume_point(filesystem, request.config, request.now)
+        return Finding(discovery=found, choice=choice, mode=ReadMode.IN_PROCESS, read_as=self._read_as)
+
+    async def find(self, request: FinderRequest) -> Finding:
+        return await asyncio.to_thread(self.find_now, request)

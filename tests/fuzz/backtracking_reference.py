@@ -1,0 +1,80 @@
+"""The matcher as it was before RE2, kept as a test oracle: Python's `re` over the same catalogue.
+
+Only for short, trusted test lines: this is the engine a crafted line could freeze. The launcher
+prefix patterns are the old ones verbatim (with the lookahead RE2 has no use for). The one
+catalogue pattern rewritten for RE2, `nccl-socket-closed`, changed on purpose: its old form,
+`...|socketProgress(?!.*Connection closed)`, missed a `socketProgress: Connection closed by <peer
+in another form>` line altogether; the rewrite matches it (without a peer). The oracle uses the
+catalogue's pattern for it, and tests/unit/test_signatures_linear.py pins the change.
+"""
+
+from __future__ import annotations
+
+import re
+
+from goodput.signatures import Catalogue, LineContext, default_catalogue
+
+_HOST = r"[A-Za-z][A-Za-z0-9_.\-]{0,127}"
+_SRUN_TASK = re.compile(r"\s*(\d{1,6}): ")
+_PDSH = re.compile(rf"({_HOST}): (?=\[rank\d|\[Rank \d|\[default\d|{_HOST}:\d+:\d+ \[)")
+_TORCH_RANK = re.compile(r"\[[Rr]ank ?(\d{1,6})\]: ?")
+_NCCL = re.compile(rf"({_HOST}):\d+:\d+ \[\d+\] ")
+_SYSLOG = re.compile(
+    rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) ({_HOST}) "
+    r"(?:kernel|nvidia-[\w\-]+|slurmd|slurmstepd|nv-fabricmanager|systemd[\w\-]*)(?:\[\d+\])?: "
+    r"(?:\[\s*\d+\.\d+\] )?")
+_DMESG = re.compile(r"\[\s*\d+\.\d+\] ")
+_MPI = re.compile(rf"\[({_HOST}):\d+(?: ?:\d+:\d+)?\] ")
+
+
+
+def old_split_prefix(line: str) -> tuple[LineContext, str]:
+    host: str | None = None
+    rank: int | None = None
+    task: int | None = None
+    pos = 0
+    m = _SRUN_TASK.match(line, pos)
+    if m:
+        task, pos = int(m.group(1)), m.end()
+    m = _PDSH.match(line, pos)
+    if m:
+        host, pos = m.group(1), m.end()
+    m = _TORCH_RANK.match(line, pos)
+    if m:
+        rank, pos = int(m.group(1)), m.end()
+    m = _NCCL.match(line, pos) or _SYSLOG.match(line, pos) or _MPI.match(line, pos)
+    if m:
+        host, pos = m.group(1), m.end()
+    else:
+        m = _DMESG.match(line, pos)
+        if m:
+            pos = m.end()
+    return LineContext(host=host, rank=rank, task=task), line[pos:]
+
+
+class OldMatcher:
+    """Every signature whose literal occurs and whose `re` pattern matches, generic ones displaced."""
+
+    def __init__(self, catalogue: Catalogue | None = None) -> None:
+        self.catalogue = catalogue or default_catalogue()
+        self._regex = {s.id: re.compile(s.pattern, re.IGNORECASE if s.ignore_case else 0)
+                       for s in self.catalogue.signatures}
+
+    def match(self, line: str) -> list[tuple[str, tuple[tuple[str, str], ...], LineContext]]:
+        line = line[:64 * 1024]
+        context, body = old_split_prefix(line)
+        hits = []
+        for sig in self.catalogue.signatures:
+            if not any(lit in line for lit in sig.literals):
+                continue
+            m = self._regex[sig.id].search(body)
+            if m is not None:
+                groups = tuple(sorted((k, v) for k, v in m.groupdict().items() if v is not None))
+                hits.append((sig, groups))
+        if len(hits) > 1 and any(not sig.generic for sig, _ in hits):
+            hits = [(sig, g) for sig, g in hits if not sig.generic]
+        return sorted((sig.id, g, context) for sig, g in hits)
+
+
+def new_match(catalogue: Catalogue, line: str) -> list[tuple[str, tuple[tuple[str, str], ...], LineContext]]:
+    return sorted((m.signature.id, tuple(sorted(m.groups.items())), m.context) for m in catalogue.match_line(line))

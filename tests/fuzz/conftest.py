@@ -1,0 +1,26 @@
+"""Hypothesis profiles for the hostile-input suites.
+
+`suite` (the default, in `make test`): 5,000 examples per target, derandomized so CI is
+repeatable, no deadline (a pathological input still fails through pytest-timeout, and a timed
+assertion on a slow CI machine would be flaky). `fuzz` (`make fuzz`): 100,000 random examples
+per target and a 1 s deadline per input. No example database is written into the tree.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+from hypothesis import HealthCheck, settings
+
+from tests.fuzz.harness import write_report
+
+_COMMON = dict(database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                     HealthCheck.filter_too_much])
+settings.register_profile("suite", max_examples=5_000, deadline=None, derandomize=True, **_COMMON)
+settings.register_profile("fuzz", max_examples=100_000, deadline=timedelta(seconds=1), **_COMMON)
+settings.load_profile(os.environ.get("GOODPUT_FUZZ_PROFILE", "suite"))
+
+
+def pytest_sessionfinish() -> None:
+    write_report()

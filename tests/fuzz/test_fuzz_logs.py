@@ -1,0 +1,120 @@
+"""Hostile job output against the catalogue matcher, `goodput classify`, progress and srun labels.
+
+Every target takes any text a job can print. None of them has a documented error: they return,
+always, with bounded results (no number of more than nine digits becomes a rank, no hit holds
+more than the 64 KiB the matcher reads). The matcher must also agree with the old backtracking
+engine on real lines, so the move to RE2 changed no verdict.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from goodput.classify import classify_lines, iter_lines, verdict_json
+from goodput.detect.progress import ProgressParser
+from goodput.logtail import split_srun_label
+from goodput.signatures import MAX_SCAN_CHARS, default_catalogue
+from tests.fuzz.backtracking_reference import OldMatcher, new_match
+from tests.fuzz.harness import rejects_cleanly
+from tests.fuzz.log_strategies import PREFIXES, REAL_LINES, log_lines, mutated_line, numbers
+
+pytestmark = [pytest.mark.fuzz, pytest.mark.timeout(900)]
+
+CAT = default_catalogue()
+IDS = {s.id for s in CAT.signatures}
+OLD = OldMatcher(CAT)
+PROGRESS = ProgressParser()
+MAX_RANK = 10**9
+
+
+@given(log_lines, st.integers(0, 2**40))
+def test_match_line(line: str, line_no: int) -> None:
+    hits = rejects_cleanly("log-line-match", lambda: CAT.match_line(line, line_no), ())
+    assert hits is not None
+    for m in hits:
+        assert m.signature.id in IDS and m.line_no == line_no and len(m.text) <= MAX_SCAN_CHARS
+        assert all(len(v) <= MAX_SCAN_CHARS for v in m.groups.values())
+        assert m.rank is None or 0 <= m.rank < MAX_RANK
+    assert not hits or CAT.might_match(line)
+
+
+@given(st.lists(log_lines, max_size=40), st.integers(0, 2**40))
+def test_scan_agrees_with_match_line(lines: list[str], start: int) -> None:
+    scanned = rejects_cleanly("log-scan", lambda: list(CAT.scan(lines, start)), ())
+    assert scanned is not None
+    one_by_one = [m for n, line in enumerate(lines, start) for m in CAT.match_line(line, n)]
+    assert scanned == one_by_one
+
+
+def _log_bytes(lines: list[str], newline: str) -> bytes:
+    return newline.join(lines).encode("utf-8", "surrogatepass")
+
+
+log_files = st.one_of(
+    st.builds(_log_bytes, st.lists(log_lines, max_size=30), st.sampled_from(["\n", "\r\n", "\n\n"])),
+    st.binary(max_size=2_000),
+    st.builds(lambda a, b: a + b, st.binary(max_size=200), st.sampled_from(REAL_LINES).map(str.encode)),
+)
+
+
+@given(log_files)
+def test_classify_a_log_file(data: bytes) -> None:
+    verdict = rejects_cleanly("log-file-classify", lambda: classify_lines(iter_lines(io.BytesIO(data))), ())
+    assert verdict is not None
+    assert verdict.rank is None or 0 <= verdict.rank < MAX_RANK
+    assert len(verdict.evidence) <= 8 and all(len(e.text) <= 600 for e in verdict.evidence)
+    json.dumps(verdict_json("job.log", verdict), ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+@given(mutated_line(ascii_only=True, max_repeat=3_000))
+def test_matching_is_equivalent_to_the_old_engine(line: str) -> None:
+    """RE2 and Python's `re` agree on real lines and their ASCII mutations (outside ASCII, `re`'s
+    Unicode `\\d`, `\\w` and `\\s` differ from RE2's, on purpose: srun prints ASCII digits)."""
+    found = rejects_cleanly("log-match-equivalence", lambda: new_match(CAT, line), ())
+    assert found == OLD.match(line)
+
+
+PROGRESS_TEMPLATES = [
+    " iteration {a}/ {b} | consumed samples: {a} | elapsed time per iteration (ms): {c}.{a} |",
+    "[titan] step: {a}  loss: {c}.5", "steps: {a} loss: 2.9 iter time (s): {c}", "[Rank {a}] step={b}, skipped={c}",
+    "Epoch {a}:  12%|█▏   | {b}/{c} [22:17<2:42:51]", "global_step={a} loss={b}", " 41%|████  | {a}/{b} [41:02<59:03]",
+    "saving checkpoint at iteration {a} to /ckpt", "successfully saved checkpoint from iteration {a} to /ckpt",
+]
+progress_lines = st.one_of(
+    st.builds(lambda p, t, a, b, c: p + t.format(a=a, b=b, c=c), st.sampled_from(PREFIXES),
+              st.sampled_from(PROGRESS_TEMPLATES), numbers, numbers, numbers),
+    log_lines,
+)
+
+
+@given(progress_lines)
+def test_progress_line(line: str) -> None:
+    event = rejects_cleanly("progress-line", lambda: PROGRESS.parse(line), ())
+    if event is not None:
+        for value in (event.step, event.total, event.epoch):
+            assert value is None or 0 <= value < 10**13
+        assert event.step_time_s is None or 0 <= event.step_time_s <= 1e6
+        assert event.rank is None or 0 <= event.rank < MAX_RANK
+
+
+labels = st.one_of(
+    st.builds(lambda pad, n, sep, rest: " " * pad + n + sep + rest, st.integers(0, 5), numbers,
+              st.sampled_from([": ", ":", ":\n", " : "]), st.text(max_size=30)),
+    st.text(max_size=60),
+)
+
+
+@given(labels)
+def test_srun_label(text: str) -> None:
+    split = rejects_cleanly("srun-label", lambda: split_srun_label(text), ())
+    assert split is not None
+    rank, rest = split
+    if rank is None:
+        assert rest == text
+    else:
+        assert 0 <= rank < 10**7 and text.endswith(rest)
