@@ -20,16 +20,17 @@ from temporalio.exceptions import ApplicationError
 
 from activities.adapters.checkpoint_reader import OwnerCheckpointFinder
 from activities.progress import ProgressReader, output_sizes
-from goodput.attribution import attribute
-from goodput.breaker import DrainGate, DrainVerdict
 from goodput.checkpoints import (
     CheckpointCommentError,
     CheckpointFinder,
     config_from_comment,
     request_for,
 )
+from goodput.diagnose.attribution import attribute
 from goodput.identifiers import InvalidIdentifierError
-from goodput.incident import (
+from goodput.ownership import drain_reason
+from goodput.recover.breaker import DrainGate, DrainVerdict
+from goodput.recover.incident import (
     AttributeInput,
     AttributeResult,
     CheckpointInput,
@@ -44,9 +45,8 @@ from goodput.incident import (
     VerifyInput,
     VerifyResult,
 )
-from goodput.notify import Notifier
-from goodput.ownership import drain_reason
-from goodput.policy import ResumeStrategy
+from goodput.recover.notify import Notifier
+from goodput.recover.policy import ResumeStrategy
 from goodput.scheduler import (
     ACTIVE_JOB_STATES,
     JobInfo,

@@ -20,12 +20,9 @@ from temporalio.exceptions import ApplicationError
 from activities.recovery import mapped
 from goodput.detect.hang import ProgressState
 from goodput.detect.live import LiveLogDetector, LiveState
+from goodput.detect.logtail import LogLine, LogTailer
 from goodput.detect.scheduler_watch import Snapshot, changes, new_running, snapshot
-from goodput.logtail import LogLine, LogTailer
-from goodput.models import IncidentKey
-from goodput.scheduler import ACTIVE_JOB_STATES, Scheduler, SchedulerError
-from goodput.untrusted_files import UnsafeFileError
-from goodput.watch import (
+from goodput.detect.watch import (
     AnomalySink,
     ClusterCheckpoint,
     WatchCheckpoint,
@@ -34,6 +31,9 @@ from goodput.watch import (
     WatchJobResult,
     WatchLauncher,
 )
+from goodput.models import IncidentKey
+from goodput.scheduler import ACTIVE_JOB_STATES, Scheduler, SchedulerError
+from goodput.untrusted_files import UnsafeFileError
 
 log = logging.getLogger("goodput.watch")
 

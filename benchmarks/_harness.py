@@ -24,8 +24,8 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from goodput.fakes.notifier import RecordingNotifier
 from goodput.scheduler import Scheduler
+from tests.fakes.notifier import RecordingNotifier
 from workers import devserver
 from workers.worker import build_worker
 

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import hyperscan
 
-from goodput.classify import classify_file
-from goodput.signatures import MAX_SCAN_CHARS, Catalogue, Match, Signature, default_catalogue
+from goodput.diagnose.classify import classify_file
+from goodput.diagnose.signatures import MAX_SCAN_CHARS, Catalogue, Match, Signature, default_catalogue
 from goodput.untrusted_text import utf8
 
 CLEAN = (

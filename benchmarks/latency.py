@@ -37,15 +37,15 @@ from temporalio.service import RPCError
 
 from activities.adapters.slurm_cli import SlurmCliBackend
 from benchmarks._harness import connect, dev_server, emit, environment, summary
-from goodput.breaker import BreakerPolicy
 from goodput.detect.hang import HangConfig
-from goodput.fakes.notifier import RecordingNotifier
-from goodput.incident import IncidentReport
-from goodput.lifecycle import IncidentState
+from goodput.detect.watch import WatchClusterInput
 from goodput.models import IncidentKey, Mode
-from goodput.policy import Policy
+from goodput.recover.breaker import BreakerPolicy
+from goodput.recover.incident import IncidentReport
+from goodput.recover.lifecycle import IncidentState
+from goodput.recover.policy import Policy
 from goodput.scheduler import JobState
-from goodput.watch import WatchClusterInput
+from tests.fakes.notifier import RecordingNotifier
 from workers.watching import start_cluster_watch
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow

@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from benchmarks._harness import connect, dev_server, emit, environment, summary, worker
-from goodput.breaker import BreakerPolicy
-from goodput.fakes.scheduler import FakeClusterState, FakeScheduler
-from goodput.incident import IncidentReport
+from goodput.demo.scheduler import FakeClusterState, FakeScheduler
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
-from goodput.policy import Policy
+from goodput.recover.breaker import BreakerPolicy
+from goodput.recover.incident import IncidentReport
+from goodput.recover.policy import Policy
 from goodput.scheduler import JobInfo, JobState, NodeInfo
 from workers.client import TemporalIncidentService
 from workflows.recovery import RecoveryWorkflow

@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from benchmarks._harness import connect, dev_server, emit, environment, summary, worker
-from goodput.fakes.scheduler import FakeClusterState, FakeScheduler
+from goodput.demo.scheduler import FakeClusterState, FakeScheduler
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Mode
-from goodput.policy import Policy
+from goodput.recover.policy import Policy
 from goodput.scheduler import JobInfo, JobState
 from workers.client import TemporalIncidentService
 from workflows.recovery import RecoveryWorkflow

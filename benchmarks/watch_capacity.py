@@ -27,10 +27,10 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from benchmarks._harness import connect, dev_server, emit, environment, summary, worker
-from goodput.fakes.scheduler import FakeClusterState, FakeScheduler
+from goodput.demo.scheduler import FakeClusterState, FakeScheduler
+from goodput.detect.watch import WatchJobInput
 from goodput.models import IncidentKey
 from goodput.scheduler import JobInfo, JobState
-from goodput.watch import WatchJobInput
 from workers.watching import TemporalWatchLauncher
 from workflows.watch import job_watch_id
 

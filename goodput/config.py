@@ -19,11 +19,11 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from goodput.agent import AgentConfig
-from goodput.policy import Policy
-from goodput.push import PushConfig
+from goodput.detect.agent import AgentConfig
+from goodput.detect.push import PushConfig
+from goodput.detect.watch import OptInRule, WatchClusterInput
+from goodput.recover.policy import Policy
 from goodput.slurm.submit_as import DEFAULT_PATH, BecomeMode
-from goodput.watch import OptInRule, WatchClusterInput
 
 
 class SchedulerKind(StrEnum):

@@ -22,7 +22,6 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
-from goodput.breaker import BreakerState
 from goodput.cli.service import (
     DecisionRejectedError,
     IncidentSummary,
@@ -31,10 +30,11 @@ from goodput.cli.service import (
     UnknownIncidentError,
 )
 from goodput.identifiers import validate_cluster
-from goodput.incident import Decision, IncidentReport, RecoveryStart
-from goodput.lifecycle import IncidentState
 from goodput.models import Anomaly, Mode, OperatorDecision
-from goodput.policy import Policy
+from goodput.recover.breaker import BreakerState
+from goodput.recover.incident import Decision, IncidentReport, RecoveryStart
+from goodput.recover.lifecycle import IncidentState
+from goodput.recover.policy import Policy
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow, breaker_workflow_id
 from workflows.recovery import RecoveryWorkflow

@@ -22,16 +22,16 @@ from temporalio.client import Client
 
 from activities.adapters.gpu_nvml import NvmlUnavailableError
 from activities.adapters.node_agent import run_agent
-from goodput.agent import AgentConfig
 from goodput.checkpoints import IncidentLoss, summarize_lost_work
-from goodput.classify import run_classify
 from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_file
 from goodput.cli.render import incident_detail, incidents_table, lost_work_table
 from goodput.cli.service import ServiceError
 from goodput.config import Settings
+from goodput.detect.agent import AgentConfig
+from goodput.diagnose.classify import run_classify
 from goodput.identifiers import InvalidIdentifierError, validate_cluster
-from goodput.incident import Decision, DecisionVerb
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
+from goodput.recover.incident import Decision, DecisionVerb
 from goodput.slurm.resubmit import ResubmitKey
 from workers import devserver
 from workers.client import TemporalIncidentService, connect

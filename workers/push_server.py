@@ -1,6 +1,6 @@
 """The HTTP side of log push: Fluent Bit and Vector POST JSON lines here, anomalies go to the sink.
 
-Everything about a body (auth, parsing, detection) lives in the pure `goodput.push`; this module
+Everything about a body (auth, parsing, detection) lives in the pure `goodput.detect.push`; this module
 only speaks HTTP, with status codes chosen for shippers: 4xx for what a retry cannot fix (bad
 token, too large, wrong type, not JSON), 503 with Retry-After when the sink fails, because both
 shippers retry 5xx and the retried batch maps to the same anomaly ids. A bad record is never a
@@ -21,8 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from goodput.identifiers import validate_cluster
-from goodput.push import (
+from goodput.detect.push import (
     BodyTooLargeError,
     ParsedBatch,
     PushBodyError,
@@ -33,7 +32,8 @@ from goodput.push import (
     parse_batch,
     token_matches,
 )
-from goodput.watch import AnomalySink
+from goodput.detect.watch import AnomalySink
+from goodput.identifiers import validate_cluster
 
 log = logging.getLogger("goodput.push")
 

@@ -19,10 +19,10 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from goodput.cli.service import IncidentService
-from goodput.logtail import TailCursor
+from goodput.detect.logtail import TailCursor
+from goodput.detect.watch import WatchCheckpoint, WatchClusterInput, WatchJobInput
 from goodput.models import Anomaly
-from goodput.policy import Policy
-from goodput.watch import WatchCheckpoint, WatchClusterInput, WatchJobInput
+from goodput.recover.policy import Policy
 from workers.telemetry import instruments
 from workflows.watch import ClusterWatchWorkflow, JobWatchWorkflow, cluster_watch_id, job_watch_id
 

@@ -26,11 +26,11 @@ from activities.adapters.slurm_runner import LocalRunner
 from activities.adapters.slurm_ssh import slurm_ssh_backend
 from activities.recovery import RecoveryActivities
 from activities.watch import WatchActivities
-from goodput.breaker import DrainGate
 from goodput.config import SchedulerKind, Settings
-from goodput.fakes.scheduler import FakeScheduler
-from goodput.notify import JsonLinesNotifier, Notifier
-from goodput.policy import Policy
+from goodput.demo.scheduler import FakeScheduler
+from goodput.recover.breaker import DrainGate
+from goodput.recover.notify import JsonLinesNotifier, Notifier
+from goodput.recover.policy import Policy
 from goodput.scheduler import Scheduler
 from goodput.slurm.resubmit import ResubmitKey
 from workers.client import TemporalIncidentService

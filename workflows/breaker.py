@@ -10,7 +10,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from goodput.breaker import (
+    from goodput.models import Frozen, OperatorDecision
+    from goodput.recover.breaker import (
         BreakerPolicy,
         BreakerState,
         DrainRequest,
@@ -18,7 +19,6 @@ with workflow.unsafe.imports_passed_through():
         decide,
         reset,
     )
-    from goodput.models import Frozen, OperatorDecision
 
 CONTINUE_AS_NEW_AFTER = 500
 

@@ -19,9 +19,10 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from goodput.breaker import DrainRequest, DrainVerdict
     from goodput.checkpoints import Checkpoint, LostWork, lost_work_of
-    from goodput.incident import (
+    from goodput.models import ActionKind, Anomaly, Mode, OperatorDecision, RecoveryPlan
+    from goodput.recover.breaker import DrainRequest, DrainVerdict
+    from goodput.recover.incident import (
         MAX_REPORTED_ANOMALIES,
         AttributeInput,
         AttributeResult,
@@ -42,9 +43,8 @@ with workflow.unsafe.imports_passed_through():
         VerifyInput,
         VerifyResult,
     )
-    from goodput.lifecycle import OUTCOME_OF, IncidentState, is_terminal, transition
-    from goodput.models import ActionKind, Anomaly, Mode, OperatorDecision, RecoveryPlan
-    from goodput.policy import ResumeStrategy, plan_recovery
+    from goodput.recover.lifecycle import OUTCOME_OF, IncidentState, is_terminal, transition
+    from goodput.recover.policy import ResumeStrategy, plan_recovery
     from workflows import search
 
 S = IncidentState

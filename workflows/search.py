@@ -17,9 +17,9 @@ from temporalio.common import (
     TypedSearchAttributes,
 )
 
-from goodput.incident import AttributeResult
-from goodput.lifecycle import IncidentState
 from goodput.models import IncidentKey, Mode, Outcome
+from goodput.recover.incident import AttributeResult
+from goodput.recover.lifecycle import IncidentState
 
 JOB_ID = SearchAttributeKey.for_keyword("GoodputJobId")
 CLUSTER = SearchAttributeKey.for_keyword("GoodputCluster")

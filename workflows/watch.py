@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from goodput.watch import WatchClusterInput, WatchJobInput, WatchJobResult
+    from goodput.detect.watch import WatchClusterInput, WatchJobInput, WatchJobResult
 
 WATCH_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                           maximum_interval=timedelta(seconds=10))

@@ -11,7 +11,7 @@ from datetime import timedelta
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
-from goodput.breaker import BreakerPolicy, DrainRequest, DrainVerdict
+from goodput.recover.breaker import BreakerPolicy, DrainRequest, DrainVerdict
 from workflows.breaker import BreakerStart, DrainBreakerWorkflow, breaker_workflow_id
 
 

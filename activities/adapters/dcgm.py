@@ -14,8 +14,8 @@ from types import TracebackType
 
 import httpx
 
-from goodput.dcgm import ExpositionError, parse_exposition, samples_from_metrics
-from goodput.gpu import GpuSample, XidEvent
+from goodput.detect.dcgm import ExpositionError, parse_exposition, samples_from_metrics
+from goodput.detect.gpu import GpuSample, XidEvent
 
 MAX_BODY_BYTES = 32 << 20  # a full dcgm-exporter page for 8 GPUs is ~100 kB; 32 MiB is surely wrong
 
@@ -32,7 +32,7 @@ def _utcnow() -> datetime:
 
 
 class DcgmScraper:
-    """Implements `goodput.gpu.GpuProbe`.
+    """Implements `goodput.detect.gpu.GpuProbe`.
 
     DCGM only exposes the *last* Xid per GPU as a gauge, so Xid events are its changes between
     scrapes (a non-zero value on the first scrape counts, unless `report_existing=False`); the

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
-from goodput.gpu import (
+from goodput.detect.gpu import (
     GpuRecoveryAction,
     GpuSample,
     XidEvent,
@@ -317,7 +317,7 @@ def _int(value: Any) -> int | None:
 
 
 class NvmlGpuProbe:
-    """Implements `goodput.gpu.GpuProbe`: the blocking collector, run in worker threads."""
+    """Implements `goodput.detect.gpu.GpuProbe`: the blocking collector, run in worker threads."""
 
     def __init__(self, collector: NvmlCollector) -> None:
         self._collector = collector

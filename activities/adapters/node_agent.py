@@ -23,14 +23,14 @@ from pathlib import Path
 
 from activities.adapters.dcgm import DcgmScraper
 from activities.adapters.gpu_nvml import NvmlCollector, NvmlGpuProbe, NvmlUnavailableError
-from goodput.agent import AgentCheckpoint, AgentConfig, NodeAgentState, ProbeKind, agent_step
-from goodput.gpu import GpuProbe, GpuSample, XidEvent
+from goodput.detect.agent import AgentCheckpoint, AgentConfig, NodeAgentState, ProbeKind, agent_step
+from goodput.detect.gpu import GpuProbe, GpuSample, XidEvent
+from goodput.detect.kmsg import journal_realtime, parse_xid_line
+from goodput.detect.logtail import LogTailer, TailCursor
+from goodput.detect.watch import AnomalySink, OptInRule
 from goodput.identifiers import validate_cluster, validate_node_name
-from goodput.kmsg import journal_realtime, parse_xid_line
-from goodput.logtail import LogTailer, TailCursor
 from goodput.models import Anomaly
 from goodput.scheduler import JobInfo, Scheduler
-from goodput.watch import AnomalySink, OptInRule
 
 log = logging.getLogger("goodput.agent")
 MAX_PENDING_XIDS = 10_000

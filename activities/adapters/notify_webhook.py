@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from goodput.incident import Notification
+from goodput.recover.incident import Notification
 
 
 class WebhookError(RuntimeError):

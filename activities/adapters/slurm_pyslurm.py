@@ -3,7 +3,7 @@
 pyslurm is built against one Slurm release (pyslurm 25.11.x needs libslurm 25.11), so this backend
 suits a worker on a head/login node of such a cluster: no subprocess per call, no text parsing.
 Elsewhere use the CLI, SSH or REST backend. pyslurm is imported lazily (the `module` argument is
-the seam; tests pass `goodput.fakes.pyslurm_standin`), so goodput never needs it to import. Its
+the seam; tests pass `tests.fakes.pyslurm_standin`), so goodput never needs it to import. Its
 calls block, so each runs in a thread (`asyncio.to_thread`), one at a time (libslurm keeps
 per-thread errno and is not documented as thread-safe). The rules are the other backends'
 (`goodput.slurm.rules`, opt-in, identifiers validated before any call, resubmission tagged with an

@@ -5,7 +5,7 @@ directory listings, sizes and mtimes, and read a few small metadata or marker fi
 belongs to the job's owner, so everything in it is untrusted: a name, a size, a symlink, a FIFO
 where a pointer file should be. This Protocol is all discovery can see, which makes both rules
 enforceable: `LocalFileSystem` (goodput.checkpoints.localfs) is the real thing, confined to the
-checkpoint root and bounded; `goodput.fakes.filesystem.FakeFileSystem` the in-memory one tests
+checkpoint root and bounded; `tests.fakes.filesystem.FakeFileSystem` the in-memory one tests
 use (it refuses to read shards or anything larger than the limit it is given).
 
 Every refusal is a `RefusedError` with a message a person can act on; discovery turns it into a

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from goodput.checkpoints import LostWorkSummary
 from goodput.cli.service import IncidentSummary
-from goodput.incident import IncidentReport
+from goodput.recover.incident import IncidentReport
 
 _STATE_STYLE = {
     "recovered": "green", "recommended-only": "cyan", "awaiting-approval": "yellow bold",

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from goodput.incident import Decision, IncidentReport
-from goodput.lifecycle import IncidentState
 from goodput.models import Anomaly, Frozen, Mode
-from goodput.policy import Policy
+from goodput.recover.incident import Decision, IncidentReport
+from goodput.recover.lifecycle import IncidentState
+from goodput.recover.policy import Policy
 
 
 class ServiceError(Exception):

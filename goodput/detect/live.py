@@ -16,15 +16,15 @@ from datetime import datetime
 
 from pydantic import Field
 
-from goodput.classify import anomaly_from_verdict
 from goodput.detect.hang import DEFAULT_HANG_CONFIG, HangConfig, ProgressState, assess_hang, hang_anomaly
+from goodput.detect.logtail import LogLine
 from goodput.detect.progress import ProgressParser
 from goodput.detect.straggler import DEFAULT_STRAGGLER_CONFIG, StragglerConfig, find_stragglers, straggler_anomaly
-from goodput.logtail import LogLine
+from goodput.diagnose.classify import anomaly_from_verdict
+from goodput.diagnose.signatures import Catalogue, default_catalogue
+from goodput.diagnose.signatures.model import Match, Role
+from goodput.diagnose.signatures.verdict import VerdictBuilder
 from goodput.models import Anomaly, Frozen, IncidentKey
-from goodput.signatures import Catalogue, default_catalogue
-from goodput.signatures.model import Match, Role
-from goodput.signatures.verdict import VerdictBuilder
 
 _DECISIVE = (Role.ROOT, Role.KNOCK_ON)
 

@@ -16,8 +16,8 @@ from enum import StrEnum
 
 from pydantic import Field, field_validator
 
+from goodput.diagnose.signatures.prefixes import split_prefix_bytes
 from goodput.models import Frozen
-from goodput.signatures.prefixes import split_prefix_bytes
 from goodput.untrusted_text import LinearPatternError, LinearRegex, bounded_int, utf8
 
 MAX_LINE = 4096  # progress lines are short; never run a regex over a megabyte of junk

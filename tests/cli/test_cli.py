@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from goodput.lifecycle import IncidentState
+from goodput.recover.lifecycle import IncidentState
 from tests.workflows.helpers import running_worker, wait_for_state
 
 pytestmark = pytest.mark.temporal

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from goodput.signatures import Catalogue, LineContext, default_catalogue
+from goodput.diagnose.signatures import Catalogue, LineContext, default_catalogue
 
 _HOST = r"[A-Za-z][A-Za-z0-9_.\-]{0,127}"
 _SRUN_TASK = re.compile(r"\s*(\d{1,6}): ")

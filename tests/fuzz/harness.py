@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,7 +55,22 @@ def write_report() -> None:
         return
     target = Path(path)
     existing = json.loads(target.read_text()) if target.exists() else {}
+    targets = existing.setdefault("targets", {})
     for name, tally in sorted(TALLIES.items()):
-        existing[name] = {"examples": tally.examples, "rejected": tally.rejected,
-                          "slowest_s": round(tally.slowest_s, 4)}
+        targets[name] = {"examples": tally.examples, "rejected": tally.rejected,
+                         "slowest_s": round(tally.slowest_s, 4)}
+    existing["commit"] = _commit()
+    existing["profile"] = os.environ.get("GOODPUT_FUZZ_PROFILE", "suite")
     target.write_text(json.dumps(existing, indent=2, sort_keys=True) + "\n")
+
+
+def _commit() -> str:
+    """The commit the tallies were measured on (`+dirty` with uncommitted changes)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{head}+dirty" if head and dirty else head or "unknown"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from goodput.classify import iter_lines
+from goodput.diagnose.classify import iter_lines
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

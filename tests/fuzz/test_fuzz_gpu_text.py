@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from goodput.dcgm import ExpositionError, parse_dcgm_metrics
-from goodput.kmsg import journal_realtime, parse_journal_export, parse_xid_lines
+from goodput.detect.dcgm import ExpositionError, parse_dcgm_metrics
+from goodput.detect.kmsg import journal_realtime, parse_journal_export, parse_xid_lines
 from tests.fuzz.harness import rejects_cleanly
 from tests.fuzz.log_strategies import FIXTURES, log_lines, mutated_line, numbers
 

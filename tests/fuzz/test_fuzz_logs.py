@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from goodput.classify import classify_lines, iter_lines, verdict_json
+from goodput.detect.logtail import split_srun_label
 from goodput.detect.progress import ProgressParser
-from goodput.logtail import split_srun_label
-from goodput.signatures import MAX_SCAN_CHARS, default_catalogue
+from goodput.diagnose.classify import classify_lines, iter_lines, verdict_json
+from goodput.diagnose.signatures import MAX_SCAN_CHARS, default_catalogue
 from tests.fuzz.backtracking_reference import OldMatcher, new_match
 from tests.fuzz.harness import rejects_cleanly
 from tests.fuzz.log_strategies import PREFIXES, REAL_LINES, log_lines, mutated_line, numbers

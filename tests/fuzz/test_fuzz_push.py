@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from goodput.cli.anomaly_input import AnomalyInputError, from_json_bytes
+from goodput.detect.push import PushBodyError, PushConfig, PushRouter, parse_batch
 from goodput.models import Anomaly
-from goodput.push import PushBodyError, PushConfig, PushRouter, parse_batch
 from tests.fuzz.harness import rejects_cleanly
 from tests.fuzz.log_strategies import REAL_LINES, mutated_line, numbers
 from workers.push_server import PushServer

@@ -14,13 +14,13 @@ import pytest
 from activities.adapters.dcgm import DcgmScraper
 from activities.adapters.gpu_nvml import NvmlCollector, NvmlUnavailableError
 from activities.adapters.node_agent import NodeAgent, probe_from, resolve_node, run_agent
-from goodput.agent import AgentCheckpoint, AgentConfig
-from goodput.fakes.gpu import FakeGpuProbe, healthy_gpus
-from goodput.fakes.scheduler import FakeScheduler, demo_cluster
-from goodput.gpu import GpuProbe, GpuSample, XidEvent
+from goodput.demo.scheduler import FakeScheduler, demo_cluster
+from goodput.detect.agent import AgentCheckpoint, AgentConfig
+from goodput.detect.gpu import GpuProbe, GpuSample, XidEvent
+from goodput.detect.watch import OptInRule
 from goodput.models import Anomaly
 from goodput.scheduler import JobInfo
-from goodput.watch import OptInRule
+from tests.fakes.gpu import FakeGpuProbe, healthy_gpus
 
 pytestmark = pytest.mark.timeout(30)
 NODE = "node1"  # demo_cluster runs opted-in job 1001 on node1 and node2

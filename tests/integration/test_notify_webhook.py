@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from activities.adapters.notify_webhook import FanOutNotifier, WebhookError, WebhookNotifier
-from goodput.fakes.notifier import RecordingNotifier
-from goodput.incident import Notification
-from goodput.lifecycle import IncidentState
+from goodput.recover.incident import Notification
+from goodput.recover.lifecycle import IncidentState
+from tests.fakes.notifier import RecordingNotifier
 
 NOTE = Notification(incident_id="incident-lab-42-0-abcd", state=IncidentState.AWAITING_APPROVAL,
                     summary="approval needed: drain node3, then requeue the job")

@@ -11,8 +11,8 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from goodput.detect.push import PushConfig
 from goodput.models import Anomaly
-from goodput.push import PushConfig
 from workers import push_server
 from workers.push_server import PushServer, serve_push
 
@@ -215,8 +215,8 @@ async def test_a_5000_digit_rank_line_is_rejected_alone_and_the_other_jobs_are_j
 
 async def test_a_stream_that_cannot_be_judged_is_rejected_not_a_500(sink: RecordingSink) -> None:
     """The last guard: whatever fails inside one job's detector costs that job only."""
-    from goodput.push import PushRouter
-    from goodput.signatures import Catalogue, Match, default_catalogue
+    from goodput.detect.push import PushRouter
+    from goodput.diagnose.signatures import Catalogue, Match, default_catalogue
 
     class Exploding(Catalogue):
         def match_line(self, line: str, line_no: int = 0) -> list[Match]:

@@ -18,10 +18,10 @@ from activities.adapters.slurm_pyslurm import PyslurmBackend
 from activities.adapters.slurm_rest import SlurmRestBackend
 from activities.adapters.slurm_runner import CommandResult, LocalRunner
 from activities.adapters.slurm_ssh import SshRunner
-from goodput.fakes.pyslurm_standin import Slurmctld
-from goodput.fakes.scheduler import FakeClusterState, FakeScheduler
+from goodput.demo.scheduler import FakeClusterState, FakeScheduler
 from goodput.scheduler import JobInfo, JobState, NodeInfo, Scheduler
 from goodput.slurm.resubmit import ResubmitKey
+from tests.fakes.pyslurm_standin import Slurmctld
 
 from .conftest import Lab, Restd, Sshd
 

@@ -18,13 +18,13 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from activities.adapters.slurm_cli import SlurmCliBackend
-from goodput.fakes.notifier import RecordingNotifier
-from goodput.incident import IncidentReport
+from goodput.detect.push import PushConfig
+from goodput.detect.watch import OptInRule, WatchClusterInput
 from goodput.models import IncidentKey, Mode
-from goodput.policy import Policy
-from goodput.push import PushConfig
+from goodput.recover.incident import IncidentReport
+from goodput.recover.policy import Policy
 from goodput.scheduler import JobState
-from goodput.watch import OptInRule, WatchClusterInput
+from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import result
 from tests.workflows.test_watchers import incident_appears
 from workers.client import TemporalIncidentService

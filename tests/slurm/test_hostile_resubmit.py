@@ -20,14 +20,14 @@ from temporalio.testing import ActivityEnvironment
 from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_owner import LocalAccounts
 from activities.recovery import RecoveryActivities
-from goodput.breaker import LocalDrainGate
-from goodput.fakes.notifier import RecordingNotifier
-from goodput.incident import ResumeInput, ResumeResult
-from goodput.policy import ResumeStrategy
+from goodput.recover.breaker import LocalDrainGate
+from goodput.recover.incident import ResumeInput, ResumeResult
+from goodput.recover.policy import ResumeStrategy
 from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo, JobState, ResubmitRequest
 from goodput.slurm.records import split_record
 from goodput.slurm.resubmit import resubmit_tag
 from goodput.slurm.submit_as import Account, OwnerError
+from tests.fakes.notifier import RecordingNotifier
 
 from .conftest import Lab
 from .harness import BATCH_ADDED, IDENTITY_PROBE, KEY, eventually, probe_report

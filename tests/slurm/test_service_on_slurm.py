@@ -11,13 +11,13 @@ import pytest
 from temporalio.client import Client
 
 from activities.adapters.slurm_cli import SlurmCliBackend
-from goodput.fakes.notifier import RecordingNotifier
-from goodput.lifecycle import IncidentState
+from goodput.detect.watch import WatchClusterInput
 from goodput.models import AnomalyKind, IncidentKey, Mode
 from goodput.ownership import owning_incident
-from goodput.policy import Policy
+from goodput.recover.lifecycle import IncidentState
+from goodput.recover.policy import Policy
 from goodput.scheduler import JobState
-from goodput.watch import WatchClusterInput
+from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import anomaly, inject, result
 from tests.workflows.test_watchers import incident_appears
 from workers.watching import start_cluster_watch

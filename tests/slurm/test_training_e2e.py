@@ -19,14 +19,14 @@ from temporalio.client import Client
 from activities.adapters.slurm_cli import SlurmCliBackend
 from goodput.checkpoints import CheckpointConfig, to_comment
 from goodput.detect.hang import HangConfig
-from goodput.fakes.notifier import RecordingNotifier
-from goodput.incident import IncidentReport
-from goodput.lifecycle import IncidentState
+from goodput.detect.watch import WatchClusterInput
 from goodput.models import Category, IncidentKey, Mode
 from goodput.ownership import owning_incident
-from goodput.policy import Policy, ResumeStrategy
+from goodput.recover.incident import IncidentReport
+from goodput.recover.lifecycle import IncidentState
+from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import JobState
-from goodput.watch import WatchClusterInput
+from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import result
 from tests.workflows.test_watchers import incident_appears
 from workers.watching import start_cluster_watch

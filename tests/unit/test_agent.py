@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from goodput.agent import AgentCheckpoint, AgentConfig, NodeAgentState, agent_step
-from goodput.fakes.gpu import healthy_gpus
-from goodput.gpu import GpuSample, XidEvent
-from goodput.logtail import TailCursor
+from goodput.detect.agent import AgentCheckpoint, AgentConfig, NodeAgentState, agent_step
+from goodput.detect.gpu import GpuSample, XidEvent
+from goodput.detect.logtail import TailCursor
+from goodput.detect.watch import OptInRule
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category
 from goodput.scheduler import JobInfo, JobState
-from goodput.watch import OptInRule
+from tests.fakes.gpu import healthy_gpus
 
 NOW = datetime(2026, 11, 29, 9, 30, tzinfo=UTC)
 NODE = "node1"

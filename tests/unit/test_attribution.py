@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from goodput.attribution import attribute, category_of, lead_signature
+from goodput.diagnose.attribution import attribute, category_of, lead_signature
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, CulpritKind
 from goodput.scheduler import JobInfo, JobState
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from goodput.breaker import BreakerPolicy, BreakerState, DrainRequest, decide, reset
+from goodput.recover.breaker import BreakerPolicy, BreakerState, DrainRequest, decide, reset
 
 T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)
 POLICY = BreakerPolicy(max_drained_nodes=3, window_s=600, cooldown_s=1800)

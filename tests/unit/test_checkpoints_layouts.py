@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 
 from goodput.checkpoints import CheckpointConfig, choose_resume_point, discover, find_resume_point
-from goodput.fakes.filesystem import (
+from tests.fakes.filesystem import (
     DEFAULT_MTIME,
     FakeFileSystem,
     write_dcp,

@@ -19,7 +19,7 @@ from goodput.checkpoints import (
     config_from_comment,
     discover,
 )
-from goodput.fakes.filesystem import FakeFileSystem, write_deepspeed
+from tests.fakes.filesystem import FakeFileSystem, write_deepspeed
 
 pytestmark = pytest.mark.timeout(30)
 

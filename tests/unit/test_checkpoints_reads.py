@@ -14,7 +14,7 @@ import pytest
 
 from goodput.checkpoints import AUTO_ORDER, LAYOUTS, CheckpointConfig, choose_resume_point, discover
 from goodput.checkpoints.fs import SMALL_TEXT_LIMIT
-from goodput.fakes.filesystem import (
+from tests.fakes.filesystem import (
     DEFAULT_MTIME,
     FakeFileSystem,
     ForbiddenReadError,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from goodput.classify import run_classify
+from goodput.diagnose.classify import run_classify
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 FIXTURES = sorted(p.name for p in LOGS.iterdir() if not p.name.endswith(".expected.json"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from datetime import UTC, datetime
 
-from goodput.classify import anomaly_from_verdict, classify_lines, iter_lines
+from goodput.diagnose.classify import anomaly_from_verdict, classify_lines, iter_lines
 from goodput.models import AnomalyKind, Category, CulpritKind
 from goodput.scheduler import JobInfo, JobState
 
@@ -107,7 +107,7 @@ def test_iter_lines_handles_crlf_invalid_utf8_and_overlong_lines() -> None:
 
 
 def test_anomaly_from_verdict_feeds_attribution() -> None:
-    from goodput.attribution import attribute
+    from goodput.diagnose.attribution import attribute
 
     v = classify_lines([TIMEOUT.format(r=0), XID79.format(host="hx-4", bus="3b")])
     now = datetime(2026, 11, 29, tzinfo=UTC)

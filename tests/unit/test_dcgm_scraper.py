@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from activities.adapters.dcgm import DcgmScrapeError, DcgmScraper
-from goodput.gpu import GpuProbe
+from goodput.detect.gpu import GpuProbe
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm" / "gpu-node17.metrics"
 URL = "http://gpu-node17:9400/metrics"

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from goodput.detect.hang import HangConfig
 from goodput.detect.live import LiveLogDetector
-from goodput.logtail import LogLine
+from goodput.detect.logtail import LogLine
 from goodput.models import AnomalyKind, Category, IncidentKey
 
 T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from goodput.fakes.scheduler import DEMO_UID, DEMO_USER, FAKE_RESUBMIT_KEY, FakeScheduler
+from goodput.demo.scheduler import DEMO_UID, DEMO_USER, FAKE_RESUBMIT_KEY, FakeScheduler
 from goodput.identifiers import InvalidIdentifierError
 from goodput.ownership import drain_reason, owning_incident
 from goodput.scheduler import JobState, NotOwnedError, ResubmitRequest, UnknownJobError

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from goodput.fakes.gpu import FakeGpuProbe, healthy_gpus
-from goodput.gpu import (
+from goodput.detect.gpu import (
     GpuProbe,
     GpuRecoveryAction,
     GpuSample,
@@ -26,6 +25,7 @@ from goodput.gpu import (
     xid_finding,
 )
 from goodput.models import AnomalyKind, AnomalySource, Category
+from tests.fakes.gpu import FakeGpuProbe, healthy_gpus
 
 NOW = datetime(2026, 11, 29, 9, 30, tzinfo=UTC)
 
@@ -193,7 +193,7 @@ async def test_fake_probe_scripts_samples_and_hands_out_xids_once() -> None:
 
 
 def test_xid_anomalies_take_the_signature_catalogues_verdict() -> None:
-    from goodput.attribution import attribute
+    from goodput.diagnose.attribution import attribute
 
     def anomaly(code: int) -> Any:
         finding = xid_finding(XidEvent(code=code, gpu_index=0, node="node1"))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from goodput.gpu import GpuSample, evaluate
-from goodput.kmsg import journal_realtime, parse_journal_export, parse_xid_line, parse_xid_lines
+from goodput.detect.gpu import GpuSample, evaluate
+from goodput.detect.kmsg import journal_realtime, parse_journal_export, parse_xid_line, parse_xid_lines
 from goodput.models import Category
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kmsg"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from goodput.lifecycle import (
+from goodput.recover.lifecycle import (
     OUTCOME_OF,
     TERMINAL,
     TRANSITIONS,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from goodput.logtail import (
+from goodput.detect.logtail import (
     MAX_LINE_BYTES,
     TRUNCATION_MARKER,
     LogLine,
@@ -239,7 +239,7 @@ def test_an_io_error_never_swallows_lines_already_read(tmp_path: Path, monkeypat
             raise OSError(errno.EIO, "Input/output error")
         return real_pread(fd, size, offset)
 
-    monkeypatch.setattr("goodput.logtail.os.pread", flaky_pread)
+    monkeypatch.setattr("goodput.detect.logtail.os.pread", flaky_pread)
     with LogTailer(log, chunk_bytes=8) as tail:
         assert texts(tail.poll(NOW)) == ["one", "two"]  # read before the error: returned, not lost
         with pytest.raises(OSError, match="Input/output error"):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from goodput.logtail import LogLine, LogTailer, TailCursor
+from goodput.detect.logtail import LogLine, LogTailer, TailCursor
 
 NOW = datetime(2026, 11, 29, 9, 30, tzinfo=UTC)
 LINES = 3000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from goodput.models import ActionKind, Attribution, Category, Culprit, CulpritKind, Mode
-from goodput.policy import Policy, ResumeStrategy, plan_recovery
+from goodput.recover.policy import Policy, ResumeStrategy, plan_recovery
 from goodput.scheduler import JobInfo, JobState
 
 JOB = JobInfo(job_id="7", state=JobState.FAILED, partition="gpu",

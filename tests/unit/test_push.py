@@ -9,8 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from goodput.models import AnomalyKind, Category
-from goodput.push import (
+from goodput.detect.push import (
     BodyTooLargeError,
     ParsedBatch,
     PushBodyError,
@@ -21,6 +20,7 @@ from goodput.push import (
     parse_batch,
     token_matches,
 )
+from goodput.models import AnomalyKind, Category
 
 T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)
 TOKEN = "s3cret-token-0123456789"
@@ -280,7 +280,7 @@ def test_an_array_with_one_5000_digit_integer_keeps_its_other_records() -> None:
 
 
 def test_a_stream_whose_lines_cannot_be_judged_is_rejected_and_the_others_are_routed() -> None:
-    from goodput.signatures import Catalogue, Match, default_catalogue
+    from goodput.diagnose.signatures import Catalogue, Match, default_catalogue
 
     class Exploding(Catalogue):
         def match_line(self, line: str, line_no: int = 0) -> list[Match]:

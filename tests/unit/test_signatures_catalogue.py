@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from goodput.diagnose.signatures import Catalogue, CatalogueError, Role, default_catalogue
+from goodput.diagnose.signatures.loader import parse
 from goodput.models import Category, CulpritKind
-from goodput.signatures import Catalogue, CatalogueError, Role, default_catalogue
-from goodput.signatures.loader import parse
 
 CAT = default_catalogue()
 

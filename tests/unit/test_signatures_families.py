@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from goodput.diagnose.signatures import Match, default_catalogue
 from goodput.models import Category
-from goodput.signatures import Match, default_catalogue
 
 CAT = default_catalogue()
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from goodput import kmsg
+from goodput.detect import kmsg
 from goodput.detect.progress import ProgressParser
-from goodput.push import batch as push_batch
-from goodput.signatures import Catalogue, CatalogueError, default_catalogue, prefixes, split_prefix, verdict
-from goodput.signatures.loader import parse
+from goodput.detect.push import batch as push_batch
+from goodput.diagnose.signatures import Catalogue, CatalogueError, default_catalogue, prefixes, split_prefix, verdict
+from goodput.diagnose.signatures.loader import parse
 from goodput.untrusted_text import LinearPatternError, LinearRegex, bounded_int, utf8
 
 CAT = default_catalogue()
@@ -124,7 +124,7 @@ def test_the_real_xid_154_line_after_a_pathological_one() -> None:
 @pytest.mark.parametrize("digits", [5000, 19])
 def test_huge_numbers_in_fields_never_raise_and_are_never_taken(line: str, digits: int) -> None:
     """Before: int() of a >4,300-digit group raised inside the verdict or the locator."""
-    from goodput.classify import classify_lines
+    from goodput.diagnose.classify import classify_lines
 
     text = line.format(n="9" * digits)
     lines = ["  host      : hx-6", text, "  exitcode  : 1 (pid: 4242)",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from goodput.signatures import MAX_SCAN_CHARS, LineContext, default_catalogue, split_prefix
+from goodput.diagnose.signatures import MAX_SCAN_CHARS, LineContext, default_catalogue, split_prefix
 from goodput.untrusted_text import LiteralSet, any_of
 
 CAT = default_catalogue()
@@ -90,7 +90,7 @@ def test_match_is_hashable_free_of_shared_state() -> None:
 
 
 def test_overlapping_and_nested_literals_all_reach_their_rules() -> None:
-    from goodput.signatures import Catalogue, Signature
+    from goodput.diagnose.signatures import Catalogue, Signature
 
     def sig(i: str, lit: str) -> Signature:
         return Signature(id=i, family="t", category="unknown", culprit_kind="unknown", precedence=1,

@@ -25,13 +25,6 @@ from activities.adapters.slurm_pyslurm import (
     node_info,
     submit_attributes,
 )
-from goodput.fakes.pyslurm_standin import (
-    ESLURM_JOB_PENDING,
-    JobRecord,
-    NodeRecord,
-    RPCError,
-    Slurmctld,
-)
 from goodput.identifiers import InvalidIdentifierError
 from goodput.ownership import drain_reason
 from goodput.scheduler import (
@@ -47,6 +40,13 @@ from goodput.scheduler import (
 from goodput.slurm.optin import NotOptedInError
 from goodput.slurm.resubmit import ResubmitKey, resubmit_tag
 from goodput.slurm.submit_as import Account, OwnerError
+from tests.fakes.pyslurm_standin import (
+    ESLURM_JOB_PENDING,
+    JobRecord,
+    NodeRecord,
+    RPCError,
+    Slurmctld,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 REASON = drain_reason("inc-1", "xid 79 on GPU 3")
@@ -101,7 +101,7 @@ def test_pyslurm_is_imported_lazily_from_sys_modules(monkeypatch: pytest.MonkeyP
 
 
 def test_importing_the_backend_and_stand_in_never_imports_pyslurm() -> None:
-    code = ("import sys, goodput, activities.adapters.slurm_pyslurm, goodput.fakes.pyslurm_standin; "
+    code = ("import sys, goodput, activities.adapters.slurm_pyslurm, tests.fakes.pyslurm_standin; "
             "assert 'pyslurm' not in sys.modules, 'pyslurm imported'")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
 

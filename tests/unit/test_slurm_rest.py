@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from activities.adapters.slurm_rest import SlurmRestBackend
-from goodput.fakes.scheduler import FakeClusterState, FakeScheduler
+from goodput.demo.scheduler import FakeClusterState, FakeScheduler
 from goodput.identifiers import InvalidIdentifierError
 from goodput.scheduler import (
     NodeInfo,

@@ -9,10 +9,10 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 
 from goodput.cli.service import IncidentSummary, InjectResult
-from goodput.incident import Decision, IncidentReport
-from goodput.lifecycle import IncidentState
 from goodput.models import Anomaly, Mode
-from goodput.policy import Policy
+from goodput.recover.incident import Decision, IncidentReport
+from goodput.recover.lifecycle import IncidentState
+from goodput.recover.policy import Policy
 from workers.watching import IncidentSink
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from activities.progress import ProgressReader, output_sizes
-from goodput.logtail import LogTailer
+from goodput.detect.logtail import LogTailer
 from goodput.untrusted_files import UnsafeFileError, file_size, open_job_file
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)

@@ -10,12 +10,12 @@ from datetime import UTC, datetime
 
 from temporalio.client import Client
 
-from goodput.fakes.notifier import RecordingNotifier
-from goodput.fakes.scheduler import FakeScheduler
-from goodput.incident import IncidentReport
-from goodput.lifecycle import IncidentState
+from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
-from goodput.policy import Policy
+from goodput.recover.incident import IncidentReport
+from goodput.recover.lifecycle import IncidentState
+from goodput.recover.policy import Policy
+from tests.fakes.notifier import RecordingNotifier
 from workers.client import TemporalIncidentService
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow

@@ -19,9 +19,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from goodput.incident import IncidentReport
-from goodput.lifecycle import IncidentState
 from goodput.models import Mode
+from goodput.recover.incident import IncidentReport
+from goodput.recover.lifecycle import IncidentState
 from tests.workflows.helpers import FAST, anomaly, inject, running_worker
 from workflows.recovery import RecoveryWorkflow
 

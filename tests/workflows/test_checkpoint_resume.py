@@ -22,10 +22,10 @@ import pytest
 from temporalio.client import Client
 
 from goodput.checkpoints import CheckpointConfig, to_comment
-from goodput.fakes.scheduler import FakeScheduler
-from goodput.lifecycle import IncidentState
+from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Mode
-from goodput.policy import ResumeStrategy
+from goodput.recover.lifecycle import IncidentState
+from goodput.recover.policy import ResumeStrategy
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker, wait_for_state
 from workflows.recovery import RecoveryWorkflow
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from goodput.fakes.scheduler import FakeScheduler
-from goodput.lifecycle import IncidentState
+from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Mode
+from goodput.recover.lifecycle import IncidentState
 from tests.workflows.helpers import FAST, anomaly, inject, result
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]

@@ -8,16 +8,16 @@ import pytest
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from goodput.breaker import BreakerPolicy
 from goodput.cli.service import DecisionRejectedError
-from goodput.fakes.notifier import RecordingNotifier
-from goodput.fakes.scheduler import FakeClusterState, FakeScheduler
-from goodput.incident import Decision, DecisionVerb
-from goodput.lifecycle import IncidentState
+from goodput.demo.scheduler import FakeClusterState, FakeScheduler
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision, Outcome
 from goodput.ownership import owning_incident
-from goodput.policy import ResumeStrategy
+from goodput.recover.breaker import BreakerPolicy
+from goodput.recover.incident import Decision, DecisionVerb
+from goodput.recover.lifecycle import IncidentState
+from goodput.recover.policy import ResumeStrategy
 from goodput.scheduler import JobInfo, JobState, NodeInfo
+from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker, wait_for_state
 from workers.client import TemporalIncidentService
 from workers.worker import build_worker

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from goodput.fakes.scheduler import FakeScheduler
-from goodput.incident import IncidentReport
+from goodput.demo.scheduler import FakeScheduler
 from goodput.models import IncidentKey
+from goodput.recover.incident import IncidentReport
 from tests.workflows.test_durability import start_worker
 from tests.workflows.test_watchers import incident_appears
 from workflows.recovery import RecoveryWorkflow

@@ -15,10 +15,10 @@ import pytest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from goodput.fakes.scheduler import FakeScheduler
+from goodput.demo.scheduler import FakeScheduler
+from goodput.detect.watch import OptInRule, WatchClusterInput, WatchJobInput
 from goodput.models import IncidentKey
 from goodput.scheduler import JobState
-from goodput.watch import OptInRule, WatchClusterInput, WatchJobInput
 from tests.workflows.helpers import running_worker
 from workers.watching import TemporalWatchLauncher, start_cluster_watch
 from workflows.recovery import RecoveryWorkflow

@@ -165,7 +165,7 @@ class GpuFinding(Frozen):
     xid: int | None = None
     evidence: tuple[str, ...] = ()
     signature_ids: tuple[str, ...] = ()
-    """Catalogue ids (goodput.signatures) whose restart/drain verdict should apply, e.g. `xid-79`."""
+    """Catalogue ids (goodput.diagnose.signatures) whose restart/drain verdict should apply, e.g. `xid-79`."""
 
     @property
     def actionable(self) -> bool:

@@ -21,7 +21,7 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
-from goodput.gpu import (
+from goodput.detect.gpu import (
     GpuRecoveryAction,
     GpuSample,
     XidEvent,

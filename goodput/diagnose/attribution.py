@@ -1,7 +1,7 @@
 """Attribution: from the anomalies of one incident to a category and the culprits.
 
 Pure: the same anomalies and job description always give the same attribution. The signature
-catalogue (goodput.signatures) gives each log-derived anomaly a category and precedence; here the
+catalogue (goodput.diagnose.signatures) gives each log-derived anomaly a category and precedence; here the
 evidence of a whole incident is weighed, root causes over knock-on effects, and the application is
 blamed (and no node drained) when the evidence says the application is at fault.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from goodput.diagnose.signatures import ROLE_ORDER, Catalogue, Role, Signature, default_catalogue
 from goodput.models import (
     Anomaly,
     AnomalyKind,
@@ -20,7 +21,6 @@ from goodput.models import (
     CulpritKind,
 )
 from goodput.scheduler import JobInfo
-from goodput.signatures import ROLE_ORDER, Catalogue, Role, Signature, default_catalogue
 
 # For anomalies that carry no category of their own: what their kind most likely means.
 _KIND_DEFAULTS: dict[AnomalyKind, tuple[Category, bool, bool]] = {

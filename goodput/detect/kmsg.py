@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
-from goodput.gpu import XidEvent, normalize_pci_bus_id
+from goodput.detect.gpu import XidEvent, normalize_pci_bus_id
 from goodput.untrusted_text import LinearRegex, bounded_int, utf8
 
 MAX_LINE_CHARS = 64 * 1024

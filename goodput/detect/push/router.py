@@ -15,12 +15,12 @@ from datetime import datetime
 
 from goodput.detect.hang import DEFAULT_HANG_CONFIG, HangConfig
 from goodput.detect.live import LiveLogDetector
+from goodput.detect.logtail import LogLine
 from goodput.detect.progress import ProgressParser
-from goodput.logtail import LogLine
+from goodput.detect.push.batch import ParsedBatch, PushLine, Rejection, StreamKey
+from goodput.detect.push.config import PushConfig
+from goodput.diagnose.signatures import Catalogue, default_catalogue
 from goodput.models import Anomaly
-from goodput.push.batch import ParsedBatch, PushLine, Rejection, StreamKey
-from goodput.push.config import PushConfig
-from goodput.signatures import Catalogue, default_catalogue
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,8 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from goodput.fakes.pyslurm_submission import JobSubmitDescription
 from goodput.slurm.hostlist import compress_hostlist, expand_hostlist
+from tests.fakes.pyslurm_submission import JobSubmitDescription
 
 T = TypeVar("T")
 PYSLURM_VERSION = "25.11.0"
@@ -100,7 +100,7 @@ class JobRecord:
     standard_output: str | None = None
     standard_error: str | None = None
     command: str | None = None
-    working_directory: str | None = "/tmp"  # noqa: S108 - a recorded path, never opened
+    working_directory: str | None = "/tmp"
     is_batch_job: bool = True
     ntasks: int = 1
     ntasks_per_node: int | None = None

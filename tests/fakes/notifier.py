@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from goodput.incident import Notification
+from goodput.recover.incident import Notification
 
 
 class RecordingNotifier:

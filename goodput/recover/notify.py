@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from goodput.incident import Notification
+from goodput.recover.incident import Notification
 
 
 @runtime_checkable

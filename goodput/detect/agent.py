@@ -20,11 +20,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from goodput.gpu import GpuFinding, GpuSample, XidEvent, evaluate, normalize_pci_bus_id
-from goodput.logtail import TailCursor
+from goodput.detect.gpu import GpuFinding, GpuSample, XidEvent, evaluate, normalize_pci_bus_id
+from goodput.detect.logtail import TailCursor
+from goodput.detect.watch import OptInRule
 from goodput.models import Anomaly, Frozen
 from goodput.scheduler import JobInfo, JobState
-from goodput.watch import OptInRule
 
 ProbeKind = Literal["nvml", "dcgm", "none"]
 DEFAULT_XID_MAX_AGE_S = 600.0

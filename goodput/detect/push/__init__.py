@@ -13,7 +13,7 @@ without costing the other streams of its batch their anomalies. Sizes are bounde
 lines of a batch, the rejections reported and the number of detectors kept.
 """
 
-from goodput.push.batch import (
+from goodput.detect.push.batch import (
     BodyTooLargeError,
     OversizedNumber,
     ParsedBatch,
@@ -23,8 +23,8 @@ from goodput.push.batch import (
     StreamKey,
     parse_batch,
 )
-from goodput.push.config import MAX_ATTEMPT, MIN_TOKEN_CHARS, PushConfig, PushFields, authenticate, token_matches
-from goodput.push.router import PushRouter, Routed
+from goodput.detect.push.config import MAX_ATTEMPT, MIN_TOKEN_CHARS, PushConfig, PushFields, authenticate, token_matches
+from goodput.detect.push.router import PushRouter, Routed
 
 __all__ = [
     "MAX_ATTEMPT", "MIN_TOKEN_CHARS", "BodyTooLargeError", "OversizedNumber", "ParsedBatch", "PushBodyError",

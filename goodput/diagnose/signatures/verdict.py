@@ -17,9 +17,9 @@ from collections.abc import Iterable
 
 from pydantic import Field
 
+from goodput.diagnose.signatures.locate import Locator
+from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, ROLE_ORDER, Match, Role, Signature
 from goodput.models import Category, CulpritKind, Frozen
-from goodput.signatures.locate import Locator
-from goodput.signatures.model import MAX_RANK_DIGITS, ROLE_ORDER, Match, Role, Signature
 from goodput.untrusted_text import LinearRegex, bounded_int, utf8
 
 MAX_HITS_PER_SIGNATURE = 20
@@ -265,6 +265,6 @@ def _reporting_rank(match: Match) -> int | None:
 
 
 def _default_mismatch() -> Signature | None:
-    from goodput.signatures import default_catalogue  # the package imports this module's siblings
+    from goodput.diagnose.signatures import default_catalogue  # the package imports this module's siblings
 
     return default_catalogue().get(_MISMATCH_ID)

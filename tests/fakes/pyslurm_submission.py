@@ -1,4 +1,4 @@
-"""The stand-in's `pyslurm.JobSubmitDescription` (see `goodput.fakes.pyslurm_standin`).
+"""The stand-in's `pyslurm.JobSubmitDescription` (see `tests.fakes.pyslurm_standin`).
 
 Apart from the rest because submission is where pyslurm's defaults are dangerous for a worker
 that resubmits other users' jobs, so this mirrors pyslurm 25.11's `core/job/submission.pyx` in
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from goodput.fakes.pyslurm_standin import Slurmctld
+    from tests.fakes.pyslurm_standin import Slurmctld
 
 _SUBMIT_ATTRS = frozenset({
     "name", "account", "priority", "comment", "working_directory", "nodes", "excluded_nodes", "required_nodes",

@@ -15,8 +15,8 @@ from pydantic import Field
 
 from goodput.detect.hang import DEFAULT_HANG_CONFIG, HangConfig
 from goodput.detect.live import LiveState
+from goodput.detect.logtail import TailCursor
 from goodput.detect.scheduler_watch import Snapshot
-from goodput.logtail import TailCursor
 from goodput.models import Anomaly, Frozen
 from goodput.scheduler import JobInfo
 from goodput.slurm.optin import DEFAULT_MARKER, is_opted_in

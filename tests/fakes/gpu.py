@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from goodput.gpu import GpuSample, XidEvent
+from goodput.detect.gpu import GpuSample, XidEvent
 
 
 def healthy_gpus(node: str = "node1", count: int = 8, *, utilisation: float = 97.0,
@@ -24,7 +24,7 @@ def healthy_gpus(node: str = "node1", count: int = 8, *, utilisation: float = 97
 
 
 class FakeGpuProbe:
-    """Implements `goodput.gpu.GpuProbe`."""
+    """Implements `goodput.detect.gpu.GpuProbe`."""
 
     def __init__(self, script: Sequence[Sequence[GpuSample]] = ()) -> None:
         self._script = [list(batch) for batch in script]

@@ -12,7 +12,6 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from goodput.breaker import BreakerPolicy
 from goodput.models import (
     ActionKind,
     Attribution,
@@ -22,6 +21,7 @@ from goodput.models import (
     RecoveryAction,
     RecoveryPlan,
 )
+from goodput.recover.breaker import BreakerPolicy
 from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from goodput.signatures.model import MAX_RANK_DIGITS, LineContext, Match
+from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, LineContext, Match
 from goodput.untrusted_text import bounded_int
 
 MAX_ENTRIES = 10_000

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import BinaryIO, TextIO
 
+from goodput.diagnose.signatures import MAX_SCAN_CHARS, Catalogue, default_catalogue
+from goodput.diagnose.signatures.verdict import Evidence, Verdict, VerdictBuilder
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, CulpritKind
-from goodput.signatures import MAX_SCAN_CHARS, Catalogue, default_catalogue
-from goodput.signatures.verdict import Evidence, Verdict, VerdictBuilder
 
 __all__ = ["Evidence", "Verdict", "anomaly_from_verdict", "classify_file", "classify_lines",
            "iter_lines", "run_classify", "verdict_json"]

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from goodput.detect.logtail import TRUNCATION_MARKER, split_srun_label
+from goodput.detect.push.config import MAX_ATTEMPT, PushConfig
 from goodput.identifiers import InvalidIdentifierError, validate_cluster, validate_job_id, validate_node_name
-from goodput.logtail import TRUNCATION_MARKER, split_srun_label
 from goodput.models import IncidentKey
-from goodput.push.config import MAX_ATTEMPT, PushConfig
 from goodput.untrusted_text import LinearRegex, utf8
 
 MAX_NUMBER_DIGITS = 999

@@ -12,9 +12,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from goodput.breaker import BreakerPolicy, DrainRequest
 from goodput.checkpoints import Checkpoint, LostWork
-from goodput.lifecycle import IncidentState
 from goodput.models import (
     Anomaly,
     Attribution,
@@ -25,7 +23,9 @@ from goodput.models import (
     Outcome,
     RecoveryPlan,
 )
-from goodput.policy import Policy, ResumeStrategy
+from goodput.recover.breaker import BreakerPolicy, DrainRequest
+from goodput.recover.lifecycle import IncidentState
+from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import JobInfo
 
 # A storm can send thousands of anomalies for one job; history keeps every signal, but the

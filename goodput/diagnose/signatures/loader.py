@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Any
 
-from goodput.signatures.model import Signature
+from goodput.diagnose.signatures.model import Signature
 
-_DATA_PACKAGE = "goodput.signatures"
+_DATA_PACKAGE = "goodput.diagnose.signatures"
 _META_FILE = "catalogue.toml"
 # `{name}` with a lower-case name; regex quantifiers (`{2}`, `{1,3}`) never look like that.
 _FRAGMENT_REF = re.compile(r"\{([a-z_]+)\}")

@@ -9,7 +9,7 @@ matches ASCII only, so its length in bytes is its length in characters.
 
 from __future__ import annotations
 
-from goodput.signatures.model import LineContext
+from goodput.diagnose.signatures.model import LineContext
 from goodput.untrusted_text import LinearRegex, utf8
 
 _HOST = r"[A-Za-z][A-Za-z0-9_.\-]{0,127}"

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
-from goodput.signatures.model import Match, Signature
-from goodput.signatures.prefixes import split_prefix_bytes
+from goodput.diagnose.signatures.model import Match, Signature
+from goodput.diagnose.signatures.prefixes import split_prefix_bytes
 from goodput.untrusted_text import LinearRegex, LiteralSet, any_of, utf8
 
 MAX_SCAN_CHARS = 64 * 1024
