@@ -128,7 +128,8 @@ def mutated_line(draw: st.DrawFn, lines: list[str]) -> str:
 
 def _asked_id(line: str) -> str:
     first = line.split(" ", 1)[0]
-    return first.partition("=")[2] if first.startswith("JobId=") and first[6:].isascii() and first[6:].isdigit() and len(first) < 16 else "8"
+    own = first.removeprefix("JobId=")
+    return own if first.startswith("JobId=") and own.isascii() and own.isdigit() and len(first) < 16 else "8"
 
 
 @given(mutated_line(JOB_LINES), st.booleans())
