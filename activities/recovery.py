@@ -27,6 +27,7 @@ from goodput.checkpoints import (
     request_for,
 )
 from goodput.diagnose.attribution import attribute
+from goodput.diagnose.node_memory import LocalNodeMemory, MemoryVerdict, NodeMemory
 from goodput.identifiers import InvalidIdentifierError
 from goodput.ownership import drain_reason
 from goodput.recover.breaker import DrainGate, DrainVerdict
@@ -37,6 +38,7 @@ from goodput.recover.incident import (
     CheckpointResult,
     IsolateInput,
     IsolateResult,
+    MemoryInput,
     Notification,
     ReserveInput,
     ResumeInput,
@@ -99,16 +101,21 @@ class RecoveryActivities:
     """Bound to one scheduler and one notifier; registered on the worker as methods."""
 
     def __init__(self, scheduler: Scheduler, notifier: Notifier, gate: DrainGate,
-                 checkpoint_finder: CheckpointFinder | None = None) -> None:
+                 checkpoint_finder: CheckpointFinder | None = None, memory: NodeMemory | None = None) -> None:
         self._scheduler = scheduler
         self._notifier = notifier
         self._gate = gate
+        self._memory = memory or LocalNodeMemory()
         # Reads each job's checkpoint tree as the job's owner where goodput can switch users.
         self._checkpoints = checkpoint_finder or OwnerCheckpointFinder()
 
     @activity.defn(name="reserve_drain")
     async def reserve_drain(self, request: ReserveInput) -> DrainVerdict:
         return await self._gate.reserve(request.cluster, request.request, request.policy)
+
+    @activity.defn(name="consult_node_memory")
+    async def consult_node_memory(self, request: MemoryInput) -> MemoryVerdict:
+        return await self._memory.consult(request.cluster, request.observation, request.policy)
 
     @activity.defn(name="attribute")
     async def attribute(self, request: AttributeInput) -> AttributeResult:
@@ -254,5 +261,5 @@ class RecoveryActivities:
         await self._notifier.notify(notification)
 
     def all(self) -> list[Callable[..., Awaitable[object]]]:
-        return [self.attribute, self.reserve_drain, self.find_checkpoint, self.isolate, self.resume, self.verify,
-                self.stop_job, self.notify]
+        return [self.attribute, self.reserve_drain, self.consult_node_memory, self.find_checkpoint, self.isolate,
+                self.resume, self.verify, self.stop_job, self.notify]

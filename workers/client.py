@@ -29,6 +29,7 @@ from goodput.cli.service import (
     ServiceUnavailableError,
     UnknownIncidentError,
 )
+from goodput.diagnose.node_memory import NodeStanding
 from goodput.identifiers import validate_cluster
 from goodput.models import Anomaly, Mode, OperatorDecision
 from goodput.recover.breaker import BreakerState
@@ -37,6 +38,7 @@ from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow, breaker_workflow_id
+from workflows.node_memory import NodeMemoryWorkflow, node_memory_workflow_id
 from workflows.recovery import RecoveryWorkflow
 
 RPC_TIMEOUT = timedelta(seconds=10)
@@ -131,6 +133,16 @@ class TemporalIncidentService:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return BreakerState()  # no drain was ever requested on this cluster
             raise _translate(err, breaker_workflow_id(cluster)) from err
+
+    async def node_standing(self, cluster: str) -> tuple[NodeStanding, ...]:
+        """The cluster's memory of nodes; empty before its first ambiguous incident."""
+        handle = self._client.get_workflow_handle_for(NodeMemoryWorkflow.run, node_memory_workflow_id(cluster))
+        try:
+            return await handle.query(NodeMemoryWorkflow.standing, rpc_timeout=RPC_TIMEOUT)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return ()
+            raise _translate(err, node_memory_workflow_id(cluster)) from err
 
     async def breaker_reset(self, cluster: str, decision: OperatorDecision) -> None:
         handle = self._client.get_workflow_handle_for(DrainBreakerWorkflow.run, breaker_workflow_id(cluster))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -24,7 +25,7 @@ from activities.adapters.gpu_nvml import NvmlUnavailableError
 from activities.adapters.node_agent import run_agent
 from goodput.checkpoints import IncidentLoss, summarize_lost_work
 from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_file
-from goodput.cli.render import incident_detail, incidents_table, lost_work_table
+from goodput.cli.render import incident_detail, incidents_table, lost_work_table, nodes_table
 from goodput.cli.service import ServiceError
 from goodput.config import Settings
 from goodput.detect.agent import AgentConfig
@@ -91,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     breaker.add_argument("--cluster", help="cluster name (default from settings)")
     breaker.add_argument("--reason", help="why (required for reset)")
     breaker.add_argument("--who", default=os.environ.get("USER") or "operator")
+
+    nodes = sub.add_parser("nodes", help="what unrelated incidents say about each node (the node memory)")
+    nodes.add_argument("--cluster", help="cluster name (default from settings)")
+    nodes.add_argument("--json", action="store_true")
 
     agent = sub.add_parser("agent", help="run the node agent: GPU faults and kernel Xids become incidents")
     agent.add_argument("--probe", choices=["nvml", "dcgm", "none"])
@@ -250,6 +255,13 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
             print(report.model_dump_json(indent=2))
         else:
             console.print(incident_detail(report))
+    elif args.command == "nodes":
+        cluster = validate_cluster(args.cluster or settings.cluster)
+        standings = await service.node_standing(cluster)
+        if args.json:
+            print(json.dumps([s.model_dump(mode="json") for s in standings]))
+        else:
+            console.print(nodes_table(cluster, standings))
     elif args.command == "breaker":
         cluster = validate_cluster(args.cluster or settings.cluster)
         if args.action == "reset":

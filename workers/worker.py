@@ -17,6 +17,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.adapters.breaker_gate import TemporalDrainGate
+from activities.adapters.node_memory_gate import TemporalNodeMemory
 from activities.adapters.notify_webhook import FanOutNotifier, WebhookNotifier
 from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_owner import OwnerSubmission
@@ -38,6 +39,7 @@ from workers.resubmit_key import resubmit_key_from
 from workers.watching import IncidentSink, TemporalWatchLauncher
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow
+from workflows.node_memory import NodeMemoryWorkflow
 from workflows.recovery import RecoveryWorkflow
 from workflows.watch import ClusterWatchWorkflow, JobWatchWorkflow
 
@@ -90,14 +92,16 @@ def scheduler_from(settings: Settings, *, resubmit_key: ResubmitKey | None = Non
 def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier: Notifier, *,
                  gate: DrainGate | None = None, policy: Policy | None = None,
                  fail_workflows_on_bugs: bool = False) -> Worker:
-    recovery = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue))
+    recovery = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue),
+                                  memory=TemporalNodeMemory(client, task_queue))
     # Anomalies the watchers find open incidents with the service's policy.
     sink = IncidentSink(TemporalIncidentService(client, task_queue), policy or Policy())
     watch = WatchActivities(scheduler, sink, TemporalWatchLauncher(client, task_queue))
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[RecoveryWorkflow, DrainBreakerWorkflow, JobWatchWorkflow, ClusterWatchWorkflow],
+        workflows=[RecoveryWorkflow, DrainBreakerWorkflow, NodeMemoryWorkflow, JobWatchWorkflow,
+                   ClusterWatchWorkflow],
         activities=[*recovery.all(), watch.watch_job_logs, watch.watch_scheduler],
         # A dead worker's sticky workflows move to a live one after this, not the 10 s default.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),

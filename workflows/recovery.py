@@ -20,7 +20,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from goodput.checkpoints import Checkpoint, LostWork, lost_work_of
-    from goodput.models import ActionKind, Anomaly, Mode, OperatorDecision, RecoveryPlan
+    from goodput.diagnose.node_memory import MemoryVerdict, observation_of, with_memory
+    from goodput.models import ActionKind, Anomaly, Attribution, Mode, OperatorDecision, RecoveryPlan
     from goodput.recover.breaker import DrainRequest, DrainVerdict
     from goodput.recover.incident import (
         MAX_REPORTED_ANOMALIES,
@@ -33,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         IncidentReport,
         IsolateInput,
         IsolateResult,
+        MemoryInput,
         Notification,
         RecoveryStart,
         ReserveInput,
@@ -45,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from goodput.recover.lifecycle import OUTCOME_OF, IncidentState, is_terminal, transition
     from goodput.recover.policy import ResumeStrategy, plan_recovery
+    from goodput.scheduler import JobInfo
     from workflows import search
 
 S = IncidentState
@@ -112,6 +115,8 @@ class RecoveryWorkflow:
             "attribute", AttributeInput(incident_id=self._id, key=start.key,
                                         anomalies=tuple(self._anomalies)), AttributeResult)
         attribution, job = self._attributed.attribution, self._attributed.job
+        if job is not None and start.policy.node_memory.enabled and workflow.patched("node-memory"):
+            attribution = await self._remember(attribution, job)
         if start.mode is None and job is not None:
             self._mode = start.policy.mode_for(job.partition)
         self._move(S.ATTRIBUTED, attribution.explanation + (f" ({self._attributed.note})"
@@ -143,6 +148,26 @@ class RecoveryWorkflow:
             if self._cancelled_here():
                 return
         await self._execute(self._plan, job.job_id, job.restart_count)
+
+    async def _remember(self, attribution: Attribution, job: JobInfo) -> Attribution:
+        """The cluster's memory of nodes weighs in on what this incident could not settle alone."""
+        observation = observation_of(self._id, attribution, job, workflow.now())
+        if observation is None:
+            return attribution
+        try:
+            verdict = await self._step("consult_node_memory", MemoryInput(
+                cluster=self._start.key.cluster, observation=observation, policy=self._start.policy.node_memory),
+                MemoryVerdict)
+        except Escalation as why:  # a recovery never waits on, or fails for, the memory
+            return attribution.model_copy(update={"explanation": f"{attribution.explanation}; node memory "
+                                                                 f"unavailable ({why})"})
+        remembered = with_memory(attribution, verdict, job)
+        if verdict.note and remembered == attribution:
+            remembered = attribution.model_copy(update={"explanation": f"{attribution.explanation}; node memory: "
+                                                                       f"{verdict.note}"})
+        if self._attributed is not None:
+            self._attributed = self._attributed.model_copy(update={"attribution": remembered})
+        return remembered
 
     async def _execute(self, plan: RecoveryPlan, job_id: str, restarts: int) -> None:
         resumed: ResumeResult | None = None

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from goodput.checkpoints import LostWorkSummary
 from goodput.cli.service import IncidentSummary
+from goodput.diagnose.node_memory import NodeStanding
 from goodput.recover.incident import IncidentReport
 
 _STATE_STYLE = {
@@ -80,6 +81,17 @@ def incident_detail(report: IncidentReport) -> Group:
 def print_to(console: Console, *renderables: object) -> None:
     for item in renderables:
         console.print(item)
+
+
+def nodes_table(cluster: str, standings: Sequence[NodeStanding]) -> Table:
+    """`goodput nodes`: what unrelated incidents say about each node, most suspect first."""
+    table = Table(title=f"node memory of {cluster}: nodes implicated by incidents (decayed score)")
+    for column in ("node", "score", "jobs", "users", "last", "suspect"):
+        table.add_column(column, justify="right" if column == "score" else "left")
+    for s in standings:
+        table.add_row(s.node, f"{s.score:.2f}", ", ".join(s.jobs), ", ".join(s.users), _when(s.last_at),
+                      "[bold red]yes[/]" if s.suspect else "no")
+    return table
 
 
 def lost_work_table(summary: LostWorkSummary) -> Table:

@@ -13,6 +13,7 @@ from enum import StrEnum
 from pydantic import Field
 
 from goodput.checkpoints import Checkpoint, LostWork
+from goodput.diagnose.node_memory import NodeMemoryPolicy, Observation
 from goodput.models import (
     Anomaly,
     Attribution,
@@ -105,6 +106,14 @@ class ReserveInput(Frozen):
     cluster: str
     request: DrainRequest
     policy: BreakerPolicy
+
+
+class MemoryInput(Frozen):
+    """One incident's report to its cluster's memory of nodes."""
+
+    cluster: str
+    observation: Observation
+    policy: NodeMemoryPolicy
 
 
 class IsolateResult(Frozen):

@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
+from goodput.diagnose.node_memory import NodeMemoryPolicy
 from goodput.models import (
     ActionKind,
     Attribution,
@@ -49,6 +50,8 @@ class Policy(Frozen):
     gpus_per_node: int = Field(default=8, ge=0)
     max_resume_attempts: int = Field(default=2, ge=1, le=20)
     breaker: BreakerPolicy = Field(default_factory=BreakerPolicy)
+    # Cross-job memory of nodes: unrelated ambiguous failures on one node isolate it.
+    node_memory: NodeMemoryPolicy = Field(default_factory=NodeMemoryPolicy)
     # A closed incident keeps accepting late evidence of its job attempt this long, so the tail
     # of a burst is folded in instead of being turned away.
     linger_s: float = Field(default=30.0, ge=0.0, le=3600.0)

@@ -17,8 +17,17 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from goodput.models import AnomalyKind, Category, Mode
 from goodput.recover.lifecycle import IncidentState
-from tests.workflows.helpers import running_worker, wait_for_state
+from tests.workflows.helpers import (
+    FAST,
+    anomaly,
+    cluster_with_three_users,
+    inject,
+    result,
+    running_worker,
+    wait_for_state,
+)
 
 pytestmark = pytest.mark.temporal
 GOODPUT = [sys.executable, "-c", "from workers.main import main; main()"]
@@ -156,3 +165,21 @@ def test_breaker_status_of_a_quiet_cluster(cli_env: dict[str, str]) -> None:
     assert done.returncode == 0, done.stderr
     assert "closed" in done.stdout and "trips=0" in done.stdout
     assert run("breaker", "reset", env=cli_env).returncode == 2
+
+
+async def test_nodes_shows_what_unrelated_incidents_say(client: Client, task_queue: str,
+                                                       cli_env: dict[str, str]) -> None:
+    quiet = await arun("nodes", "--json", env=cli_env)
+    assert quiet.returncode == 0 and json.loads(quiet.stdout) == []
+    async with running_worker(client, task_queue, cluster_with_three_users()):
+        for job_id in ("2001", "2002"):
+            incident = await inject(client, task_queue, anomaly(
+                job_id, kind=AnomalyKind.CRASH, nodes=(), category=Category.NCCL_TIMEOUT,
+                cluster=cli_env["GOODPUT_CLUSTER"]), FAST, Mode.MONITOR)
+            await result(client, incident)
+        shown = await arun("nodes", env=cli_env)
+        listed = await arun("nodes", "--json", env=cli_env)
+    assert shown.returncode == 0 and "node1" in shown.stdout and "yes" in shown.stdout, shown.stdout
+    rows = {row["node"]: row for row in json.loads(listed.stdout)}
+    assert rows["node1"]["suspect"] and rows["node1"]["users"] == ["alice", "mallory"]
+    assert not rows["node2"]["suspect"]

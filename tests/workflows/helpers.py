@@ -15,6 +15,7 @@ from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
 from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
+from goodput.scheduler import JobInfo, JobState
 from tests.fakes.notifier import RecordingNotifier
 from workers.client import TemporalIncidentService
 from workers.worker import build_worker
@@ -66,3 +67,17 @@ async def wait_for_state(client: Client, incident_id: str, *states: IncidentStat
 async def result(client: Client, incident_id: str) -> IncidentReport:
     handle = client.get_workflow_handle_for(RecoveryWorkflow.run, incident_id)
     return await asyncio.wait_for(handle.result(), timeout=60)
+
+
+# Three users' jobs that share node1 and nothing else (the node memory tests).
+THREE_USERS = {"2001": ("alice", ("node1", "node2")), "2002": ("mallory", ("node1", "node3")),
+        "2003": ("bob", ("node1", "node4"))}
+
+
+def cluster_with_three_users() -> FakeScheduler:
+    fake = FakeScheduler()
+    for job_id, (user, nodes) in THREE_USERS.items():
+        fake.add_job(JobInfo(job_id=job_id, name=f"train-{user}", state=JobState.RUNNING, partition="gpu",
+                             nodes=nodes, requeue=True, comment="goodput:opt-in", user=user, user_id=5000,
+                             command="train.sbatch"))
+    return fake
