@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.fuzz.harness import write_report
@@ -19,7 +20,17 @@ _COMMON = dict(database=None, suppress_health_check=[HealthCheck.too_slow, Healt
                                                      HealthCheck.filter_too_much])
 settings.register_profile("suite", max_examples=5_000, deadline=None, derandomize=True, **_COMMON)
 settings.register_profile("fuzz", max_examples=100_000, deadline=timedelta(seconds=1), **_COMMON)
-settings.load_profile(os.environ.get("GOODPUT_FUZZ_PROFILE", "suite"))
+PROFILE = os.environ.get("GOODPUT_FUZZ_PROFILE", "suite")
+settings.load_profile(PROFILE)
+# At 100,000 examples a slow target (real checkpoint trees, HTTP round trips) runs for most of an
+# hour on a busy machine; the per-input deadline is the limit that matters there, not this one.
+FUZZ_TARGET_TIMEOUT_S = 4 * 3600
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if PROFILE == "fuzz":
+        for item in items:
+            item.add_marker(pytest.mark.timeout(FUZZ_TARGET_TIMEOUT_S))  # the closest marker wins
 
 
 def pytest_sessionfinish() -> None:
