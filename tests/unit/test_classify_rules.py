@@ -6,6 +6,7 @@ import io
 from datetime import UTC, datetime
 
 from goodput.diagnose.classify import anomaly_from_verdict, classify_lines, iter_lines
+from goodput.diagnose.signatures.verdict import SOURCE_NODE
 from goodput.models import AnomalyKind, Category, CulpritKind
 from goodput.scheduler import JobInfo, JobState
 
@@ -71,14 +72,16 @@ def test_an_application_error_before_a_cancel_still_wins() -> None:
     assert v.category is Category.APP_ERROR
 
 
-def test_hardware_reported_without_a_host_names_the_gpu_but_drain_needs_a_name() -> None:
+def test_a_gpu_fault_without_a_host_drains_the_node_that_produced_the_log() -> None:
     # A bare dmesg names the GPU: drain the node the log came from (the live service knows it).
     v = classify_lines(["[ 12.3] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."])
     assert (v.culprit_kind, v.culprit, v.drain, v.host) == (CulpritKind.GPU, "GPU 0000:3b:00", True, None)
     assert "drain the node this log was taken from" in v.explanation
+    # Whether to drain does not depend on whether the log spells a host or a GPU.
     nameless = classify_lines(["RuntimeError: CUDA error: uncorrectable ECC error encountered"])
-    assert (nameless.category, nameless.culprit, nameless.drain) == (Category.GPU_HARDWARE, None, False)
-    assert "does not name the host" in nameless.explanation
+    assert (nameless.category, nameless.culprit_kind, nameless.culprit, nameless.drain) == (
+        Category.GPU_HARDWARE, CulpritKind.NODE, SOURCE_NODE, True)
+    assert "drain the node this log was taken from" in nameless.explanation
 
 
 def test_rank_is_mapped_to_host_through_srun_task_lines() -> None:
@@ -91,7 +94,7 @@ def test_slurm_banner_host_is_not_the_failed_node() -> None:
     v = classify_lines(["slurmstepd: error: *** STEP 3.0 ON hx-1 CANCELLED AT 2026-11-29T00:00:00 DUE TO NODE "
                         "FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"])
     assert v.category is Category.NODE_FAILURE
-    assert v.culprit is None and not v.drain
+    assert v.culprit is None and not v.drain and "does not name the failed node" in v.explanation
 
 
 def test_evidence_is_bounded_and_clipped() -> None:

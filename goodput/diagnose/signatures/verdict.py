@@ -27,6 +27,8 @@ MAX_EVIDENCE = 8
 MAX_EVIDENCE_CHARS = 512
 MAX_TIMEOUTS = 1000
 MAX_NAMED_RANKS = 16
+# The culprit offline when the log does not spell its host: whoever produced the log.
+SOURCE_NODE = "the node that produced this log"
 _TIMEOUT_ID = "nccl-watchdog-timeout"
 _MISMATCH_ID = "nccl-collective-mismatch"
 _RANK_IN_MESSAGE = LinearRegex(r"\[Rank (\d+)\] Watchdog caught")
@@ -154,7 +156,14 @@ class VerdictBuilder:
         supporting = [m for m in ranked
                       if m.signature.category == sig.category and self.role_of(m) is lead_role]
         kind, culprit, host, gpu, rank = self._culprit(supporting)
-        drain = sig.drain and culprit is not None and kind in (CulpritKind.GPU, CulpritKind.NODE)
+        # Whether the node must go is the signature's call; naming it is a separate question. A GPU
+        # fault is printed on the GPU's own node, so a log that does not spell its host still says
+        # which node: the one that produced it (live, the watcher or push stream knows which that
+        # is, and attribution checks it is the job's). A node fault seen from elsewhere (Slurm's
+        # NODE FAILURE banner on the batch host) names nothing, and nothing is drained for it.
+        drain = sig.drain and (kind is CulpritKind.GPU or (kind is CulpritKind.NODE and culprit is not None))
+        if drain and culprit is None:
+            kind, culprit = CulpritKind.NODE, SOURCE_NODE
         # Everything that did not decide: weaker causes, consequences, informational hits.
         supporting_ids = {id(m) for m in supporting}
         consequences = [m for m in ranked if id(m) not in supporting_ids]
@@ -243,7 +252,7 @@ class VerdictBuilder:
         if sig.category in (Category.APP_ERROR, Category.OOM):
             parts.append("The application is at fault; no hardware is blamed.")
         if sig.drain and not drain:
-            parts.append("No node is drained because the log does not name the host.")
+            parts.append("No node is drained because the log does not name the failed node.")
         elif drain and host is None:
             parts.append("The log does not name the host: drain the node this log was taken from.")
         if any(self.role_of(m) is not m.signature.role for m in consequences):
