@@ -13,6 +13,7 @@ BENCHMARKS = {
     "temporal": "benchmarks.temporal_starts",
     "goodput": "benchmarks.goodput_sim",
     "watch": "benchmarks.watch_capacity",
+    "diagnosis": "benchmarks.diagnosis",
 }
 
 

@@ -63,6 +63,12 @@ def verdict_json(path: str, verdict: Verdict) -> dict[str, object]:
         "signatures": list(verdict.signatures),
         "evidence": [{"line": e.line, "text": e.text} for e in verdict.evidence],
         "explanation": verdict.explanation,
+        # The culprit's parts, for tools that compare verdicts; `culprit` is the display name.
+        "culprit_host": verdict.host,
+        "culprit_gpu": verdict.gpu,
+        "culprit_rank": verdict.rank,
+        "confidence": str(verdict.confidence),
+        "settle": verdict.settle,
     }
 
 
@@ -76,6 +82,7 @@ def render_text(path: str, verdict: Verdict) -> str:
         f"drain:      {'yes' if verdict.drain else 'no'}",
         f"signatures: {', '.join(verdict.signatures) or '-'}",
         f"why:        {verdict.explanation}",
+        f"confidence: {verdict.confidence}" + (f" (to settle it: {verdict.settle})" if verdict.settle else ""),
     ]
     if verdict.evidence:
         lines.append("evidence:")

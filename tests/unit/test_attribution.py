@@ -77,7 +77,8 @@ def test_signature_restart_and_drain_override_category_defaults() -> None:
     assert (att.category, att.restart, att.drain) == (Category.GPU_HARDWARE, True, False)
     assert att.culprit_nodes == ("n1",)  # still named, for the operator, but not drained
     tl = attribute([anomaly(1, AnomalyKind.JOB_FAILED, signature_ids=("slurm-time-limit",))])
-    assert (tl.category, tl.restart, tl.drain) == (Category.SCHEDULER_POLICY, True, False)
+    # A time limit is the scheduler's business: Slurm ended the job on purpose; goodput does not restart it.
+    assert (tl.category, tl.restart, tl.drain) == (Category.SCHEDULER_POLICY, False, False)
 
 
 def test_unknown_signature_ids_fall_back_to_kind_defaults() -> None:

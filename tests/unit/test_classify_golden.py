@@ -13,7 +13,7 @@ from goodput.diagnose.classify import run_classify
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 FIXTURES = sorted(p.name for p in LOGS.iterdir() if not p.name.endswith(".expected.json"))
 KEYS = {"path", "category", "culprit_kind", "culprit", "restart", "drain", "signatures", "evidence",
-        "explanation"}
+        "explanation", "culprit_host", "culprit_gpu", "culprit_rank", "confidence", "settle"}
 
 
 def classify_json(monkeypatch: pytest.MonkeyPatch, *names: str) -> tuple[int, list[dict[str, object]], str]:
@@ -49,13 +49,13 @@ DECISIONS = {
     "host_oom_killer.log": ("oom", "app", "rank 6", False, False),
     "enospc_checkpoint.log": ("storage", "storage", "/lustre/proj/llm7b/checkpoints/iter_0005000/__0_0.distcp",
                               False, False),
-    "slurm_time_limit.log": ("scheduler-policy", "app", None, True, False),
+    "slurm_time_limit.log": ("scheduler-policy", "app", None, False, False),
     "slurm_node_failure.log": ("node-failure", "node", "dgx-r2-07", True, True),
     "gpu_off_bus_noxid.log": ("gpu-hardware", "gpu", "gpu-h08 GPU 0000:98:00.0", True, True),
     "cuda_ecc_rank.log": ("gpu-hardware", "node", "h100-x-0041", True, True),
     "nccl_ib_error.log": ("network", "network", "ib-n03 <-> 10.42.7.14", True, False),
     "nccl_desync_report.log": ("nccl-timeout", "rank", "rank 6", True, False),
-    "dataloader_shm.log": ("app-error", "app", "rank 1", True, False),
+    "dataloader_shm.log": ("app-error", "app", "rank 1", False, False),
     "clean_training.log": ("unknown", "unknown", None, False, False),
     "binary_garbage.bin": ("unknown", "unknown", None, False, False),
     "huge_line.log": ("node-failure", "node", "gpu-z99", True, True),

@@ -99,3 +99,12 @@ def test_the_catalogue_document_lists_every_signature() -> None:
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "failure-catalogue.md").read_text(encoding="utf-8")
     assert [s.id for s in CAT.signatures if f"`{s.id}`" not in doc] == []
+
+
+def test_the_catalogue_document_is_generated_from_the_data() -> None:
+    from pathlib import Path
+
+    from goodput.diagnose.signatures.table import render, replace_section
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "failure-catalogue.md").read_text(encoding="utf-8")
+    assert replace_section(doc, render()) == doc, "run python -m goodput.diagnose.signatures.table --write"

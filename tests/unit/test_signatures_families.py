@@ -100,6 +100,40 @@ def test_xid_code_is_not_a_prefix_match() -> None:
 
 
 LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
+    # In-job launchers and what they say about restarting
+    ("I1129 04:00:01.123 123 torch/distributed/elastic/agent/server/api.py:905] [default] Worker group "
+     "FAILED. 3/3 attempts left; will restart worker group", "elastic-restart-worker-group", {"code": "3"}),
+    ("  restart_count=1", "elastic-restart-count", {"code": "1"}),
+    ("[NVRx] Joining cluster restart after a worker failure", "nvrx-in-job-restart", {}),
+    ("[default] Agent's exit code = 93", "nvrx-exit-93", {}),
+    ("srun: error: gpu-7: task 0: Exited with exit code 93", "nvrx-exit-93", {}),
+    ("Timeout (0:30:00)!", "faulthandler-timeout-dump", {}),
+    ("Failures:", "torchrun-other-failures", {}),
+    ("[ft_rendezvous_barrier.py:512] Maximum number of nodes (4) exceeded", "nvrx-rendezvous-closed", {}),
+    ("salloc: error: Prolog failure on node gpu-a07", "slurm-prolog-failure", {"host": "gpu-a07"}),
+    ("slurmstepd: error: execve(): /var/spool/slurmd/job4411/slurm_script: No such file or directory",
+     "slurmstepd-script-missing", {}),
+    ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 1",
+     "slurm-hangup", {}),
+    ("RuntimeError: File /ckpt/step_900/model.pt cannot be opened.", "storage-open-failed",
+     {"path": "/ckpt/step_900/model.pt"}),
+    ("Root Cause (first observed failure):", "torchrun-root-cause", {}),
+    ("  exitcode  : 1 (pid: 3341)", "torchrun-exit-1", {}),
+    ("RuntimeError: Error(s) in loading state_dict for GPT:", "app-deterministic", {}),
+    ("AssertionError: Rank 3: found NaN in local grad norm in backward pass before data-parallel "
+     "communication collective. Device: 3, node: set-zw04", "megatron-found-nan", {"rank": "3", "host": "set-zw04"}),
+    ("[1,3]<stderr>:NET/OFI Request 0x7f completed with error. RC: 20. Error: Message truncated",
+     "nccl-ofi-error", {}),
+    ("node1:1:2 [0] NCCL WARN Call to ibv_modify_qp failed with error Network is unreachable",
+     "nccl-ib-setup-failed", {}),
+    ("node1:1:2 [0] include/alloc.h:103 NCCL WARN Cuda failure 'out of memory'", "nccl-cuda-oom", {}),
+    ("NVRM: GPU at PCI:0000:1b:00: RmInitAdapter failed with NV_ERR_RESET_REQUIRED", "gpu-reset-required", {}),
+    ('Thread 61133 (active): "MainThread"', "py-spy-dump", {}),
+    ("RuntimeError: CUDA error: system not yet initialized", "cuda-system-not-ready", {}),
+    ("Nov 29 01:00:00 dgx-3 systemd[1]: nvidia-fabricmanager.service: Failed with result 'exit-code'.",
+     "fabric-manager-failed", {"host": "dgx-3"}),
+    ("        Remapping Failure Occurred        : Yes", "gpu-row-remap-failure", {}),
+    ("NVRM: GPU0 _kgspRpcRecvPoll: Timeout waiting for RPC from GSP!", "gpu-gsp-timeout", {}),
     # GPU without an Xid line
     (K + "NVRM: GPU 0000:4e:00.0: GPU has fallen off the bus.", "gpu-off-bus", {"pci": "0000:4e:00.0"}),
     ("Unable to determine the device handle for GPU 0000:4E:00.0: GPU is lost.  Reboot the system to "
@@ -194,7 +228,7 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("W1129 api.py:897] Sending process 41878 closing signal SIGTERM", "elastic-closing-siblings", {}),
     ("E1129 api.py:869] failed (exitcode: 1) local_rank: 2 (pid: 7733) of binary: /usr/bin/python",
      "elastic-worker-failed", {"exitcode": "1"}),
-    ("  exitcode  : 1 (pid: 140389)", "torchrun-summary-exitcode", {"exitcode": "1"}),
+    ("  exitcode  : 2 (pid: 140389)", "torchrun-summary-exitcode", {"exitcode": "2"}),
     ("[rank5]: Traceback (most recent call last):", "python-traceback", {}),
     (K + "NVRM: fallen off the bus and is not responding to commands.", "gpu-off-bus-banner", {}),
     (K + "pcieport 0000:4d:01.0: AER: Corrected error received: 0000:4e:00.0", "pcie-aer-corrected", {}),

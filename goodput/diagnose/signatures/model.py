@@ -38,6 +38,15 @@ class Role(StrEnum):
 ROLE_ORDER: dict[Role, int] = {Role.ROOT: 3, Role.KNOCK_ON: 2, Role.INFO: 1, Role.LOCATOR: 0}
 
 
+class RestartEffect(StrEnum):
+    """What a line says about restarting the job, whatever the cause of the failure."""
+
+    NONE = "none"
+    IN_JOB = "in-job"    # the job's own launcher (torchrun elastic, NVRx ft_launcher) restarted it
+    GAVE_UP = "gave-up"  # the launcher stopped restarting and failed the job
+    NEVER = "never"      # the job asked not to be restarted (NVRx exit code 93)
+
+
 class Signature(Frozen):
     """One recognisable log line and what it implies."""
 
@@ -59,6 +68,11 @@ class Signature(Frozen):
     generic: bool = False
     # Slurm ended the job here: application errors printed after this line are teardown noise.
     terminates: bool = False
+    restart_effect: RestartEffect = RestartEffect.NONE
+    # The line is printed on the faulty machine itself (a kernel, driver or CUDA error), so a drain
+    # may target the node that produced the log even when the line names no host. False for lines
+    # printed elsewhere about another node (Slurm's banners on the batch host).
+    source_local: bool = True
     explanation: str = Field(min_length=1)
 
     @field_validator("literals")

@@ -17,8 +17,10 @@ from collections.abc import Iterable
 
 from pydantic import Field
 
+from goodput.diagnose.signatures.confidence import Confidence, Ingredients, grade
+from goodput.diagnose.signatures.crossline import recurring_app_xid, silent_rank
 from goodput.diagnose.signatures.locate import Locator
-from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, ROLE_ORDER, Match, Role, Signature
+from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, ROLE_ORDER, Match, RestartEffect, Role, Signature
 from goodput.models import Category, CulpritKind, Frozen
 from goodput.untrusted_text import LinearRegex, bounded_int, utf8
 
@@ -27,11 +29,17 @@ MAX_EVIDENCE = 8
 MAX_EVIDENCE_CHARS = 512
 MAX_TIMEOUTS = 1000
 MAX_NAMED_RANKS = 16
+# A root cause of another category this close in precedence makes the verdict less than certain.
+RIVAL_MARGIN = 10
 # The culprit offline when the log does not spell its host: whoever produced the log.
 SOURCE_NODE = "the node that produced this log"
 _TIMEOUT_ID = "nccl-watchdog-timeout"
 _MISMATCH_ID = "nccl-collective-mismatch"
-_RANK_IN_MESSAGE = LinearRegex(r"\[Rank (\d+)\] Watchdog caught")
+_HEARTBEAT_ID = "nccl-heartbeat-stuck"
+# torchrun's failure summary: "Failures:" lists the other ranks' exits, then the root cause.
+_OTHER_FAILURES_ID = "torchrun-other-failures"
+_ROOT_CAUSE_ID = "torchrun-root-cause"
+_RANK_IN_MESSAGE = LinearRegex(r"\bRank (\d{1,9})\]")
 # Categories whose lines after a Slurm termination banner are consequences of the termination.
 _TEARDOWN = frozenset({Category.APP_ERROR, Category.OOM, Category.NCCL_TIMEOUT, Category.NETWORK,
                        Category.HANG, Category.STORAGE, Category.UNKNOWN})
@@ -57,6 +65,9 @@ class Verdict(Frozen):
     host: str | None = None
     gpu: str | None = None
     rank: int | None = None
+    confidence: Confidence = Confidence.LOW
+    # Below high confidence: the evidence that would settle the question.
+    settle: str | None = None
     catalogue_version: int = 1
 
 
@@ -85,12 +96,28 @@ class VerdictBuilder:
         self._terminated_at: int | None = None
         self._mismatch = mismatch
         self._timeouts: list[Match] = []
+        # The last line of each restart effect seen (what the launcher did about the failure).
+        self._effects: dict[RestartEffect, int] = {}
+        self._never: Signature | None = None
+        # Line spans of torchrun's "Failures:" sections (other ranks' exits: teardown, not causes).
+        self._others_from: int | None = None
+        self._others: list[tuple[int, int]] = []
 
     def add(self, match: Match) -> None:
         match = self.locator.observe(match)
         sig = match.signature
         if sig.terminates and self._terminated_at is None:
             self._terminated_at = match.line_no
+        if sig.restart_effect is not RestartEffect.NONE:
+            self._effects[sig.restart_effect] = match.line_no
+            if sig.restart_effect is RestartEffect.NEVER:
+                self._never = sig
+        if sig.id == _OTHER_FAILURES_ID:
+            self._others_from = match.line_no
+        elif sig.id == _ROOT_CAUSE_ID and self._others_from is not None:
+            if len(self._others) < MAX_TIMEOUTS:
+                self._others.append((self._others_from, match.line_no))
+            self._others_from = None
         if sig.role is Role.LOCATOR:
             return
         if sig.id == _TIMEOUT_ID and len(self._timeouts) < MAX_TIMEOUTS:
@@ -110,6 +137,8 @@ class VerdictBuilder:
 
     def role_of(self, match: Match) -> Role:
         sig = match.signature
+        if sig.role is Role.ROOT and any(lo < match.line_no < hi for lo, hi in self._others):
+            return Role.KNOCK_ON
         if (self._terminated_at is not None and match.line_no > self._terminated_at
                 and not sig.terminates and sig.role is Role.ROOT and sig.category in _TEARDOWN):
             return Role.KNOCK_ON
@@ -127,8 +156,8 @@ class VerdictBuilder:
         groups: dict[tuple[str, str], dict[tuple[str, str], list[Match]]] = {}
         for m in self._timeouts:
             g = m.groups
-            if "pg" not in g:
-                continue  # without a process-group id, equal sequence numbers may be different groups
+            # Without a process-group id (older PyTorch) all timeouts are taken as one group: a log
+            # of one job rarely times out in two groups at the same sequence number.
             variant = (g.get("op", ""), g.get("numel", ""))
             groups.setdefault((g.get("pg", ""), g.get("code", "")), {}).setdefault(variant, []).append(m)
         for variants in groups.values():
@@ -145,14 +174,22 @@ class VerdictBuilder:
         mismatch = self._collective_mismatch()
         if mismatch is not None:
             self._hits.append(mismatch)
+        recurring = recurring_app_xid(self._hits)
+        if recurring is not None:
+            self._hits.append(recurring)
         if not self._hits:
+            confidence, settle = grade(Ingredients(
+                category=Category.UNKNOWN, culprit_kind=CulpritKind.UNKNOWN, culprit_named=False,
+                from_source_node=False, root_cause=False, any_hit=False, rival=None))
             return Verdict(category=Category.UNKNOWN, culprit_kind=CulpritKind.UNKNOWN, restart=False,
                            drain=False, explanation="no known failure signature in the log",
-                           catalogue_version=self.catalogue_version)
+                           confidence=confidence, settle=settle, catalogue_version=self.catalogue_version)
         ranked = sorted(self._hits, key=self._key, reverse=True)
         lead = ranked[0]
         lead_role = self.role_of(lead)
         sig = lead.signature
+        if lead_role is Role.INFO:
+            return self._informational(ranked)
         supporting = [m for m in ranked
                       if m.signature.category == sig.category and self.role_of(m) is lead_role]
         kind, culprit, host, gpu, rank = self._culprit(supporting)
@@ -161,7 +198,7 @@ class VerdictBuilder:
         # which node: the one that produced it (live, the watcher or push stream knows which that
         # is, and attribution checks it is the job's). A node fault seen from elsewhere (Slurm's
         # NODE FAILURE banner on the batch host) names nothing, and nothing is drained for it.
-        drain = sig.drain and (kind is CulpritKind.GPU or (kind is CulpritKind.NODE and culprit is not None))
+        drain = sig.drain and kind in (CulpritKind.GPU, CulpritKind.NODE) and (host is not None or sig.source_local)
         if drain and culprit is None:
             kind, culprit = CulpritKind.NODE, SOURCE_NODE
         # Everything that did not decide: weaker causes, consequences, informational hits.
@@ -171,17 +208,78 @@ class VerdictBuilder:
         evidence = self._evidence(lead, supporting, consequences)
         others = [h for h in dict.fromkeys(self.locator.host_of(m) for m in supporting) if h and h != host]
         explanation = self._explain(lead, lead_role, kind, culprit, host, drain, consequences)
+        silent = None
+        if sig.id == _TIMEOUT_ID and kind is CulpritKind.UNKNOWN:
+            silent = silent_rank(self._timeouts, _reporting_rank)
+            if silent is not None:
+                kind, rank, culprit = CulpritKind.RANK, silent.rank, f"rank {silent.rank}"
+                host = self.locator.rank_host.get(silent.rank)
+                explanation += (f" {silent.reporters} ranks timed out in {silent.op} #{silent.seq} and rank "
+                                f"{silent.rank} is the only one below them that did not: the others were "
+                                "waiting for it.")
         if others and kind in (CulpritKind.GPU, CulpritKind.NODE):
             explanation += f" The same kind of fault is also reported on {', '.join(others[:5])}."
-        return Verdict(category=sig.category, culprit_kind=kind, culprit=culprit, restart=sig.restart,
+        restart, why_not = self._restart(sig.restart)
+        if why_not:
+            explanation += " " + why_not
+        confidence, settle = grade(Ingredients(
+            category=sig.category, culprit_kind=kind, culprit_named=culprit not in (None, SOURCE_NODE),
+            from_source_node=culprit == SOURCE_NODE, root_cause=lead_role is Role.ROOT, any_hit=True,
+            rival=self._rival(lead, ranked), inferred=silent is not None))
+        return Verdict(category=sig.category, culprit_kind=kind, culprit=culprit, restart=restart,
                        drain=drain, signatures=signatures, evidence=evidence, explanation=explanation,
-                       host=host, gpu=gpu, rank=rank, catalogue_version=self.catalogue_version)
+                       host=host, gpu=gpu, rank=rank, confidence=confidence, settle=settle,
+                       catalogue_version=self.catalogue_version)
+
+    def _informational(self, ranked: list[Match]) -> Verdict:
+        """Only lines that never decide alone (a corrected ECC error, a recovered warning, Xid 63):
+        reported, but nothing in them ended the job, so nothing is restarted or drained."""
+        ids = tuple(dict.fromkeys(m.signature.id for m in ranked))
+        lead = ranked[0]
+        explanation = (f"No failure: only informational lines ({', '.join(ids[:10])}). Line {lead.line_no}: "
+                       f"{lead.signature.explanation}")
+        confidence, settle = grade(Ingredients(
+            category=Category.UNKNOWN, culprit_kind=CulpritKind.UNKNOWN, culprit_named=False,
+            from_source_node=False, root_cause=False, any_hit=True, rival=None, informational=True))
+        return Verdict(category=Category.UNKNOWN, culprit_kind=CulpritKind.UNKNOWN, restart=False, drain=False,
+                       signatures=ids, evidence=self._evidence(lead, [lead], ranked[1:]), explanation=explanation,
+                       confidence=confidence, settle=settle, catalogue_version=self.catalogue_version)
+
+    def _restart(self, wanted: bool) -> tuple[bool, str | None]:
+        """The cluster's restart decision: the cause's, unless the job's launcher already restarted it
+        in-job (and did not give up afterwards) or the job asked never to be restarted."""
+        if not wanted:
+            return False, None
+        never = self._effects.get(RestartEffect.NEVER)
+        if never is not None and self._never is not None:
+            return False, f"Not restarted: line {never} ({self._never.id}) says so. {self._never.explanation}"
+        in_job = self._effects.get(RestartEffect.IN_JOB)
+        gave_up = self._effects.get(RestartEffect.GAVE_UP)
+        if in_job is not None and (gave_up is None or gave_up < in_job):
+            return False, (f"The job's own launcher restarted it in-job (line {in_job}) and did not give up "
+                           "afterwards; a cluster restart on top would be a double restart.")
+        return True, None
+
+    def _rival(self, lead: Match, ranked: list[Match]) -> Category | None:
+        """The category of another cause that nearly decided, if any."""
+        if self.role_of(lead) is not Role.ROOT:
+            return None
+        for m in ranked[1:]:
+            if self.role_of(m) is not Role.ROOT or m.signature.precedence < lead.signature.precedence - RIVAL_MARGIN:
+                return None
+            if m.signature.category not in (lead.signature.category, Category.UNKNOWN):
+                return m.signature.category
+        return None
 
     def _culprit(self, supporting: list[Match]
                  ) -> tuple[CulpritKind, str | None, str | None, str | None, int | None]:
         """Kind, display name, host, GPU and rank of the culprit, degrading as facts run out."""
         want = supporting[0].signature.culprit_kind
         if want is CulpritKind.UNKNOWN:
+            return CulpritKind.UNKNOWN, None, None, None, None
+        if supporting[0].signature.id == _HEARTBEAT_ID and len(
+                {r for r in (_reporting_rank(m) for m in supporting) if r is not None}) > 1:
+            # Every rank's watchdog stuck at once is a job-wide stall, not one bad rank.
             return CulpritKind.UNKNOWN, None, None, None, None
         best: tuple[CulpritKind, str | None, str | None, str | None, int | None] | None = None
         for m in supporting:
@@ -219,6 +317,9 @@ class VerdictBuilder:
             return CulpritKind.GPU, (f"{host} GPU {pci}" if host else f"GPU {pci}"), host, pci, rank
         if host and want is not CulpritKind.RANK:
             return CulpritKind.NODE, host, host, None, rank
+        if rank is not None and want in (CulpritKind.GPU, CulpritKind.NODE):
+            # The hardware of the rank that printed the error, on a host the log does not spell.
+            return want, f"the {want} of rank {rank}", None, None, rank
         if rank is not None:
             return CulpritKind.RANK, f"rank {rank}", host, None, rank
         return want, None, host, None, rank
@@ -255,7 +356,10 @@ class VerdictBuilder:
             parts.append("No node is drained because the log does not name the failed node.")
         elif drain and host is None:
             parts.append("The log does not name the host: drain the node this log was taken from.")
-        if any(self.role_of(m) is not m.signature.role for m in consequences):
+        if self._others and any(lo < m.line_no < hi for m in consequences for lo, hi in self._others):
+            parts.append("torchrun's summary lists other ranks' exits before its root cause; those are teardown.")
+        if self._terminated_at is not None and any(
+                self.role_of(m) is not m.signature.role and m.line_no > self._terminated_at for m in consequences):
             parts.append(f"Slurm ended the job at line {self._terminated_at}; errors after it are "
                          "treated as teardown.")
         if consequences:

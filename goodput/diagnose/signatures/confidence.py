@@ -1,0 +1,74 @@
+"""How sure a verdict is, and what evidence would settle it when it is not.
+
+An operator deciding whether to approve a drain needs more than a category: "Xid 79 on host
+gpu-b17" and "every rank timed out in an all-reduce, nobody says why" are both verdicts, but only
+the first is a fact. This module grades a verdict from the facts it was built on (was the
+deciding line a cause or only a consequence, is the culprit named, do other causes compete) and,
+below "high", names the next thing to look at. Pure: it reads the verdict's ingredients and
+returns two values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from goodput.models import Category, CulpritKind
+
+
+class Confidence(StrEnum):
+    HIGH = "high"      # a cause is in the log and its culprit is named as specifically as needed
+    MEDIUM = "medium"  # the cause is clear but who is to blame is not (or a rival cause is close)
+    LOW = "low"        # only consequences, or nothing at all: the log does not settle it
+
+
+@dataclass(frozen=True, slots=True)
+class Ingredients:
+    """What the verdict builder knew when it decided."""
+
+    category: Category
+    culprit_kind: CulpritKind
+    culprit_named: bool         # a host, GPU, rank, path or peer is named (not "the node that produced this log")
+    from_source_node: bool      # the culprit is the node that produced the log, unnamed
+    root_cause: bool            # the deciding hit is a cause, not a consequence or an informational line
+    any_hit: bool
+    rival: Category | None      # another root cause of a different category that nearly won
+    informational: bool = False  # only lines that never decide alone (corrected errors, recovered warnings)
+    inferred: bool = False       # the culprit is inferred from what is missing (the rank that did not report)
+
+
+_TIMEOUT_SETTLE = ("the flight recorder dump (TORCH_NCCL_TRACE_BUFFER_SIZE) or the desync report "
+                   "(TORCH_NCCL_DESYNC_DEBUG=1) naming the rank that never joined, a stack dump "
+                   "(py-spy) of that rank, and the kernel logs (Xid) of the job's nodes")
+_HANG_SETTLE = ("a stack dump of every rank (py-spy dump, faulthandler) to see which rank is elsewhere, "
+                "and the kernel logs (Xid) of the job's nodes")
+_NOTHING_SETTLE = ("Slurm's record of the job (sacct State and ExitCode), the rest of its log, and the "
+                   "kernel logs (Xid) of its nodes")
+
+
+def grade(facts: Ingredients) -> tuple[Confidence, str | None]:
+    """The confidence of a verdict and, below HIGH, what would settle it."""
+    if not facts.any_hit:
+        return Confidence.LOW, "nothing in this log explains a failure: " + _NOTHING_SETTLE
+    if facts.informational:
+        return Confidence.MEDIUM, ("only informational lines were found; if the job did fail, " + _NOTHING_SETTLE)
+    if not facts.root_cause:
+        return Confidence.LOW, ("only consequences were found (aborts, closing siblings, exit codes): the "
+                                "first error of the rank that failed first, in its own output, or " + _NOTHING_SETTLE)
+    if facts.category is Category.NCCL_TIMEOUT and not facts.culprit_named:
+        return Confidence.LOW, "the timeouts do not say which rank stopped: " + _TIMEOUT_SETTLE
+    if facts.category is Category.HANG and not facts.culprit_named:
+        return Confidence.LOW, "the log does not say which rank hung: " + _HANG_SETTLE
+    if facts.inferred:
+        return Confidence.MEDIUM, ("the culprit is the one rank that did not report the timeout; if the log is "
+                                   "not every rank's, " + _TIMEOUT_SETTLE)
+    if facts.rival is not None and facts.rival is not facts.category:
+        return Confidence.MEDIUM, (f"a {facts.rival} cause is also in the log; its timestamps against this "
+                                   "one's, and the kernel logs of the hosts involved, tell which came first")
+    if facts.from_source_node:
+        return Confidence.MEDIUM, ("the log does not name its host: the watcher or push record that "
+                                   "delivered it says which node produced it")
+    if facts.culprit_kind in (CulpritKind.GPU, CulpritKind.NODE, CulpritKind.NETWORK) and not facts.culprit_named:
+        return Confidence.MEDIUM, ("the log does not name the failed hardware: the kernel logs (Xid, "
+                                   "link and port errors) of the job's nodes")
+    return Confidence.HIGH, None

@@ -1,0 +1,88 @@
+"""Facts that no single line states, read from several lines together.
+
+One line says "rank 3 timed out in all-reduce 812"; only the set of such lines says which rank
+did *not* time out (the one the others were waiting for). One Xid 31 is an application's bad
+pointer; the same GPU faulting under four different processes is the GPU. One heartbeat-monitor
+line names a rank; the same line from every rank names nobody. These rules look across the hits
+of one log; each is pure, bounded (its inputs are the builder's bounded hit lists) and returns
+either nothing or the fact it found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, Match, Signature
+from goodput.models import Category, CulpritKind
+from goodput.untrusted_text import LinearRegex, bounded_int, utf8
+
+# Below this many reporting ranks a gap in their numbers says more about where the excerpt was cut
+# than about who stopped.
+MIN_REPORTERS_FOR_SILENT_RANK = 3
+# Distinct processes hitting an "application" Xid on one GPU before the GPU itself is suspected.
+RECURRING_XID_PROCESSES = 3
+_APP_XIDS = frozenset({"xid-13", "xid-31"})
+_PID = LinearRegex(r"\bpid=(\d{1,9})\b")
+
+RECURRING_XID = Signature(
+    id="xid-app-recurring", family="xid", category=Category.GPU_HARDWARE, culprit_kind=CulpritKind.GPU,
+    precedence=101, pattern=r"NVRM: Xid", literals=("NVRM: Xid",), restart=True, drain=True,
+    explanation=(f"Application-class Xids (13, 31) on one GPU under {RECURRING_XID_PROCESSES} or more "
+                 "different processes: one program's bad pointer does not follow a GPU across processes; "
+                 "the GPU (or its memory) is faulty. Drain the node and reset or replace the GPU."))
+
+
+@dataclass(frozen=True, slots=True)
+class SilentRank:
+    rank: int
+    reporters: int
+    seq: str
+    op: str
+
+
+def silent_rank(timeouts: Iterable[Match], reporter: Callable[[Match], int | None]) -> SilentRank | None:
+    """The one rank missing among the ranks that timed out in the same collective, if exactly one is.
+
+    Every rank of a collective waits for the slowest; the watchdog fires on all of them except the
+    one that never arrived (it is busy elsewhere: a data loader, a different code path, a hung GPU).
+    Only a single gap below the highest reporting rank counts: ranks above it may simply not be in
+    the excerpt.
+    """
+    groups: dict[tuple[str, str, str], set[int]] = {}
+    for m in timeouts:
+        rank = reporter(m)
+        if rank is None:
+            continue
+        g = m.groups
+        groups.setdefault((g.get("pg", ""), g.get("code", ""), g.get("op", "")), set()).add(rank)
+    for (_, seq, op), ranks in groups.items():
+        if len(ranks) < MIN_REPORTERS_FOR_SILENT_RANK:
+            continue
+        missing = set(range(max(ranks) + 1)) - ranks
+        if len(missing) == 1:
+            return SilentRank(rank=missing.pop(), reporters=len(ranks), seq=seq, op=op)
+    return None
+
+
+def recurring_app_xid(hits: Iterable[Match]) -> Match | None:
+    """An Xid 13/31/43 hit re-labelled as a GPU fault when its GPU faulted under several processes."""
+    pids: dict[str, set[int]] = {}
+    first: dict[str, Match] = {}
+    for m in hits:
+        pci = m.groups.get("pci")
+        if m.signature.id not in _APP_XIDS or not pci:
+            continue
+        found = _PID.search(utf8(m.text))
+        pid = bounded_int(found.group(1), max_digits=MAX_RANK_DIGITS) if found else None
+        if pid is None:
+            continue
+        key = pci.lower()
+        pids.setdefault(key, set()).add(pid)
+        first.setdefault(key, m)
+    worst = max(pids, key=lambda k: (len(pids[k]), -first[k].line_no), default=None)
+    if worst is None or len(pids[worst]) < RECURRING_XID_PROCESSES:
+        return None
+    m = first[worst]
+    return Match(signature=RECURRING_XID, line_no=m.line_no, text=m.text, groups=dict(m.groups), context=m.context)
+
