@@ -5,7 +5,10 @@ prefix patterns are the old ones verbatim (with the lookahead RE2 has no use for
 catalogue pattern rewritten for RE2, `nccl-socket-closed`, changed on purpose: its old form,
 `...|socketProgress(?!.*Connection closed)`, missed a `socketProgress: Connection closed by <peer
 in another form>` line altogether; the rewrite matches it (without a peer). The oracle uses the
-catalogue's pattern for it, and tests/unit/test_signatures_linear.py pins the change.
+catalogue's pattern for it, and tests/unit/test_signatures_linear.py pins the change. The prefix
+rules follow the shipped ones where those changed on purpose since (a leading ISO stamp, Open MPI's
+`[job,rank]<stdout>:` tag, the launcher's host kept over NCCL's own hostname), so that the oracle
+keeps checking the engine, not the rules.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ _SYSLOG = re.compile(
     r"(?:\[\s*\d+\.\d+\] )?")
 _DMESG = re.compile(r"\[\s*\d+\.\d+\] ")
 _MPI = re.compile(rf"\[({_HOST}):\d+(?: ?:\d+:\d+)?\] ")
+_STAMP = re.compile(r"\d{4}-\d\d-\d\d[T ][\d:.,]{5,20}(?:Z|[+\-]\d\d:?\d\d)?:? ")
+_OMPI = re.compile(r"\[\d{1,6},(\d{1,6})\]<std(?:out|err)>: ?")
 
 
 
@@ -33,6 +38,12 @@ def old_split_prefix(line: str) -> tuple[LineContext, str]:
     rank: int | None = None
     task: int | None = None
     pos = 0
+    m = None if _SYSLOG.match(line, pos) else _STAMP.match(line, pos)
+    if m:
+        pos = m.end()
+    m = _OMPI.match(line, pos)
+    if m:
+        rank, pos = int(m.group(1)), m.end()
     m = _SRUN_TASK.match(line, pos)
     if m:
         task, pos = int(m.group(1)), m.end()
@@ -44,7 +55,7 @@ def old_split_prefix(line: str) -> tuple[LineContext, str]:
         rank, pos = int(m.group(1)), m.end()
     m = _NCCL.match(line, pos) or _SYSLOG.match(line, pos) or _MPI.match(line, pos)
     if m:
-        host, pos = m.group(1), m.end()
+        host, pos = host or m.group(1), m.end()
     else:
         m = _DMESG.match(line, pos)
         if m:

@@ -46,6 +46,20 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bool]
         "ib-2:11:21 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.7<52221> "
         "with status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:10.0.0.2 remoteGids::ffff:10.0.0.7"],
      Category.NETWORK, CulpritKind.NODE, "ib-7", True, True),
+    ("open-mpi-tags-and-nccl-host", [
+        "2019-06-02T16:13:44.884Z: [1,12]<stdout>:c-57:815:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : "
+        "Got async event : local catastrophic error"],
+     Category.NETWORK, CulpritKind.NODE, "c-57", True, True),
+    ("single-node-local-rank", [
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 (pid: 8) of "
+        "binary: /usr/bin/python"],
+     Category.OOM, CulpritKind.APP, "rank 3", False, False),
+    ("xid-45-names-its-nvlink-cause", [
+        XID.format(h="h1", bus="dc", code=45, pid=9, tail="Ch 00000001 caused by previous Xid 149")],
+     Category.NVLINK, CulpritKind.NODE, "h1", True, True),
+    ("spank-prolog-error-on-a-node", [
+        "Feb 22 17:46:38 ip-10-1-74-228 slurmd[13562]: spank-epilog: error: pyxis: mkdir: Permission denied"],
+     Category.NODE_FAILURE, CulpritKind.NODE, "ip-10-1-74-228", True, True),
     # Knock-on effects are not causes.
     ("exception-then-timeouts", [" 3: KeyError: 'input_ids'", TIMEOUT.format(r=0), TIMEOUT.format(r=1),
                                  "Sending process 11 closing signal SIGTERM"],
@@ -79,6 +93,10 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bool]
                          "RuntimeError: CUDA error: uncorrectable ECC error encountered"],
      Category.GPU_HARDWARE, CulpritKind.NODE, SOURCE_NODE, True, True),
     # Restart decisions.
+    ("bootstrap-misconfiguration", [
+        "n1:4:4 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 169.254.20.10<43369> failed : "
+        "Software caused connection abort"],
+     Category.NETWORK, CulpritKind.NETWORK, "n1 <-> 169.254.20.10", False, False),
     ("import-error", ["ModuleNotFoundError: No module named 'flash_attn'"],
      Category.APP_ERROR, CulpritKind.APP, None, False, False),
     ("time-limit", ["slurmstepd: error: *** JOB 9 ON ... CANCELLED AT 2026-11-29T00:00:00 DUE TO TIME LIMIT ***"],

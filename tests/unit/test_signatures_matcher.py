@@ -44,6 +44,10 @@ def test_the_literal_prefilter_finds_exactly_the_literals() -> None:
     ("node7: [rank3]: KeyError", LineContext(host="node7", rank=3), "KeyError"),
     ("[hx-3:4411 :0:4498] Caught signal 7", LineContext(host="hx-3"), "Caught signal 7"),
     ("RuntimeError: CUDA error", LineContext(), "RuntimeError: CUDA error"),
+    ("2019-06-02T16:13:44.884Z: [1,12]<stdout>:c-57:815:864 [0] NCCL WARN x", LineContext(host="c-57", rank=12),
+     "NCCL WARN x"),
+    ("[1,3]<stderr>:NET/OFI Request failed", LineContext(rank=3), "NET/OFI Request failed"),
+    ("node01: VM-0-14-centos:51:70 [0] NCCL WARN x", LineContext(host="node01"), "NCCL WARN x"),
 ])
 def test_prefixes(line: str, context: LineContext, body: str) -> None:
     assert split_prefix(line) == (context, body)

@@ -10,6 +10,7 @@ either nothing or the fact it found.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -86,3 +87,41 @@ def recurring_app_xid(hits: Iterable[Match]) -> Match | None:
     m = first[worst]
     return Match(signature=RECURRING_XID, line_no=m.line_no, text=m.text, groups=dict(m.groups), context=m.context)
 
+
+
+def collective_mismatch(timeouts: Iterable[Match], signature: Signature,
+                        reporter: Callable[[Match], int | None]) -> Match | None:
+    """Timeouts with one sequence number in one process group but different operations or sizes:
+    the ranks ran different collectives, an application bug. The minority ranks are named.
+
+    Without a process-group id (older PyTorch) all timeouts are taken as one group: a log of one
+    job rarely times out in two groups at the same sequence number.
+    """
+    groups: dict[tuple[str, str], dict[tuple[str, str], list[Match]]] = {}
+    for m in timeouts:
+        g = m.groups
+        variant = (g.get("op", ""), g.get("numel", ""))
+        groups.setdefault((g.get("pg", ""), g.get("code", "")), {}).setdefault(variant, []).append(m)
+    for variants in groups.values():
+        if len(variants) < 2:
+            continue
+        odd = min(variants.values(), key=lambda ms: (len(ms), ms[0].line_no))
+        ranks = sorted({r for r in (reporter(m) for m in odd) if r is not None})
+        first = odd[0]
+        extra = {"ranks": ", ".join(map(str, ranks))} if ranks else {}
+        return dataclasses.replace(first, signature=signature, groups={**first.groups, **extra})
+    return None
+
+
+_LAUNCHER_EXITS = frozenset({"elastic-worker-failed", "torchrun-exit-sigkill", "native-segfault", "bus-error-exit"})
+
+
+def single_node_local_rank(hits: Iterable[Match]) -> int | None:
+    """The local rank torchrun reports as failed (`failed (exitcode: N) local_rank: L`), when the log
+    shows one host at most: on a single node the local rank is the global rank."""
+    for m in sorted(hits, key=lambda m: m.line_no):
+        if m.signature.id in _LAUNCHER_EXITS:
+            local = bounded_int(m.groups.get("detail"), max_digits=MAX_RANK_DIGITS)
+            if local is not None:
+                return local
+    return None

@@ -40,9 +40,13 @@ class Locator:
         # is the world, whose ranks are global ranks (sub-communicators number their own).
         self._nccl: dict[int, tuple[int, str, str]] = {}
         self._world = 0
+        # Every host the log's hits name or were printed on (bounded): is this a one-node log?
+        self.hosts: set[str] = set()
 
     def observe(self, match: Match) -> Match:
         """Learn from one hit (in line order) and return it with what is known filled in."""
+        if match.host and (match.host in self.hosts or len(self.hosts) < MAX_ENTRIES):
+            self.hosts.add(match.host)
         sig_id = match.signature.id
         g = match.groups
         line = match.line_no

@@ -29,6 +29,10 @@ _SYSLOG = LinearRegex(
     rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) ({_HOST}) "
     r"(?:kernel|nvidia-[\w\-]+|slurmd|slurmstepd|nv-fabricmanager|systemd[\w\-]*)(?:\[\d+\])?: "
     r"(?:\[\s*\d+\.\d+\] )?")
+# A bare ISO time stamp some log shippers put first (`2019-06-02T16:13:44.884Z: `).
+_STAMP = LinearRegex(r"\d{4}-\d\d-\d\d[T ][\d:.,]{5,20}(?:Z|[+\-]\d\d:?\d\d)?:? ")
+# Open MPI's `--tag-output`: `[jobid,rank]<stdout>:`.
+_OMPI = LinearRegex(r"\[\d{1,6},(\d{1,6})\]<std(?:out|err)>: ?")
 # dmesg time stamps carry no host but must not hide the message.
 _DMESG = LinearRegex(r"\[\s*\d+\.\d+\] ")
 # MPI / UCX style `[host:pid]` or `[host:pid :0:tid]`.
@@ -47,6 +51,13 @@ def split_prefix_bytes(data: bytes) -> tuple[LineContext, int]:
     # Each pattern is tried only where its first byte could start it (most lines have no prefix, so
     # this skips most calls). The numbers are at most six ASCII digits: int() is always cheap.
     first = data[pos:pos + 1]
+    if first.isdigit() and not _SYSLOG.match_spans(data, pos) and (m := _STAMP.match_spans(data, pos)):
+        pos = m[0][1]
+        first = data[pos:pos + 1]
+    if first == b"[" and (m := _OMPI.match_spans(data, pos)):
+        rank = int(data[m[1][0]:m[1][1]])
+        pos = m[0][1]
+        first = data[pos:pos + 1]
     if first in _SPACE_OR_DIGIT and (m := _SRUN_TASK.match_spans(data, pos)):
         task = int(data[m[1][0]:m[1][1]])
         pos = m[0][1]
@@ -66,7 +77,9 @@ def split_prefix_bytes(data: bytes) -> tuple[LineContext, int]:
     else:
         m = _SYSLOG.match_spans(data, pos) if first.isdigit() else None
     if m:
-        host = data[m[1][0]:m[1][1]].decode("ascii")
+        # The launcher's prefix (pdsh/DeepSpeed `node01: `) names the host as the scheduler knows it;
+        # NCCL's own gethostname() may be a container or VM name. Keep the outer one.
+        host = host or data[m[1][0]:m[1][1]].decode("ascii")
         pos = m[0][1]
     elif first == b"[" and (m := _DMESG.match_spans(data, pos)):
         pos = m[0][1]

@@ -18,7 +18,12 @@ from collections.abc import Iterable
 from pydantic import Field
 
 from goodput.diagnose.signatures.confidence import Confidence, Ingredients, grade
-from goodput.diagnose.signatures.crossline import recurring_app_xid, silent_rank
+from goodput.diagnose.signatures.crossline import (
+    collective_mismatch,
+    recurring_app_xid,
+    silent_rank,
+    single_node_local_rank,
+)
 from goodput.diagnose.signatures.locate import Locator
 from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, ROLE_ORDER, Match, RestartEffect, Role, Signature
 from goodput.models import Category, CulpritKind, Frozen
@@ -148,27 +153,8 @@ class VerdictBuilder:
         return (ROLE_ORDER[self.role_of(match)], match.signature.precedence, -match.line_no)
 
     def _collective_mismatch(self) -> Match | None:
-        """Timeouts with one sequence number in one process group but different operations or sizes:
-        the ranks ran different collectives, an application bug. The minority ranks are named."""
         signature = self._mismatch or _default_mismatch()
-        if signature is None:
-            return None
-        groups: dict[tuple[str, str], dict[tuple[str, str], list[Match]]] = {}
-        for m in self._timeouts:
-            g = m.groups
-            # Without a process-group id (older PyTorch) all timeouts are taken as one group: a log
-            # of one job rarely times out in two groups at the same sequence number.
-            variant = (g.get("op", ""), g.get("numel", ""))
-            groups.setdefault((g.get("pg", ""), g.get("code", "")), {}).setdefault(variant, []).append(m)
-        for variants in groups.values():
-            if len(variants) < 2:
-                continue
-            odd = min(variants.values(), key=lambda ms: (len(ms), ms[0].line_no))
-            ranks = sorted({r for r in (_reporting_rank(m) for m in odd) if r is not None})
-            first = odd[0]
-            extra = {"ranks": ", ".join(map(str, ranks))} if ranks else {}
-            return dataclasses.replace(first, signature=signature, groups={**first.groups, **extra})
-        return None
+        return collective_mismatch(self._timeouts, signature, _reporting_rank) if signature else None
 
     def build(self) -> Verdict:
         mismatch = self._collective_mismatch()
@@ -193,6 +179,9 @@ class VerdictBuilder:
         supporting = [m for m in ranked
                       if m.signature.category == sig.category and self.role_of(m) is lead_role]
         kind, culprit, host, gpu, rank = self._culprit(supporting)
+        if kind is CulpritKind.APP and culprit is None and len(self.locator.hosts) <= 1:
+            rank = single_node_local_rank(ranked)
+            culprit = f"rank {rank}" if rank is not None else None
         # Whether the node must go is the signature's call; naming it is a separate question. A GPU
         # fault is printed on the GPU's own node, so a log that does not spell its host still says
         # which node: the one that produced it (live, the watcher or push stream knows which that
