@@ -116,6 +116,11 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bool]
         "slurmstepd: error: *** STEP 5.0 STEPD TERMINATED ON cn106 AT 2026-11-29T01:00:00 DUE TO JOB NOT ENDING "
         "WITH SIGNALS ***", "slurmstepd: error: *** JOB 5 ON cn106 CANCELLED AT 2026-11-29T00:59:00 ***"],
      Category.NODE_FAILURE, CulpritKind.NODE, "cn106", True, False),
+    ("srun-tears-the-step-down-after-a-gpu-fault", [
+        XID.format(h="node12", bus="3b", code=79, pid=7, tail="GPU has fallen off the bus."),
+        "srun: error: node12: task 3: Exited with exit code 1", "srun: Terminating StepId=55.0",
+        "slurmstepd: error: *** STEP 55.0 ON node12 CANCELLED AT 2026-11-29T01:00:00 ***"],
+     Category.GPU_HARDWARE, CulpritKind.GPU, "node12 GPU 0000:3b:00", True, True),
     ("shm-too-small", ["RuntimeError: DataLoader worker (pid 4) is killed by signal: Bus error. It is possible "
                        "that dataloader's workers are out of shared memory."],
      Category.APP_ERROR, CulpritKind.APP, None, False, False),
@@ -155,3 +160,10 @@ def test_confidence_and_what_would_settle_it(log: list[str], confidence: Confide
         assert v.settle is None
     else:
         assert v.settle is not None and settle_mentions in v.settle
+
+
+def test_a_silent_rank_is_found_without_building_the_range_a_hostile_line_claims() -> None:
+    lines = [TIMEOUT.format(r=r) for r in (0, 1, 2)] + [TIMEOUT.format(r=999_999_999)]
+    v = classify_lines(lines)  # no gap analysis over a billion ranks: max rank != number of reporters
+    assert (v.category, v.culprit) == (Category.NCCL_TIMEOUT, None)
+    assert classify_lines([TIMEOUT.format(r=r) for r in (1, 2, 3)]).culprit == "rank 0"

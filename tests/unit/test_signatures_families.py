@@ -109,6 +109,7 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("srun: error: gpu-7: task 0: Exited with exit code 93", "nvrx-exit-93", {}),
     ("Timeout (0:30:00)!", "faulthandler-timeout-dump", {}),
     ("Failures:", "torchrun-other-failures", {}),
+    ("slurmstepd: error: *** STEP 63532.0 ON cn106 CANCELLED AT 2020-12-14T09:43:55 ***", "slurm-step-cancelled", {}),
     ("n1:4:4 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 169.254.20.10<43369> failed : "
      "Software caused connection abort", "nccl-bootstrap-connect-failed", {"peer": "169.254.20.10"}),
     ("[W socket.cpp:663] [c10d] The client socket has failed to connect to any network address of (05, 40323).",

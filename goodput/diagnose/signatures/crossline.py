@@ -58,11 +58,12 @@ def silent_rank(timeouts: Iterable[Match], reporter: Callable[[Match], int | Non
         g = m.groups
         groups.setdefault((g.get("pg", ""), g.get("code", ""), g.get("op", "")), set()).add(rank)
     for (_, seq, op), ranks in groups.items():
-        if len(ranks) < MIN_REPORTERS_FOR_SILENT_RANK:
+        # Exactly one gap in 0..max: the count says so without building the range (a hostile line
+        # can claim rank 999,999,999).
+        if len(ranks) < MIN_REPORTERS_FOR_SILENT_RANK or max(ranks) != len(ranks):
             continue
-        missing = set(range(max(ranks) + 1)) - ranks
-        if len(missing) == 1:
-            return SilentRank(rank=missing.pop(), reporters=len(ranks), seq=seq, op=op)
+        gap = next(expected for expected, rank in enumerate([*sorted(ranks), -1]) if rank != expected)
+        return SilentRank(rank=gap, reporters=len(ranks), seq=seq, op=op)
     return None
 
 
