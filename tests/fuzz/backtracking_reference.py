@@ -26,7 +26,7 @@ _SYSLOG = re.compile(
     rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) ({_HOST}) "
     r"(?:kernel|nvidia-[\w\-]+|slurmd|slurmstepd|nv-fabricmanager|systemd[\w\-]*)(?:\[\d+\])?: "
     r"(?:\[\s*\d+\.\d+\] )?")
-_DMESG = re.compile(r"\[\s*\d+\.\d+\] ")
+_DMESG = re.compile(r"\[\s*\+?\d+\.\d+\] ")
 _MPI = re.compile(rf"\[({_HOST}):\d+(?: ?:\d+:\d+)?\] ")
 _STAMP = re.compile(r"\d{4}-\d\d-\d\d[T ][\d:.,]{5,20}(?:Z|[+\-]\d\d:?\d\d)?:? ")
 _OMPI = re.compile(r"\[\d{1,6},(\d{1,6})\]<std(?:out|err)>: ?")

@@ -83,6 +83,15 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bool]
     ("heartbeat-on-every-rank", [f"[rank{r}]:[E1129] [PG ID 0 PG GUID 0 Rank {r}] ProcessGroupNCCL's watchdog got "
                                  "stuck for 480 seconds" for r in (0, 1, 2)],
      Category.HANG, CulpritKind.UNKNOWN, None, False, True),
+    ("stuck-in-the-nvidia-driver", [
+        "Nov 29 07:41:02 h7 kernel: task:python3.11      state:D stack:    0 pid:15277 ppid: 15257",
+        "Nov 29 07:41:02 h7 kernel:  mutex_lock+0x34/0x40",
+        "Nov 29 07:41:02 h7 kernel:  uvm_ioctl+0x13e0/0x16f0 [nvidia_uvm]"],
+     Category.HANG, CulpritKind.NODE, "h7", True, True),
+    ("stuck-in-a-filesystem-is-not-the-gpu", [
+        "Nov 29 07:41:02 h7 kernel: task:python3.11      state:D stack:    0 pid:15277 ppid: 15257",
+        "Nov 29 07:41:02 h7 kernel:  nfs_wait_bit_killable+0x20/0x90 [nfs]"],
+     Category.UNKNOWN, CulpritKind.UNKNOWN, None, False, False),
     # Hardware versus application inside one family.
     ("xid-13-alone-is-the-app", [XID.format(h="h1", bus="3b", code=13, pid=7, tail="Graphics Exception")],
      Category.APP_ERROR, CulpritKind.APP, None, False, False),
@@ -121,6 +130,21 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bool]
         "srun: error: node12: task 3: Exited with exit code 1", "srun: Terminating StepId=55.0",
         "slurmstepd: error: *** STEP 55.0 ON node12 CANCELLED AT 2026-11-29T01:00:00 ***"],
      Category.GPU_HARDWARE, CulpritKind.GPU, "node12 GPU 0000:3b:00", True, True),
+    ("nvrx-killed-a-hung-rank-then-gave-up", [
+        "[ft_launcher12@n1] Did not get subsequent heartbeat. Waited 5.00 seconds.",
+        "failed (exitcode: -9) local_rank: 1 (pid: 4242) of binary: /usr/bin/python",
+        "[default] Worker group FAILED. 1/1 attempts left; will restart worker group",
+        "Some rank(s) exited with non-zero exit code: {1: -9}. Agent's exit code = 1"],
+     Category.HANG, CulpritKind.RANK, "rank 1", False, True),
+    ("nvrx-restarted-a-hung-rank-in-job", [
+        "[ft_launcher12@n1] Did not get subsequent heartbeat. Waited 5.00 seconds.",
+        "failed (exitcode: -9) local_rank: 1 (pid: 4242) of binary: /usr/bin/python",
+        "[default] Worker group FAILED. 1/1 attempts left; will restart worker group"],
+     Category.HANG, CulpritKind.RANK, "rank 1", False, False),
+    ("nvrx-no-progress-93", [
+        "Training cycle #2 made NO progress (iteration 120 -> 120)",
+        "EARLY TERMINATION: the launcher decided the job must not be restarted (no_progress). Agent's exit code = 93"],
+     Category.APP_ERROR, CulpritKind.APP, None, False, False),
     ("shm-too-small", ["RuntimeError: DataLoader worker (pid 4) is killed by signal: Bus error. It is possible "
                        "that dataloader's workers are out of shared memory."],
      Category.APP_ERROR, CulpritKind.APP, None, False, False),

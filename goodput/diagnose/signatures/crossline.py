@@ -34,6 +34,16 @@ RECURRING_XID = Signature(
                  "the GPU (or its memory) is faulty. Drain the node and reset or replace the GPU."))
 
 
+# A task stuck in uninterruptible sleep whose stack, within this many lines, is inside the driver.
+DRIVER_FRAME_SPAN = 40
+DRIVER_HANG = Signature(
+    id="gpu-driver-hang", family="gpu", category=Category.HANG, culprit_kind=CulpritKind.NODE, precedence=96,
+    pattern=r"state:D", literals=("state:D",), restart=True, drain=True,
+    explanation=("A process is stuck in uninterruptible sleep inside the NVIDIA driver (its kernel stack "
+                 "runs through nvidia/nvidia_uvm): the GPU or its driver hangs, nothing on this node makes "
+                 "progress until the node is reset. Drain it and restart the job elsewhere."))
+
+
 @dataclass(frozen=True, slots=True)
 class SilentRank:
     rank: int
@@ -125,4 +135,13 @@ def single_node_local_rank(hits: Iterable[Match]) -> int | None:
             local = bounded_int(m.groups.get("detail"), max_digits=MAX_RANK_DIGITS)
             if local is not None:
                 return local
+    return None
+
+
+def driver_hang(stuck: list[Match], driver_frames: list[int]) -> Match | None:
+    """A D-state task report followed, within a few lines, by a frame in the NVIDIA driver."""
+    for m in stuck:
+        if any(0 < line - m.line_no <= DRIVER_FRAME_SPAN for line in driver_frames):
+            return Match(signature=DRIVER_HANG, line_no=m.line_no, text=m.text, groups=dict(m.groups),
+                         context=m.context)
     return None

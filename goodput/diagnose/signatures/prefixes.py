@@ -34,7 +34,7 @@ _STAMP = LinearRegex(r"\d{4}-\d\d-\d\d[T ][\d:.,]{5,20}(?:Z|[+\-]\d\d:?\d\d)?:? 
 # Open MPI's `--tag-output`: `[jobid,rank]<stdout>:`.
 _OMPI = LinearRegex(r"\[\d{1,6},(\d{1,6})\]<std(?:out|err)>: ?")
 # dmesg time stamps carry no host but must not hide the message.
-_DMESG = LinearRegex(r"\[\s*\d+\.\d+\] ")
+_DMESG = LinearRegex(r"\[\s*\+?\d+\.\d+\] ")
 # MPI / UCX style `[host:pid]` or `[host:pid :0:tid]`.
 _MPI = LinearRegex(rf"\[({_HOST}):\d+(?: ?:\d+:\d+)?\] ")
 # `\s` in RE2 is ASCII whitespace: tab, newline, form feed, carriage return, space (no \v).

@@ -20,6 +20,7 @@ from pydantic import Field
 from goodput.diagnose.signatures.confidence import Confidence, Ingredients, grade
 from goodput.diagnose.signatures.crossline import (
     collective_mismatch,
+    driver_hang,
     recurring_app_xid,
     silent_rank,
     single_node_local_rank,
@@ -41,6 +42,9 @@ SOURCE_NODE = "the node that produced this log"
 _TIMEOUT_ID = "nccl-watchdog-timeout"
 _MISMATCH_ID = "nccl-collective-mismatch"
 _HEARTBEAT_ID = "nccl-heartbeat-stuck"
+# A launcher that kills a hung rank itself (NVRx's rank monitor) leaves exit code -9: not the OOM killer.
+_LAUNCHER_KILLS = frozenset({"nvrx-heartbeat-timeout", "nvrx-section-timeout"})
+_SIGKILL_ID = "torchrun-exit-sigkill"
 # torchrun's failure summary: "Failures:" lists the other ranks' exits, then the root cause.
 _OTHER_FAILURES_ID = "torchrun-other-failures"
 _ROOT_CAUSE_ID = "torchrun-root-cause"
@@ -104,6 +108,10 @@ class VerdictBuilder:
         # The last line of each restart effect seen (what the launcher did about the failure).
         self._effects: dict[RestartEffect, int] = {}
         self._never: Signature | None = None
+        self._launcher_kill_at: int | None = None
+        # Kernel reports of stuck tasks and lines of NVIDIA driver frames (locators, bounded).
+        self._stuck: list[Match] = []
+        self._driver_frames: list[int] = []
         # Line spans of torchrun's "Failures:" sections (other ranks' exits: teardown, not causes).
         self._others_from: int | None = None
         self._others: list[tuple[int, int]] = []
@@ -117,12 +125,18 @@ class VerdictBuilder:
             self._effects[sig.restart_effect] = match.line_no
             if sig.restart_effect is RestartEffect.NEVER:
                 self._never = sig
+        if sig.id in _LAUNCHER_KILLS and self._launcher_kill_at is None:
+            self._launcher_kill_at = match.line_no
         if sig.id == _OTHER_FAILURES_ID:
             self._others_from = match.line_no
         elif sig.id == _ROOT_CAUSE_ID and self._others_from is not None:
             if len(self._others) < MAX_TIMEOUTS:
                 self._others.append((self._others_from, match.line_no))
             self._others_from = None
+        if sig.id == "kernel-task-d-state" and len(self._stuck) < MAX_HITS_PER_SIGNATURE:
+            self._stuck.append(match)
+        elif sig.id == "kernel-nvidia-frame" and len(self._driver_frames) < MAX_TIMEOUTS:
+            self._driver_frames.append(match.line_no)
         if sig.role is Role.LOCATOR:
             return
         if sig.id == _TIMEOUT_ID and len(self._timeouts) < MAX_TIMEOUTS:
@@ -144,6 +158,8 @@ class VerdictBuilder:
         sig = match.signature
         if sig.role is Role.ROOT and any(lo < match.line_no < hi for lo, hi in self._others):
             return Role.KNOCK_ON
+        if sig.id == _SIGKILL_ID and self._launcher_kill_at is not None and match.line_no > self._launcher_kill_at:
+            return Role.KNOCK_ON
         if (self._terminated_at is not None and match.line_no > self._terminated_at
                 and not sig.terminates and sig.role is Role.ROOT and sig.category in _TEARDOWN):
             return Role.KNOCK_ON
@@ -160,9 +176,9 @@ class VerdictBuilder:
         mismatch = self._collective_mismatch()
         if mismatch is not None:
             self._hits.append(mismatch)
-        recurring = recurring_app_xid(self._hits)
-        if recurring is not None:
-            self._hits.append(recurring)
+        for synthesized in (recurring_app_xid(self._hits), driver_hang(self._stuck, self._driver_frames)):
+            if synthesized is not None:
+                self._hits.append(synthesized)
         if not self._hits:
             confidence, settle = grade(Ingredients(
                 category=Category.UNKNOWN, culprit_kind=CulpritKind.UNKNOWN, culprit_named=False,
@@ -179,7 +195,8 @@ class VerdictBuilder:
         supporting = [m for m in ranked
                       if m.signature.category == sig.category and self.role_of(m) is lead_role]
         kind, culprit, host, gpu, rank = self._culprit(supporting)
-        if kind is CulpritKind.APP and culprit is None and len(self.locator.hosts) <= 1:
+        if kind in (CulpritKind.APP, CulpritKind.RANK) and culprit is None and len(self.locator.hosts) <= 1:
+            # The rank the launcher saw fail (or killed, hung) is the culprit on a one-node log.
             rank = single_node_local_rank(ranked)
             culprit = f"rank {rank}" if rank is not None else None
         # Whether the node must go is the signature's call; naming it is a separate question. A GPU
