@@ -38,7 +38,7 @@ class Excerpt(BaseModel):
     file: str
     provenance: str = Field(min_length=3)
     url: str = Field(pattern=r"^https://")
-    source: Literal["issue", "logbook", "ci-log", "docs", "code"]
+    source: Literal["issue", "logbook", "ci-log", "docs", "code", "run"]
     form: Literal["verbatim", "retyped"] = "retyped"
     category: Category
     benign: bool = False

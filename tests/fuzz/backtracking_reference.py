@@ -30,6 +30,10 @@ _DMESG = re.compile(r"\[\s*\+?\d+\.\d+\] ")
 _MPI = re.compile(rf"\[({_HOST}):\d+(?: ?:\d+:\d+)?\] ")
 _STAMP = re.compile(r"\d{4}-\d\d-\d\d[T ][\d:.,]{5,20}(?:Z|[+\-]\d\d:?\d\d)?:? ")
 _OMPI = re.compile(r"\[\d{1,6},(\d{1,6})\]<std(?:out|err)>: ?")
+_NVRX_OLD = re.compile(rf"\[\d{{4}}-\d\d-\d\d [\d:,.]{{8,15}}\] \[[A-Z]{{3,8}}\] \[[A-Za-z_]{{1,32}}\d{{0,9}}@({_HOST})"
+                       r"(?::(\d{1,6}))?\] ", re.ASCII)
+_NVRX_NEW = re.compile(rf"\[[A-Z]{{3,8}}\] \[({_HOST})\] \[workload:[^(\]]{{0,16}}\((\d{{1,6}}|\?)\)[^\]]{{0,60}}\] "
+                       r"[\w.\-]{1,64}:\d{1,6} ", re.ASCII)
 
 
 
@@ -38,9 +42,17 @@ def old_split_prefix(line: str) -> tuple[LineContext, str]:
     rank: int | None = None
     task: int | None = None
     pos = 0
+    m = _NVRX_OLD.match(line, pos)
+    if m:
+        host, pos = m.group(1), m.end()
+        rank = int(m.group(2)) if m.group(2) else None
     m = None if _SYSLOG.match(line, pos) else _STAMP.match(line, pos)
     if m:
         pos = m.end()
+        m = _NVRX_NEW.match(line, pos)
+        if m:
+            host, pos = m.group(1), m.end()
+            rank = int(m.group(2)) if m.group(2).isdigit() else rank
     m = _OMPI.match(line, pos)
     if m:
         rank, pos = int(m.group(1)), m.end()

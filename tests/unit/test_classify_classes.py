@@ -145,6 +145,14 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bool]
         "Training cycle #2 made NO progress (iteration 120 -> 120)",
         "EARLY TERMINATION: the launcher decided the job must not be restarted (no_progress). Agent's exit code = 93"],
      Category.APP_ERROR, CulpritKind.APP, None, False, False),
+    ("a-worker-exit-status-then-its-peers-lose-the-connection", [
+        "E1201 06:47:12.003000 26251 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 7) "
+        "local_rank: 1 (pid: 26258) of binary: /usr/bin/python",
+        "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+        "[127.0.0.1]:5555",
+        "2026-12-01 06:47:12,004 [INFO] [vm] [workload:?(?) infra:?(?)] launcher.py:636 [default] Worker group "
+        "UNHEALTHY. 2/2 attempts left; will restart worker group"],
+     Category.APP_ERROR, CulpritKind.APP, "rank 1", False, False),
     ("shm-too-small", ["RuntimeError: DataLoader worker (pid 4) is killed by signal: Bus error. It is possible "
                        "that dataloader's workers are out of shared memory."],
      Category.APP_ERROR, CulpritKind.APP, None, False, False),

@@ -246,8 +246,10 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory "
      "(shm).", "dataloader-shm-bus-error", {}),
     ("W1129 api.py:897] Sending process 41878 closing signal SIGTERM", "elastic-closing-siblings", {}),
+    ("E1129 api.py:869] failed (exitcode: -15) local_rank: 2 (pid: 7733) of binary: /usr/bin/python",
+     "elastic-worker-failed", {"exitcode": "-15"}),
     ("E1129 api.py:869] failed (exitcode: 1) local_rank: 2 (pid: 7733) of binary: /usr/bin/python",
-     "elastic-worker-failed", {"exitcode": "1"}),
+     "elastic-worker-exit-status", {"exitcode": "1"}),
     ("  exitcode  : 2 (pid: 140389)", "torchrun-summary-exitcode", {"exitcode": "2"}),
     ("[rank5]: Traceback (most recent call last):", "python-traceback", {}),
     (K + "NVRM: fallen off the bus and is not responding to commands.", "gpu-off-bus-banner", {}),

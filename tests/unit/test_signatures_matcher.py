@@ -48,6 +48,14 @@ def test_the_literal_prefilter_finds_exactly_the_literals() -> None:
      "NCCL WARN x"),
     ("[1,3]<stderr>:NET/OFI Request failed", LineContext(rank=3), "NET/OFI Request failed"),
     ("node01: VM-0-14-centos:51:70 [0] NCCL WARN x", LineContext(host="node01"), "NCCL WARN x"),
+    ("[2026-12-01 06:43:41,184] [INFO] [RankMonServer26080@vm:1] Did not get subsequent heartbeat.",
+     LineContext(host="vm", rank=1), "Did not get subsequent heartbeat."),
+    ("[2026-12-01 06:43:41,184] [INFO] [ft_launcher26073@vm] [default] Worker group UNHEALTHY.",
+     LineContext(host="vm"), "[default] Worker group UNHEALTHY."),
+    ("2026-12-01 06:47:11,728 [WARNING] [vm] [workload:?(1) infra:?(?)] rank_monitor_server.py:497 [Cycle 0] x",
+     LineContext(host="vm", rank=1), "[Cycle 0] x"),
+    ("2026-12-01 06:47:12,004 [INFO] [vm] [workload:?(?) infra:?(?)] launcher.py:636 [default] y",
+     LineContext(host="vm"), "[default] y"),
 ])
 def test_prefixes(line: str, context: LineContext, body: str) -> None:
     assert split_prefix(line) == (context, body)

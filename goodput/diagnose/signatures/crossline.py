@@ -124,7 +124,8 @@ def collective_mismatch(timeouts: Iterable[Match], signature: Signature,
     return None
 
 
-_LAUNCHER_EXITS = frozenset({"elastic-worker-failed", "torchrun-exit-sigkill", "native-segfault", "bus-error-exit"})
+_LAUNCHER_EXITS = frozenset({"elastic-worker-failed", "elastic-worker-exit-status", "torchrun-exit-sigkill",
+                             "native-segfault", "bus-error-exit"})
 
 
 def single_node_local_rank(hits: Iterable[Match]) -> int | None:

@@ -33,6 +33,13 @@ _SYSLOG = LinearRegex(
 _STAMP = LinearRegex(r"\d{4}-\d\d-\d\d[T ][\d:.,]{5,20}(?:Z|[+\-]\d\d:?\d\d)?:? ")
 # Open MPI's `--tag-output`: `[jobid,rank]<stdout>:`.
 _OMPI = LinearRegex(r"\[\d{1,6},(\d{1,6})\]<std(?:out|err)>: ?")
+# NVRx's launcher logger: 0.4.x `[2026-12-01 06:43:41,184] [INFO] [ft_launcher26073@vm] ` (its rank
+# monitors `[RankMonServer26080@vm:1] `, the rank after the colon); 0.6+ after a bare time stamp
+# `[WARNING] [vm] [workload:?(1) infra:?(?)] rank_monitor_server.py:497 ` (the rank in the brackets).
+_NVRX_OLD = LinearRegex(r"\[\d{4}-\d\d-\d\d [\d:,.]{8,15}\] \[[A-Z]{3,8}\] "
+                        rf"\[[A-Za-z_]{{1,32}}\d{{0,9}}@({_HOST})(?::(\d{{1,6}}))?\] ")
+_NVRX_NEW = LinearRegex(rf"\[[A-Z]{{3,8}}\] \[({_HOST})\] \[workload:[^(\]]{{0,16}}\((\d{{1,6}}|\?)\)[^\]]{{0,60}}\] "
+                        r"[\w.\-]{1,64}:\d{1,6} ")
 # dmesg time stamps carry no host but must not hide the message.
 _DMESG = LinearRegex(r"\[\s*\+?\d+\.\d+\] ")
 # MPI / UCX style `[host:pid]` or `[host:pid :0:tid]`.
@@ -51,9 +58,21 @@ def split_prefix_bytes(data: bytes) -> tuple[LineContext, int]:
     # Each pattern is tried only where its first byte could start it (most lines have no prefix, so
     # this skips most calls). The numbers are at most six ASCII digits: int() is always cheap.
     first = data[pos:pos + 1]
+    if first == b"[" and (m := _NVRX_OLD.match_spans(data, pos)):
+        host = data[m[1][0]:m[1][1]].decode("ascii")
+        if m[2][0] >= 0:
+            rank = int(data[m[2][0]:m[2][1]])
+        pos = m[0][1]
+        first = data[pos:pos + 1]
     if first.isdigit() and not _SYSLOG.match_spans(data, pos) and (m := _STAMP.match_spans(data, pos)):
         pos = m[0][1]
         first = data[pos:pos + 1]
+        if first == b"[" and (m := _NVRX_NEW.match_spans(data, pos)):
+            host = data[m[1][0]:m[1][1]].decode("ascii")
+            if data[m[2][0]:m[2][1]].isdigit():
+                rank = int(data[m[2][0]:m[2][1]])
+            pos = m[0][1]
+            first = data[pos:pos + 1]
     if first == b"[" and (m := _OMPI.match_spans(data, pos)):
         rank = int(data[m[1][0]:m[1][1]])
         pos = m[0][1]

@@ -195,10 +195,13 @@ class VerdictBuilder:
         supporting = [m for m in ranked
                       if m.signature.category == sig.category and self.role_of(m) is lead_role]
         kind, culprit, host, gpu, rank = self._culprit(supporting)
-        if kind in (CulpritKind.APP, CulpritKind.RANK) and culprit is None and len(self.locator.hosts) <= 1:
-            # The rank the launcher saw fail (or killed, hung) is the culprit on a one-node log.
-            rank = single_node_local_rank(ranked)
-            culprit = f"rank {rank}" if rank is not None else None
+        if kind in (CulpritKind.APP, CulpritKind.RANK) and len(self.locator.hosts) <= 1:
+            if culprit is None:
+                # The rank the launcher saw fail (or killed, hung) is the culprit on a one-node log.
+                rank = single_node_local_rank(ranked)
+                culprit = f"rank {rank}" if rank is not None else None
+            if rank is not None and host is None and self.locator.hosts:
+                host = next(iter(self.locator.hosts))  # the only host the log shows ran every rank
         # Whether the node must go is the signature's call; naming it is a separate question. A GPU
         # fault is printed on the GPU's own node, so a log that does not spell its host still says
         # which node: the one that produced it (live, the watcher or push stream knows which that
