@@ -109,6 +109,7 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("srun: error: gpu-7: task 0: Exited with exit code 93", "nvrx-exit-93", {}),
     ("Timeout (0:30:00)!", "faulthandler-timeout-dump", {}),
     ("Failures:", "torchrun-other-failures", {}),
+    ("mlx5: SH-IDC1-10-140-24-95: got completion with error:", "mlx5-cqe-error", {"host": "SH-IDC1-10-140-24-95"}),
     ("[  +0.000049] task:python3.11      state:D stack:    0 pid:15277 ppid: 15257 flags:0x00000002",
      "kernel-task-d-state", {"detail": "python3.11"}),
     ("[  +0.000034]  uvm_mem_map_gpu_kernel+0xcc/0x1a0 [nvidia_uvm]", "kernel-nvidia-frame", {}),
