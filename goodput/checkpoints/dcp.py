@@ -3,7 +3,9 @@
 torch.distributed.checkpoint writes one `__<rank>_<n>.distcp` file per rank (and writer thread)
 and the coordinator writes `.metadata` last, so `.metadata` is the commit marker: shards without
 it are a save that never finished. `.metadata` is a pickle and is never read (only its size);
-the shard set is checked for empty files and gaps in the rank numbers. torchtitan (`step-N/`
+the shard set is checked for empty files, gaps in the rank numbers, and ranks missing a writer
+thread's file (megatron-core writes `__<rank>_<thread>.distcp` per rank and per writer thread, so
+every rank has the same threads). torchtitan (`step-N/`
 under the dump folder's `checkpoint/`) and NeMo 2 (`...step=N.../weights/`) are DCP underneath.
 """
 
@@ -21,6 +23,7 @@ from goodput.checkpoints.scan import (
     by_name,
     first_missing,
     listing,
+    missing_cells,
     step_from_name,
     strip_temp,
     temp_reason,
@@ -54,14 +57,17 @@ def check_dcp(entries: list[Entry], tally: Tally, where: str = "") -> None:
     else:
         tally.nonempty(metadata, f"{prefix}.metadata", key=f"{prefix}.metadata")
     ranks: set[int] = set()
+    files: set[tuple[int, int]] = set()
     for entry in entries:
         match = _SHARD.match(entry.name)
         if match and not entry.is_dir:
-            rank = step_number(match.group(1))
-            if rank is None:
-                tally.problem(f"shard {prefix}{entry.name} has a rank number too long to be a rank")
+            rank, thread = step_number(match.group(1)), step_number(match.group(2))
+            if rank is None or thread is None:
+                what = "rank" if rank is None else "writer-thread"
+                tally.problem(f"shard {prefix}{entry.name} has a {what} number too long to be a {what}")
                 continue
             ranks.add(rank)
+            files.add((rank, thread))
             tally.nonempty(entry, f"shard {prefix}{entry.name}", key=f"{prefix}{entry.name}")
     tally.see_all(entries, prefix)
     if not ranks:
@@ -72,6 +78,13 @@ def check_dcp(entries: list[Entry], tally: Tally, where: str = "") -> None:
         listed = ", ".join(map(str, shown)) + (", …" if missing > len(shown) else "")
         tally.problem(f"{prefix}shards of rank(s) {listed} are missing ({missing} in all; "
                       f"ranks seen up to {max(ranks)})")
+        return
+    threads = max(t for _, t in files) + 1
+    cells, absent = missing_cells(files, max(ranks) + 1, threads)
+    if absent:
+        listed = ", ".join(f"__{r}_{t}.distcp" for r, t in cells) + (", …" if absent > len(cells) else "")
+        tally.problem(f"{prefix}writer-thread shard(s) {listed} are missing ({absent} in all; every rank writes "
+                      f"{threads} file(s) __<rank>_0..{threads - 1}.distcp)")
 
 
 def _validate_dcp_dir(fs: FileSystem, path: str, name: str, step: int, layout: str,

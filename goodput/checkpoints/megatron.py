@@ -81,6 +81,10 @@ def _check_iteration(fs: FileSystem, path: str, name: str, tally: Tally) -> None
         names = by_name(entries)
         if "metadata.json" in names:
             read_json(fs, join(path, "metadata.json"), "metadata.json", tally)
+        else:
+            # megatron-core writes it last and refuses to load a distributed checkpoint without it.
+            tally.problem("metadata.json is missing: megatron-core writes it last and cannot load the "
+                          "checkpoint without it")
         if "common.pt" in names:
             tally.nonempty(names["common.pt"], "common.pt")
     else:

@@ -159,10 +159,11 @@ class FakeFileSystem:
 MB = 1024 * 1024
 
 
-def write_dcp(fs: FakeFileSystem, path: str, ranks: int = 4, mtime: float | None = None) -> str:
+def write_dcp(fs: FakeFileSystem, path: str, ranks: int = 4, mtime: float | None = None, threads: int = 1) -> str:
     fs.add_file(f"{path}/.metadata", size=4096, mtime=mtime)
     for rank in range(ranks):
-        fs.add_file(f"{path}/__{rank}_0.distcp", size=64 * MB, mtime=mtime)
+        for thread in range(threads):
+            fs.add_file(f"{path}/__{rank}_{thread}.distcp", size=64 * MB, mtime=mtime)
     return _norm(path)
 
 

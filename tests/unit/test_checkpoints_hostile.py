@@ -131,6 +131,13 @@ def test_a_rank_number_longer_than_a_step_is_refused(tmp_path: Path) -> None:
     assert any("rank number too long" in p for p in problems), problems
 
 
+def test_a_huge_writer_thread_number_is_one_problem_not_a_hundred_million_files(tmp_path: Path) -> None:
+    path = dcp_step(tmp_path, 5)
+    touch(path / "__0_99999999.distcp")
+    _, problems = find(tmp_path, "dcp")
+    assert [p for p in problems if "writer-thread shard(s)" in p and "in all" in p], problems
+
+
 def test_a_huge_deepspeed_data_parallel_rank_is_one_problem(tmp_path: Path) -> None:
     tag = deepspeed_step(tmp_path, 5)
     touch(tag / "zero_pp_rank_99999999_mp_rank_00_optim_states.pt")

@@ -98,6 +98,18 @@ def _dcp_rank_gap(fs: FakeFileSystem) -> None:
     fs.remove(f"{ROOT}/checkpoint_1000/__1_0.distcp")
 
 
+def _dcp_missing_writer_thread(fs: FakeFileSystem) -> None:
+    write_dcp(fs, f"{ROOT}/checkpoint_500", threads=2)
+    write_dcp(fs, f"{ROOT}/checkpoint_1000", threads=2)
+    fs.remove(f"{ROOT}/checkpoint_1000/__1_1.distcp")
+
+
+def _megatron_dist_metadata_json_missing(fs: FakeFileSystem) -> None:
+    write_megatron_dist(fs, ROOT, 500)
+    write_megatron_dist(fs, ROOT, 1000)
+    fs.remove(f"{ROOT}/iter_0001000/metadata.json")
+
+
 def _dcp_unsettled(fs: FakeFileSystem) -> None:
     write_dcp(fs, f"{ROOT}/step-500")
     write_dcp(fs, f"{ROOT}/step-1000")
@@ -196,6 +208,9 @@ CASES: dict[str, Case] = {
     "dcp-truncated-shard": Case(_dcp_empty_shard, "dcp", 500, {1000: "__3_0.distcp is empty"}),
     "dcp-rank-gap": Case(_dcp_rank_gap, "dcp", 500, {1000: "rank(s) 1 are missing"}),
     "dcp-unsettled-mtime": Case(_dcp_unsettled, "dcp", 500, {1000: "settle time"}),
+    "dcp-missing-writer-thread-file": Case(_dcp_missing_writer_thread, "dcp", 500, {1000: "__1_1.distcp"}),
+    "megatron-dist-no-metadata-json": Case(_megatron_dist_metadata_json_missing, "megatron", 500,
+                                           {1000: "metadata.json is missing"}),
     "deepspeed-valid": Case(_deepspeed_ok, "deepspeed", 1000),
     "deepspeed-latest-names-missing-dir": Case(_deepspeed_latest_missing_dir, "deepspeed", 500,
                                                {1000: "does not exist"}),
