@@ -89,11 +89,12 @@ class DcgmScraper:
         text = await self.fetch()
         observed_at = self._clock()
         try:
+            # Both steps read the exporter's bytes; either may refuse them with ExpositionError.
             metrics = parse_exposition(text)
+            samples = samples_from_metrics(metrics, observed_at=observed_at, node=self._node)
         except ExpositionError as err:
             raise DcgmScrapeError(self.url, f"not a Prometheus text exposition ({err})",
                                   retryable=False) from err
-        samples = samples_from_metrics(metrics, observed_at=observed_at, node=self._node)
         if not samples:
             raise DcgmScrapeError(self.url, "no DCGM_FI_* GPU metrics in the response "
                                   "(is this a dcgm-exporter?)", retryable=False)
