@@ -230,6 +230,8 @@ def mutated_json(draw: st.DrawFn, names: list[str]) -> str:
             parent[path[-1]]
         except (KeyError, IndexError, TypeError):
             continue  # an earlier change removed or replaced it
+        if not isinstance(parent, dict | list):
+            continue  # an earlier change put a string here: indexing it works, assigning does not
         if draw(st.booleans()):
             parent[path[-1]] = draw(json_values)
         elif isinstance(parent, dict):
