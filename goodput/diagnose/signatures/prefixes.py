@@ -64,7 +64,11 @@ def split_prefix_bytes(data: bytes) -> tuple[LineContext, int]:
             rank = int(data[m[2][0]:m[2][1]])
         pos = m[0][1]
         first = data[pos:pos + 1]
-    if first.isdigit() and not _SYSLOG.match_spans(data, pos) and (m := _STAMP.match_spans(data, pos)):
+    # A syslog prefix starting with a digit (ISO time) is tried once here and its answer reused below
+    # when nothing moved `pos` in between: this is the hot path for kernel logs.
+    syslog_at = pos
+    syslog = _SYSLOG.match_spans(data, pos) if first.isdigit() else None
+    if first.isdigit() and not syslog and (m := _STAMP.match_spans(data, pos)):
         pos = m[0][1]
         first = data[pos:pos + 1]
         if first == b"[" and (m := _NVRX_NEW.match_spans(data, pos)):
@@ -93,8 +97,10 @@ def split_prefix_bytes(data: bytes) -> tuple[LineContext, int]:
         m = _NCCL.match_spans(data, pos) or (_SYSLOG.match_spans(data, pos) if first.isupper() else None)
     elif first == b"[":
         m = _MPI.match_spans(data, pos)
+    elif first.isdigit():
+        m = syslog if pos == syslog_at else _SYSLOG.match_spans(data, pos)
     else:
-        m = _SYSLOG.match_spans(data, pos) if first.isdigit() else None
+        m = None
     if m:
         # The launcher's prefix (pdsh/DeepSpeed `node01: `) names the host as the scheduler knows it;
         # NCCL's own gethostname() may be a container or VM name. Keep the outer one.

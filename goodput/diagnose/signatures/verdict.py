@@ -48,6 +48,9 @@ _SIGKILL_ID = "torchrun-exit-sigkill"
 # torchrun's failure summary: "Failures:" lists the other ranks' exits, then the root cause.
 _OTHER_FAILURES_ID = "torchrun-other-failures"
 _ROOT_CAUSE_ID = "torchrun-root-cause"
+# A task the kernel reports stuck in D state, and a stack frame in the NVIDIA driver.
+_STUCK_TASK_ID = "kernel-task-d-state"
+_DRIVER_FRAME_ID = "kernel-nvidia-frame"
 _RANK_IN_MESSAGE = LinearRegex(r"\bRank (\d{1,9})\]")
 # Categories whose lines after a Slurm termination banner are consequences of the termination.
 _TEARDOWN = frozenset({Category.APP_ERROR, Category.OOM, Category.NCCL_TIMEOUT, Category.NETWORK,
@@ -105,9 +108,8 @@ class VerdictBuilder:
         self._terminated_at: int | None = None
         self._mismatch = mismatch
         self._timeouts: list[Match] = []
-        # The last line of each restart effect seen (what the launcher did about the failure).
-        self._effects: dict[RestartEffect, int] = {}
-        self._never: Signature | None = None
+        # The last hit of each restart effect seen (what the launcher did about the failure).
+        self._effects: dict[RestartEffect, Match] = {}
         self._launcher_kill_at: int | None = None
         # Kernel reports of stuck tasks and lines of NVIDIA driver frames (locators, bounded).
         self._stuck: list[Match] = []
@@ -122,9 +124,7 @@ class VerdictBuilder:
         if sig.terminates and self._terminated_at is None:
             self._terminated_at = match.line_no
         if sig.restart_effect is not RestartEffect.NONE:
-            self._effects[sig.restart_effect] = match.line_no
-            if sig.restart_effect is RestartEffect.NEVER:
-                self._never = sig
+            self._effects[sig.restart_effect] = match
         if sig.id in _LAUNCHER_KILLS and self._launcher_kill_at is None:
             self._launcher_kill_at = match.line_no
         if sig.id == _OTHER_FAILURES_ID:
@@ -133,9 +133,9 @@ class VerdictBuilder:
             if len(self._others) < MAX_TIMEOUTS:
                 self._others.append((self._others_from, match.line_no))
             self._others_from = None
-        if sig.id == "kernel-task-d-state" and len(self._stuck) < MAX_HITS_PER_SIGNATURE:
+        if sig.id == _STUCK_TASK_ID and len(self._stuck) < MAX_HITS_PER_SIGNATURE:
             self._stuck.append(match)
-        elif sig.id == "kernel-nvidia-frame" and len(self._driver_frames) < MAX_TIMEOUTS:
+        elif sig.id == _DRIVER_FRAME_ID and len(self._driver_frames) < MAX_TIMEOUTS:
             self._driver_frames.append(match.line_no)
         if sig.role is Role.LOCATOR:
             return
@@ -154,9 +154,13 @@ class VerdictBuilder:
             self.add(m)
         return self
 
+    def _in_other_failures(self, line_no: int) -> bool:
+        """Whether a line lies in a torchrun summary's "Failures:" section (the other ranks' exits)."""
+        return any(lo < line_no < hi for lo, hi in self._others)
+
     def role_of(self, match: Match) -> Role:
         sig = match.signature
-        if sig.role is Role.ROOT and any(lo < match.line_no < hi for lo, hi in self._others):
+        if sig.role is Role.ROOT and self._in_other_failures(match.line_no):
             return Role.KNOCK_ON
         if sig.id == _SIGKILL_ID and self._launcher_kill_at is not None and match.line_no > self._launcher_kill_at:
             return Role.KNOCK_ON
@@ -260,13 +264,14 @@ class VerdictBuilder:
         if not wanted:
             return False, None
         never = self._effects.get(RestartEffect.NEVER)
-        if never is not None and self._never is not None:
-            return False, f"Not restarted: line {never} ({self._never.id}) says so. {self._never.explanation}"
+        if never is not None:
+            return False, (f"Not restarted: line {never.line_no} ({never.signature.id}) says so. "
+                           f"{never.signature.explanation}")
         in_job = self._effects.get(RestartEffect.IN_JOB)
         gave_up = self._effects.get(RestartEffect.GAVE_UP)
-        if in_job is not None and (gave_up is None or gave_up < in_job):
-            return False, (f"The job's own launcher restarted it in-job (line {in_job}) and did not give up "
-                           "afterwards; a cluster restart on top would be a double restart.")
+        if in_job is not None and (gave_up is None or gave_up.line_no < in_job.line_no):
+            return False, (f"The job's own launcher restarted it in-job (line {in_job.line_no}) and did not give "
+                           "up afterwards; a cluster restart on top would be a double restart.")
         return True, None
 
     def _rival(self, lead: Match, ranked: list[Match]) -> Category | None:
@@ -365,7 +370,7 @@ class VerdictBuilder:
             parts.append("No node is drained because the log does not name the failed node.")
         elif drain and host is None:
             parts.append("The log does not name the host: drain the node this log was taken from.")
-        if self._others and any(lo < m.line_no < hi for m in consequences for lo, hi in self._others):
+        if any(self._in_other_failures(m.line_no) for m in consequences):
             parts.append("torchrun's summary lists other ranks' exits before its root cause; those are teardown.")
         if self._terminated_at is not None and any(
                 self.role_of(m) is not m.signature.role and m.line_no > self._terminated_at for m in consequences):
