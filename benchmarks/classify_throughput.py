@@ -28,14 +28,13 @@ import json
 import os
 import random
 import re
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import hyperscan
 
+from benchmarks._git import commit
 from goodput.diagnose.classify import classify_file
 from goodput.diagnose.signatures import MAX_SCAN_CHARS, Catalogue, Match, Signature, default_catalogue
 from goodput.untrusted_text import utf8
@@ -185,19 +184,6 @@ def measure_pathological(old_max_chars: int) -> list[dict[str, object]]:
             row["python_re_one_pattern_s"] = round(time.perf_counter() - start, 4)
         rows.append(row)
     return rows
-
-
-def commit() -> str:
-    """The commit measured (`+dirty` when the tree had uncommitted changes)."""
-    root = Path(__file__).resolve().parents[1]
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
-                              text=True, check=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

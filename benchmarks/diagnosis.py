@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import tomllib
 from collections import defaultdict
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from benchmarks._git import commit
 from goodput.diagnose.classify import classify_file
 from goodput.diagnose.signatures.verdict import SOURCE_NODE, Verdict
 from goodput.models import Category, CulpritKind
@@ -104,18 +104,6 @@ def score(label: Excerpt, verdict: Verdict) -> dict[str, bool]:
             "restart": verdict.restart == label.restart, "culprit": culprit_correct(label, verdict)}
 
 
-def commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True, cwd=Path(__file__).parent).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "goodput", "benchmarks"],
-                               capture_output=True, text=True, check=True,
-                               cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
-
-
 def evaluate(excerpts: Sequence[Excerpt], root: Path = CORPUS) -> dict[str, Any]:
     per_field: dict[str, int] = defaultdict(int)
     per_family: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -146,7 +134,9 @@ def evaluate(excerpts: Sequence[Excerpt], root: Path = CORPUS) -> dict[str, Any]
                                    "signatures": list(verdict.signatures)}})
     n = len(excerpts)
     return {
-        "benchmark": "diagnosis", "commit": commit(), "n": n,
+        "benchmark": "diagnosis",
+        # The classifier and the corpus decide the figures; new, uncommitted excerpts count as changes.
+        "commit": commit("goodput", "benchmarks", untracked=True), "n": n,
         "sources": len({e.provenance for e in excerpts}), "benign": sum(e.benign for e in excerpts),
         "accuracy": {k: round(per_field[k] / n, 4) if n else None for k in FIELDS},
         "false_drains": false_drains, "benign_actions": benign_actions,

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+
+from benchmarks._git import commit
 
 T = TypeVar("T")
 
@@ -59,18 +60,6 @@ def write_report() -> None:
     for name, tally in sorted(TALLIES.items()):
         targets[name] = {"examples": tally.examples, "rejected": tally.rejected,
                          "slowest_s": round(tally.slowest_s, 4)}
-    existing["commit"] = _commit()
+    existing["commit"] = commit()
     existing["profile"] = os.environ.get("GOODPUT_FUZZ_PROFILE", "suite")
     target.write_text(json.dumps(existing, indent=2, sort_keys=True) + "\n")
-
-
-def _commit() -> str:
-    """The commit the tallies were measured on (`+dirty` with uncommitted changes)."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return f"{head}+dirty" if head and dirty else head or "unknown"
