@@ -2,10 +2,12 @@
 
 torch.distributed.checkpoint writes one `__<rank>_<n>.distcp` file per rank (and writer thread)
 and the coordinator writes `.metadata` last, so `.metadata` is the commit marker: shards without
-it are a save that never finished. `.metadata` is a pickle and is never read (only its size);
-the shard set is checked for empty files, gaps in the rank numbers, and ranks missing a writer
-thread's file (megatron-core writes `__<rank>_<thread>.distcp` per rank and per writer thread, so
-every rank has the same threads). torchtitan (`step-N/`
+it are a save that never finished. The shard set is checked for empty files, gaps in the rank
+numbers, and ranks missing a writer thread's file (megatron-core writes `__<rank>_<thread>.distcp`
+per rank and per writer thread, so every rank has the same threads). `.metadata` records every
+shard's byte ranges, so it is read (as data, never unpickled: goodput.checkpoints.safepickle) and
+each shard must exist and reach the end of its last range: that catches a truncated shard.
+torchtitan (`step-N/`
 under the dump folder's `checkpoint/`) and NeMo 2 (`...step=N.../weights/`) are DCP underneath.
 """
 
@@ -28,6 +30,7 @@ from goodput.checkpoints.scan import (
     strip_temp,
     temp_reason,
 )
+from goodput.checkpoints.verify import verify_dcp, verify_file
 
 _SHARD = re2.compile(r"^__([0-9]+)_([0-9]+)\.distcp$")
 _TORCHTITAN = re2.compile(r"^step-([0-9]+)$")
@@ -46,10 +49,15 @@ def looks_like_dcp(entries: list[Entry]) -> bool:
     return any(e.name == ".metadata" or _SHARD.match(e.name) for e in entries if not e.is_dir)
 
 
-def check_dcp(entries: list[Entry], tally: Tally, where: str = "") -> None:
-    """Validates one DCP directory's listing: `.metadata` present and non-empty, shards non-empty,
-    rank numbers 0..R-1 without gaps."""
+def check_dcp(fs: FileSystem, directory: str, entries: list[Entry], tally: Tally, where: str = "") -> None:
+    """Validates one DCP directory: `.metadata` present and non-empty, shards non-empty, rank
+    numbers 0..R-1 without gaps, every shard as long as `.metadata` records."""
     names = by_name(entries)
+    _check_listing(names, entries, tally, where)
+    verify_dcp(fs, directory, names, tally, f"{where}/" if where else "")
+
+
+def _check_listing(names: dict[str, Entry], entries: list[Entry], tally: Tally, where: str) -> None:
     prefix = f"{where}/" if where else ""
     metadata = names.get(".metadata")
     if metadata is None:
@@ -97,7 +105,7 @@ def _validate_dcp_dir(fs: FileSystem, path: str, name: str, step: int, layout: s
     if reason:
         tally.problem(reason)
     if entries is not None:
-        check_dcp(entries, tally)
+        check_dcp(fs, path, entries, tally)
     return tally.build(path=path, step=step, layout=layout, tag=name)
 
 
@@ -165,11 +173,11 @@ def discover_nemo(fs: FileSystem, config: CheckpointConfig) -> list[Checkpoint]:
             if weights is not None and weights.is_dir:
                 in_weights = listing(fs, join(path, "weights"), tally, "weights/")
                 if in_weights is not None:
-                    check_dcp(in_weights, tally, where="weights")
+                    check_dcp(fs, join(path, "weights"), in_weights, tally, where="weights")
             elif inner is not None:
-                check_dcp(inner, tally)
+                check_dcp(fs, path, inner, tally)
             tally.see_all(inner or [])
-        else:
-            tally.nonempty(entry, entry.name)
+        elif tally.nonempty(entry, entry.name):
+            verify_file(fs, path, entry, entry.name, tally)
         found.append(tally.build(path=path, step=step, layout="nemo", tag=entry.name))
     return found

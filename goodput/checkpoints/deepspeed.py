@@ -4,7 +4,10 @@ DeepSpeed saves `mp_rank_XX_model_states.pt` (per model-parallel rank) and, unde
 `*_optim_states.pt` per data-parallel rank, then writes `latest` with the tag. A tag directory
 newer than `latest` is a save that did not finish; `latest` naming a missing directory is broken.
 Optimizer shards are required when the run uses ZeRO at all (any of its checkpoints has them),
-because without ZeRO the optimizer lives in the model-states file.
+because without ZeRO the optimizer lives in the model-states file. How many there must be is in
+the model-states file itself (`dp_world_size`, read from its `data.pkl` as data, never
+unpickled): a save whose last data-parallel ranks never wrote is otherwise indistinguishable from
+a smaller job. Every `.pt` must also end with its zip end records (goodput.checkpoints.verify).
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from goodput.checkpoints.scan import (
     step_from_name,
     temp_reason,
 )
+from goodput.checkpoints.verify import torch_file_fields, verify_file
 
 LATEST = "latest"
-_DP_RANK = re2.compile(r"zero_pp_rank_([0-9]+)_mp_rank_([0-9]+)_optim_states\.pt$")
+_DP_RANK = re2.compile(r"zero_pp_rank_([0-9]+)_mp_rank_([0-9]+)_(optim|model)_states\.pt$")
+MAX_DP_WORLD = 1 << 20
 SHOWN_MISSING = 8
 
 
@@ -38,9 +43,9 @@ def _is_optim(entry: Entry) -> bool:
     return not entry.is_dir and entry.name.endswith("_optim_states.pt")
 
 
-def _dp_ranks(optims: list[Entry], tally: Tally) -> dict[int, set[int]]:
+def _dp_ranks(files: list[Entry], tally: Tally) -> dict[int, set[int]]:
     per_mp: dict[int, set[int]] = {}
-    for entry in optims:
+    for entry in files:
         match = _DP_RANK.search(entry.name)
         if not match:
             continue
@@ -52,23 +57,48 @@ def _dp_ranks(optims: list[Entry], tally: Tally) -> dict[int, set[int]]:
     return per_mp
 
 
-def check_tag_dir(entries: list[Entry], tally: Tally, zero: bool, where: str = "") -> None:
-    """Validates one `global_stepN/` listing (`where`: its path inside the checkpoint, if nested)."""
+def _dp_world_size(fs: FileSystem, directory: str, models: list[Entry], tally: Tally, prefix: str) -> int | None:
+    """The data-parallel world size DeepSpeed recorded in the first model-states file, or None."""
+    usable = [e for e in models if e.size and not e.refused]
+    if not usable:
+        return None
+    first = min(usable, key=lambda e: e.name)
+    fields = torch_file_fields(fs, join(directory, first.name), first, f"{prefix}{first.name}", tally)
+    size = (fields or {}).get("dp_world_size")
+    if isinstance(size, int) and not isinstance(size, bool) and 1 <= size <= MAX_DP_WORLD:
+        return size
+    return None
+
+
+def _check_ranks(kind: str, per_mp: dict[int, set[int]], world: int | None, tally: Tally) -> None:
+    for mp, ranks in sorted(per_mp.items())[:SHOWN_MISSING]:
+        highest = max(max(ranks), world - 1) if world else max(ranks)
+        shown, missing = first_missing(ranks, highest)
+        if missing:
+            more = f" ({missing} in all)" if missing > len(shown) else ""
+            recorded = f"; the model states record {world} data-parallel ranks" if world else ""
+            tally.problem(f"{kind} shards of data-parallel rank(s) {shown} missing{more} for mp_rank_{mp:02d}"
+                          f"{recorded}")
+
+
+def check_tag_dir(fs: FileSystem, directory: str, entries: list[Entry], tally: Tally, zero: bool,
+                  where: str = "") -> None:
+    """Validates one `global_stepN/` directory (`where`: its path inside the checkpoint, if nested)."""
     prefix = f"{where}/" if where else ""
     models = [e for e in entries if _is_model(e)]
     optims = [e for e in entries if _is_optim(e)]
     if not models:
         tally.problem("no *_model_states.pt file")
     for entry in models + optims:
-        tally.nonempty(entry, f"{prefix}{entry.name}", key=f"{prefix}{entry.name}")
+        if tally.nonempty(entry, f"{prefix}{entry.name}", key=f"{prefix}{entry.name}"):
+            verify_file(fs, join(directory, entry.name), entry, f"{prefix}{entry.name}", tally)
     tally.see_all(entries, prefix)
     if zero and not optims:
         tally.problem("no *_optim_states.pt file, though this run's other checkpoints have them")
-    for mp, ranks in sorted(_dp_ranks(optims, tally).items())[:SHOWN_MISSING]:
-        shown, missing = first_missing(ranks, max(ranks))
-        if missing:
-            more = f" ({missing} in all)" if missing > len(shown) else ""
-            tally.problem(f"optimizer shards of data-parallel rank(s) {shown} missing{more} for mp_rank_{mp:02d}")
+    world = _dp_world_size(fs, directory, models, tally, prefix) if optims else None
+    _check_ranks("optimizer", _dp_ranks(optims, tally), world, tally)
+    _check_ranks("model-state", _dp_ranks([e for e in models if e.name.startswith("zero_pp_rank_")], tally),
+                 world, tally)
 
 
 def _read_latest(fs: FileSystem, root: str) -> tuple[str | None, str | None]:
@@ -123,6 +153,6 @@ def discover_deepspeed(fs: FileSystem, config: CheckpointConfig) -> list[Checkpo
             tally.problem(stat)
         elif entries_ is not None:
             tally.see(stat, key=".")
-            check_tag_dir(entries_, tally, zero)
+            check_tag_dir(fs, path, entries_, tally, zero)
         found.append(tally.build(path=path, step=step, layout="deepspeed", tag=name, pointer=name == tag))
     return found

@@ -1,7 +1,9 @@
-"""The filesystem seam checkpoint discovery reads through: list, stat, read small text, confine.
+"""The filesystem seam checkpoint discovery reads through: list, stat, read small text or a byte
+range, confine.
 
 Checkpoints are multi-terabyte trees on parallel filesystems, so discovery may only look at
-directory listings, sizes and mtimes, and read a few small metadata or marker files. The tree
+directory listings, sizes and mtimes, read a few small metadata or marker files, and read bounded
+byte ranges of shards (a header, a tail) to check that a file is as long as its format says. The tree
 belongs to the job's owner, so everything in it is untrusted: a name, a size, a symlink, a FIFO
 where a pointer file should be. This Protocol is all discovery can see, which makes both rules
 enforceable: `LocalFileSystem` (goodput.checkpoints.localfs) is the real thing, confined to the
@@ -22,7 +24,11 @@ SMALL_TEXT_LIMIT = 64 * 1024
 # trainer_state.json and *.index.json grow with the run and the model; still metadata, never shards.
 METADATA_LIMIT = 8 * 1024 * 1024
 
-# Files that hold tensors. Discovery stats them and never opens them.
+# One byte-range read of a shard (a safetensors header, a zip's central directory, a DCP
+# `.metadata`) is at most this: a check reads headers and tails, never a shard's data.
+RANGE_LIMIT = 64 * 1024 * 1024
+
+# Files that hold tensors. Discovery stats them and reads at most bounded headers and tails.
 SHARD_SUFFIXES = (".distcp", ".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".npy", ".h5", ".msgpack")
 
 
@@ -84,6 +90,12 @@ class FileSystem(Protocol):
     def read_small_text(self, path: str, limit: int = SMALL_TEXT_LIMIT) -> str:
         """The UTF-8 text of a small regular file. Raises FileNotFoundError, TooLargeError over
         `limit`, or another RefusedError (not a regular file, outside the root)."""
+        ...
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """Up to `length` bytes of a regular file from `offset` (fewer at its end). Raises
+        FileNotFoundError, TooLargeError when `length` is over RANGE_LIMIT, or another
+        RefusedError, like `read_small_text`."""
         ...
 
 

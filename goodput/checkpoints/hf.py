@@ -17,6 +17,7 @@ from goodput.checkpoints.fs import Entry, FileSystem, join
 from goodput.checkpoints.metadata import step_number, trainer_state_step, weight_map_shards
 from goodput.checkpoints.model import Checkpoint, CheckpointConfig
 from goodput.checkpoints.scan import Tally, by_name, listing, read_json, strip_temp, temp_reason
+from goodput.checkpoints.verify import verify_file
 
 _CHECKPOINT = re2.compile(r"^checkpoint-([0-9]+)$")
 SINGLE_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", "adapter_model.bin")
@@ -29,7 +30,9 @@ MAX_NESTED = 16
 def _check_index(fs: FileSystem, path: str, index: str, names: dict[str, Entry], tally: Tally) -> None:
     shards = read_json(fs, join(path, index), index, tally, check=weight_map_shards)
     for shard in shards or ():
-        tally.nonempty(names.get(shard), f"shard {shard} listed in {index}")
+        entry = names.get(shard)
+        if tally.nonempty(entry, f"shard {shard} listed in {index}") and entry is not None:
+            verify_file(fs, join(path, shard), entry, f"shard {shard}", tally)
 
 
 def _check_weights(fs: FileSystem, path: str, entries: list[Entry], tally: Tally) -> None:
@@ -39,17 +42,18 @@ def _check_weights(fs: FileSystem, path: str, entries: list[Entry], tally: Tally
         _check_index(fs, path, index, names, tally)
     singles = [w for w in SINGLE_WEIGHTS if w in names]
     for weights in singles:
-        tally.nonempty(names[weights], weights)
+        if tally.nonempty(names[weights], weights):
+            verify_file(fs, join(path, weights), names[weights], weights, tally)
     fsdp = [e for e in entries if e.is_dir and e.name.startswith("pytorch_model_fsdp")]
     for entry in fsdp[:MAX_NESTED]:
         shards = listing(fs, join(path, entry.name), tally, f"{entry.name}/")
         if shards is not None:
-            check_dcp(shards, tally, where=entry.name)
+            check_dcp(fs, join(path, entry.name), shards, tally, where=entry.name)
     deepspeed = [e for e in entries if e.is_dir and e.name.startswith("global_step")]
     for entry in deepspeed[:MAX_NESTED]:
         tag_dir = listing(fs, join(path, entry.name), tally, f"{entry.name}/")
         if tag_dir is not None:
-            check_tag_dir(tag_dir, tally, zero=False, where=entry.name)
+            check_tag_dir(fs, join(path, entry.name), tag_dir, tally, zero=False, where=entry.name)
     if len(fsdp) > MAX_NESTED or len(deepspeed) > MAX_NESTED:
         tally.problem(f"more than {MAX_NESTED} FSDP or DeepSpeed weight directories: not all checked")
     if not (indexes or singles or fsdp or deepspeed):
@@ -89,8 +93,8 @@ def discover_hf(fs: FileSystem, config: CheckpointConfig) -> list[Checkpoint]:
             _check_state(fs, path, step, tally)
             _check_weights(fs, path, entries, tally)
             for optional in _OPTIONAL:
-                if optional in names:
-                    tally.nonempty(names[optional], optional)
+                if optional in names and tally.nonempty(names[optional], optional):
+                    verify_file(fs, join(path, optional), names[optional], optional, tally)
             tally.see_all(entries)
         found.append(tally.build(path=path, step=step, layout="hf", tag=name))
     return found

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from goodput.checkpoints.fs import (
+    RANGE_LIMIT,
     SMALL_TEXT_LIMIT,
     BudgetExhaustedError,
     Entry,
@@ -249,14 +250,15 @@ class LocalFileSystem:
             os.close(fd)
         return sorted(entries, key=lambda e: e.name)
 
-    def read_small_text(self, path: str, limit: int = SMALL_TEXT_LIMIT) -> str:
+    @contextmanager
+    def _opened(self, path: str) -> Iterator[tuple[int, os.stat_result]]:
+        """A descriptor of the regular file at `path`, opened without following a final link or
+        blocking on a FIFO, and checked to be the file that was looked at."""
         below = self._below_root(path)
         self._budget.charge()
         with self._resolved(below) as (parent, name, info):
             if name is None or not st.S_ISREG(info.st_mode):
                 raise NotRegularFileError(f"{describe_mode(info.st_mode)}, not a regular file")
-            if info.st_size > limit:
-                raise TooLargeError(f"{path} is {info.st_size} bytes, over the {limit}-byte limit")
             try:
                 fd = os.open(name, _READ_FLAGS, dir_fd=parent)
             except OSError as error:
@@ -267,17 +269,36 @@ class LocalFileSystem:
             opened = os.fstat(fd)
             if not st.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
                 raise RefusedError("changed while being read; not read")
-            chunks: list[bytes] = []
-            remaining = limit + 1
-            while remaining > 0:
-                chunk = os.read(fd, min(remaining, 1 << 16))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                remaining -= len(chunk)
+            yield fd, info
         finally:
             os.close(fd)
-        data = b"".join(chunks)
+
+    def read_small_text(self, path: str, limit: int = SMALL_TEXT_LIMIT) -> str:
+        with self._opened(path) as (fd, info):
+            if info.st_size > limit:
+                raise TooLargeError(f"{path} is {info.st_size} bytes, over the {limit}-byte limit")
+            data = _read_at(fd, 0, limit + 1)
         if len(data) > limit:  # grew while we looked
             raise TooLargeError(f"{path} is over the {limit}-byte limit")
         return data.decode("utf-8", errors="replace")
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        if length > RANGE_LIMIT:
+            raise TooLargeError(f"asked for {length} bytes of {path}, over the {RANGE_LIMIT}-byte range limit")
+        if offset < 0 or length < 0:
+            raise RefusedError(f"a negative offset or length ({offset}, {length})")
+        with self._opened(path) as (fd, _info):
+            return _read_at(fd, offset, length)
+
+
+def _read_at(fd: int, offset: int, length: int) -> bytes:
+    chunks: list[bytes] = []
+    remaining = length
+    while remaining > 0:
+        chunk = os.pread(fd, min(remaining, 1 << 20), offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)

@@ -27,6 +27,7 @@ from goodput.checkpoints.scan import (
     strip_temp,
     temp_reason,
 )
+from goodput.checkpoints.verify import verify_file
 
 TRACKER = "latest_checkpointed_iteration.txt"
 _ITER = re2.compile(r"^iter_([0-9]+)$")
@@ -58,7 +59,9 @@ def _check_legacy(fs: FileSystem, path: str, entries: list[Entry], tally: Tally)
         if not weights:
             tally.problem(f"{entry.name}/ holds no .pt file")
         for item in weights:
-            tally.nonempty(item, f"{entry.name}/{item.name}", key=f"{entry.name}/{item.name}")
+            what = f"{entry.name}/{item.name}"
+            if tally.nonempty(item, what, key=what):
+                verify_file(fs, join(path, what), item, what, tally)
         tally.see_all(inner, f"{entry.name}/")
     if not grid:
         tally.problem("no mp_rank_* directories and no distributed-checkpoint shards")
@@ -77,7 +80,7 @@ def _check_iteration(fs: FileSystem, path: str, name: str, tally: Tally) -> None
     if entries is None:
         return  # not listed: the reason is recorded
     if looks_like_dcp(entries):
-        check_dcp(entries, tally)
+        check_dcp(fs, path, entries, tally)
         names = by_name(entries)
         if "metadata.json" in names:
             read_json(fs, join(path, "metadata.json"), "metadata.json", tally)
@@ -85,8 +88,8 @@ def _check_iteration(fs: FileSystem, path: str, name: str, tally: Tally) -> None
             # megatron-core writes it last and refuses to load a distributed checkpoint without it.
             tally.problem("metadata.json is missing: megatron-core writes it last and cannot load the "
                           "checkpoint without it")
-        if "common.pt" in names:
-            tally.nonempty(names["common.pt"], "common.pt")
+        if "common.pt" in names and tally.nonempty(names["common.pt"], "common.pt"):
+            verify_file(fs, join(path, "common.pt"), names["common.pt"], "common.pt", tally)
     else:
         _check_legacy(fs, path, entries, tally)
     tally.see_all(entries)

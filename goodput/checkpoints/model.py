@@ -41,6 +41,13 @@ class Checkpoint(Frozen):
     problems: tuple[str, ...] = ()
     # True when the layout's own "latest" pointer (Megatron tracker, DeepSpeed `latest`) names it.
     pointer: bool = False
+    # What validating it cost beyond directory listings: files opened, bytes read (headers,
+    # tails, metadata; never a shard's data).
+    files_read: int = Field(default=0, ge=0)
+    bytes_read: int = Field(default=0, ge=0)
+    # Format checks that could not be made (a file goodput may not read, a legacy format that
+    # does not record its length): reported, not held against the checkpoint.
+    unverified: tuple[str, ...] = ()
 
 
 class CheckpointConfig(Frozen):

@@ -164,6 +164,15 @@ class Tally:
     problems: list[str] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
     dropped: int = 0
+    # What validating it cost beyond listings: the files opened and the bytes read from them.
+    opened: set[str] = field(default_factory=set)
+    bytes_read: int = 0
+    # Checks that could not be made (a file goodput may not read): said, not held against it.
+    unverified: list[str] = field(default_factory=list)
+
+    def read(self, path: str, length: int) -> None:
+        self.opened.add(path)
+        self.bytes_read += length
 
     def problem(self, text: str) -> None:
         if len(self.problems) < MAX_PROBLEMS:
@@ -211,7 +220,9 @@ class Tally:
                             "to a resubmitted job (GOODPUT_RESUME_FROM)")
         return Checkpoint(path=path, step=step, layout=layout, tag=tag, files_checked=self.files,
                           total_bytes=self.bytes, mtime=None if self.newest is None else to_datetime(self.newest),
-                          complete=not problems, problems=tuple(problems), pointer=pointer)
+                          complete=not problems, problems=tuple(problems), pointer=pointer,
+                          files_read=len(self.opened), bytes_read=self.bytes_read,
+                          unverified=tuple(printable(u) for u in self.unverified[:MAX_PROBLEMS]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +256,7 @@ def read_json(fs: FileSystem, path: str, what: str, tally: Tally, limit: int = M
     if isinstance(text, Unread):
         tally.problem(text.reason)
         return None
+    tally.read(path, len(text.encode("utf-8", "surrogatepass")))
     try:
         data = parse_json(text)
         return check(data) if check is not None else data

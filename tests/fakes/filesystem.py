@@ -1,9 +1,11 @@
 """An in-memory filesystem for checkpoint discovery tests, which polices what discovery reads.
 
-Files are sizes and mtimes, with text only where a test gives it (metadata, markers). Every read
-is recorded, and reading a shard (by suffix), a file that has no text (opaque binary content), or
-asking for more than the metadata limit raises `ForbiddenReadError`: that is the property that
-discovery stays cheap on multi-terabyte checkpoints. Reading over the caller's limit raises
+Files are sizes and mtimes, with text only where a test gives it (metadata, markers), and binary
+files a head and a tail (the middle reads as zeros, like a sparse file), so a 512 MB shard costs a
+few hundred bytes. Every read is recorded. Reading a shard (by suffix) or a file without text as
+text, asking for more than the metadata limit, or reading a shard's *middle* (anything but its
+first or last bytes: headers and end records) raises `ForbiddenReadError`: that is the property
+that discovery stays cheap on multi-terabyte checkpoints. Reading over the caller's limit raises
 `TooLargeError` like the real filesystem, without counting as a read. Like the real one it is
 confined by `within(root)` (lexically: the fake has no symlinks) and has special files
 (`add_special`: a FIFO, a socket) that are listed as refused entries and never read.
@@ -15,8 +17,10 @@ import copy
 import posixpath
 from dataclasses import dataclass
 
+from goodput.checkpoints.formats import ZIP_TAIL
 from goodput.checkpoints.fs import (
     METADATA_LIMIT,
+    RANGE_LIMIT,
     SMALL_TEXT_LIMIT,
     Entry,
     FileSystem,
@@ -26,8 +30,11 @@ from goodput.checkpoints.fs import (
     is_shard_name,
     within_root,
 )
+from tests.fakes.checkpoint_bytes import dcp_metadata, safetensors_head, torch_zip
 
 DEFAULT_MTIME = 1_700_000_000.0
+# A shard's head and tail that checks may read: its header, or its zip end records.
+SHARD_EDGE = 64 * 1024
 
 
 class ForbiddenReadError(AssertionError):
@@ -41,6 +48,16 @@ class _Node:
     mtime: float = DEFAULT_MTIME
     text: str | None = None
     special: str = ""  # "a FIFO", "a socket": neither file nor directory
+    head: bytes = b""
+    tail: bytes = b""
+
+    def content(self, offset: int, length: int) -> bytes:
+        if self.text is not None:
+            return self.text.encode()[offset:offset + length]
+        end = min(self.size, offset + length)
+        tail_start = self.size - len(self.tail)
+        return bytes(self.head[i] if i < len(self.head) else self.tail[i - tail_start] if i >= tail_start else 0
+                     for i in range(offset, end)) if end - offset < 1 << 22 else b"\0" * max(0, end - offset)
 
 
 def _norm(path: str) -> str:
@@ -52,6 +69,7 @@ class FakeFileSystem:
         self.default_mtime = mtime
         self._nodes: dict[str, _Node] = {"/": _Node(is_dir=True, mtime=mtime)}
         self.reads: list[str] = []
+        self.ranges: list[tuple[str, int, int]] = []
         self.listed: list[str] = []
         self.stats: list[str] = []
         self.root = "/"
@@ -86,15 +104,23 @@ class FakeFileSystem:
         return path
 
     def add_file(self, path: str, size: int | None = None, text: str | None = None,
-                 mtime: float | None = None) -> str:
-        """A file of `size` bytes (default: the length of `text`, else 1 KiB of opaque content)."""
+                 mtime: float | None = None, head: bytes = b"", tail: bytes = b"") -> str:
+        """A file of `size` bytes (default: the length of `text`, else of `head` + `tail`, else 1 KiB
+        of opaque content) beginning with `head` and ending with `tail` (zeros in between)."""
         path = _norm(path)
         self.add_dir(posixpath.dirname(path))
         if size is None:
-            size = len(text.encode()) if text is not None else 1024
-        self._nodes[path] = _Node(is_dir=False, size=size, text=text,
+            size = len(text.encode()) if text is not None else (len(head) + len(tail)) or 1024
+        self._nodes[path] = _Node(is_dir=False, size=size, text=text, head=head, tail=tail,
                                   mtime=self.default_mtime if mtime is None else mtime)
         return path
+
+    def truncate(self, path: str, size: int) -> None:
+        """Cuts a file to `size` bytes, as a killed writer or a full filesystem leaves it."""
+        node = self._nodes[_norm(path)]
+        keep = node.head + b"\0" * max(0, node.size - len(node.head) - len(node.tail)) + node.tail \
+            if node.size < 1 << 22 else node.head
+        node.head, node.tail, node.size = keep[:size], b"", size
 
     def add_special(self, path: str, kind: str = "a FIFO", mtime: float | None = None) -> str:
         """A FIFO (or socket, device) at `path`: listed, never a file to read."""
@@ -153,17 +179,44 @@ class FakeFileSystem:
         self.reads.append(path)
         return node.text or ""
 
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        path = self._inside(path)
+        if length > RANGE_LIMIT:
+            raise TooLargeError(f"asked for {length} bytes of {path}, over the range limit")
+        node = self._nodes.get(path)
+        if node is None:
+            raise FileNotFoundError(path)
+        if node.is_dir or node.special:
+            raise NotRegularFileError(f"{node.special or 'a directory'}, not a regular file")
+        end = min(node.size, offset + length)
+        edge = max(SHARD_EDGE, len(node.head))
+        if is_shard_name(path) and end > edge and offset < node.size - max(ZIP_TAIL, len(node.tail)):
+            raise ForbiddenReadError(f"read bytes {offset}..{end} of shard {path}: its middle, not a header or tail")
+        self.ranges.append((path, offset, length))
+        return node.content(offset, length)
+
 
 # Builders: well-formed checkpoints of each layout, which tests then damage. -------------------
 
 MB = 1024 * 1024
 
 
+def add_torch_file(fs: FakeFileSystem, path: str, size: int, mtime: float | None = None,
+                   fields: dict[str, object] | None = None) -> str:
+    """A torch.save zip of `size` bytes whose data.pkl holds `fields`."""
+    head, tail = torch_zip(size, fields)
+    return fs.add_file(path, size=size, mtime=mtime, head=head, tail=tail)
+
+
+def add_safetensors(fs: FakeFileSystem, path: str, size: int, mtime: float | None = None) -> str:
+    return fs.add_file(path, size=size, mtime=mtime, head=safetensors_head(size))
+
+
 def write_dcp(fs: FakeFileSystem, path: str, ranks: int = 4, mtime: float | None = None, threads: int = 1) -> str:
-    fs.add_file(f"{path}/.metadata", size=4096, mtime=mtime)
-    for rank in range(ranks):
-        for thread in range(threads):
-            fs.add_file(f"{path}/__{rank}_{thread}.distcp", size=64 * MB, mtime=mtime)
+    shards = {f"__{rank}_{thread}.distcp": 64 * MB for rank in range(ranks) for thread in range(threads)}
+    fs.add_file(f"{path}/.metadata", head=dcp_metadata(shards), mtime=mtime)
+    for name, size in shards.items():
+        fs.add_file(f"{path}/{name}", size=size, mtime=mtime)
     return _norm(path)
 
 
@@ -176,7 +229,7 @@ def write_megatron(fs: FakeFileSystem, root: str, step: int, tp: int = 2, pp: in
     for t in range(tp):
         for p in range(pp):
             rank = f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else "")
-            fs.add_file(f"{path}/{rank}/model_optim_rng.pt", size=128 * MB, mtime=mtime)
+            add_torch_file(fs, f"{path}/{rank}/model_optim_rng.pt", 128 * MB, mtime)
     if tracker:
         fs.add_file(f"{root}/latest_checkpointed_iteration.txt", text="release" if name == "release" else str(step))
     return _norm(path)
@@ -186,7 +239,7 @@ def write_megatron_dist(fs: FakeFileSystem, root: str, step: int, ranks: int = 4
                         mtime: float | None = None) -> str:
     """A Megatron torch_dist iteration: DCP shards plus common.pt and metadata.json."""
     path = write_dcp(fs, f"{root}/iter_{step:07d}", ranks, mtime)
-    fs.add_file(f"{path}/common.pt", size=MB, mtime=mtime)
+    add_torch_file(fs, f"{path}/common.pt", MB, mtime)
     fs.add_file(f"{path}/metadata.json", text='{"sharded_backend": "torch_dist", "sharded_backend_version": 1}',
                 mtime=mtime)
     if tracker:
@@ -198,9 +251,10 @@ def write_deepspeed(fs: FakeFileSystem, root: str, step: int, mp: int = 1, dp: i
                     mtime: float | None = None) -> str:
     path = f"{root}/global_step{step}"
     for m in range(mp):
-        fs.add_file(f"{path}/mp_rank_{m:02d}_model_states.pt", size=32 * MB, mtime=mtime)
+        add_torch_file(fs, f"{path}/mp_rank_{m:02d}_model_states.pt", 32 * MB, mtime,
+                       fields={"dp_world_size": dp, "mp_world_size": mp, "global_steps": step})
         for d in range(dp):
-            fs.add_file(f"{path}/bf16_zero_pp_rank_{d}_mp_rank_{m:02d}_optim_states.pt", size=96 * MB, mtime=mtime)
+            add_torch_file(fs, f"{path}/bf16_zero_pp_rank_{d}_mp_rank_{m:02d}_optim_states.pt", 96 * MB, mtime)
     if latest:
         fs.add_file(f"{root}/latest", text=f"global_step{step}")
     return _norm(path)
@@ -216,10 +270,10 @@ def write_hf(fs: FakeFileSystem, root: str, step: int, shards: int = 0, mtime: f
         fs.add_file(f"{path}/model.safetensors.index.json",
                     text=f'{{"metadata": {{"total_size": 1}}, "weight_map": {{{weight_map}}}}}', mtime=mtime)
         for f in files:
-            fs.add_file(f"{path}/{f}", size=512 * MB, mtime=mtime)
+            add_safetensors(fs, f"{path}/{f}", 512 * MB, mtime)
     else:
-        fs.add_file(f"{path}/model.safetensors", size=512 * MB, mtime=mtime)
-    fs.add_file(f"{path}/optimizer.pt", size=MB, mtime=mtime)
+        add_safetensors(fs, f"{path}/model.safetensors", 512 * MB, mtime)
+    add_torch_file(fs, f"{path}/optimizer.pt", MB, mtime)
     fs.add_file(f"{path}/trainer_state.json", text=f'{{"global_step": {step}, "log_history": []}}', mtime=mtime)
     return _norm(path)
 

@@ -34,6 +34,7 @@ from goodput.checkpoints import (
 from goodput.checkpoints.finder import in_process_reason
 from goodput.checkpoints.reader import ChildReport
 from goodput.scheduler import JobInfo, JobState
+from tests.fakes.checkpoint_bytes import file_bytes
 
 pytestmark = pytest.mark.timeout(60)
 LATER = datetime.now(UTC) + timedelta(hours=1)
@@ -41,9 +42,10 @@ SECRET = "TOPSECRET-root-only-content"
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="switching to the job owner needs root")
 
 
-def touch(path: Path, data: bytes = b"x" * 16) -> None:
+def touch(path: Path, data: bytes | None = None) -> None:
+    """A file as its format starts and ends it (a torch zip, a safetensors header), else 16 bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    path.write_bytes(file_bytes(path.name) if data is None else data)
 
 
 def deepspeed_step(tag: Path) -> None:

@@ -25,15 +25,17 @@ from goodput.checkpoints import (
     discover,
     find_resume_point,
 )
+from tests.fakes.checkpoint_bytes import dcp_metadata, file_bytes
 
 pytestmark = pytest.mark.timeout(30)
 LATER = datetime.now(UTC) + timedelta(hours=1)
 SECRET = "TOPSECRET-root-only-content"
 
 
-def touch(path: Path, data: bytes = b"x" * 16) -> None:
+def touch(path: Path, data: bytes | None = None) -> None:
+    """A file as its format starts and ends it (a torch zip, a safetensors header), else 16 bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    path.write_bytes(file_bytes(path.name) if data is None else data)
 
 
 def deepspeed_step(root: Path, step: int) -> Path:
@@ -58,7 +60,7 @@ def hf_checkpoint(root: Path, step: int) -> Path:
 
 def dcp_step(root: Path, step: int, ranks: int = 2) -> Path:
     path = root / f"step-{step}"
-    touch(path / ".metadata")
+    touch(path / ".metadata", dcp_metadata({f"__{rank}_0.distcp": 16 for rank in range(ranks)}))
     for rank in range(ranks):
         touch(path / f"__{rank}_0.distcp")
     return path

@@ -113,7 +113,7 @@ def _megatron_dist_metadata_json_missing(fs: FakeFileSystem) -> None:
 def _dcp_unsettled(fs: FakeFileSystem) -> None:
     write_dcp(fs, f"{ROOT}/step-500")
     write_dcp(fs, f"{ROOT}/step-1000")
-    fs.add_file(f"{ROOT}/step-1000/__2_0.distcp", size=1024, mtime=FRESH)
+    fs.add_file(f"{ROOT}/step-1000/__2_0.distcp", size=64 * 1024 * 1024, mtime=FRESH)  # rewritten just now
 
 
 def _deepspeed_ok(fs: FakeFileSystem) -> None:

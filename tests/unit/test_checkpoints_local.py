@@ -10,13 +10,15 @@ from pathlib import Path
 import pytest
 
 from goodput.checkpoints import CheckpointConfig, LocalFileSystem, TooLargeError, discover, find_resume_point
+from tests.fakes.checkpoint_bytes import dcp_metadata, file_bytes
 
 LATER = datetime.now(UTC) + timedelta(hours=1)
 
 
-def touch(path: Path, data: bytes = b"x" * 16) -> None:
+def touch(path: Path, data: bytes | None = None) -> None:
+    """A file as its format starts and ends it (a torch zip, a safetensors header), else 16 bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    path.write_bytes(file_bytes(path.name) if data is None else data)
 
 
 def test_megatron_on_disk_skips_truncated_newest(tmp_path: Path) -> None:
@@ -29,7 +31,7 @@ def test_megatron_on_disk_skips_truncated_newest(tmp_path: Path) -> None:
     assert found.layout == "megatron"
     assert choice.checkpoint is not None and choice.checkpoint.step == 100
     assert choice.checkpoint.path == str(tmp_path / "iter_0000100")
-    assert choice.checkpoint.total_bytes == 32
+    assert choice.checkpoint.total_bytes == 2 * 512
     assert "mp_rank_01/model_optim_rng.pt is empty" in choice.skipped[0].reason
 
 
@@ -51,7 +53,7 @@ def test_hf_on_disk_with_sharded_index(tmp_path: Path) -> None:
 
 def test_dcp_on_disk_unsettled_by_real_mtime(tmp_path: Path) -> None:
     for step in (1, 2):
-        touch(tmp_path / f"step-{step}" / ".metadata")
+        touch(tmp_path / f"step-{step}" / ".metadata", dcp_metadata({"__0_0.distcp": 16}))
         touch(tmp_path / f"step-{step}" / "__0_0.distcp")
     old = datetime.now(UTC).timestamp() - 3600
     for path in (tmp_path / "step-1").iterdir():

@@ -26,6 +26,7 @@ from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Mode
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import ResumeStrategy
+from tests.fakes.checkpoint_bytes import dcp_metadata
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker, wait_for_state
 from workflows.recovery import RecoveryWorkflow
 
@@ -34,11 +35,12 @@ S = IncidentState
 
 
 def dcp_checkpoints(root: Path) -> None:
-    """step-100 is whole; step-200, the newest, has a truncated shard (a save that died)."""
-    for step, shard_bytes in ((100, b"x" * 64), (200, b"")):
+    """step-100 is whole; step-200, the newest, has a truncated shard (a save that died): 16 of
+    the 64 bytes its `.metadata` records."""
+    for step, shard_bytes in ((100, b"x" * 64), (200, b"x" * 16)):
         directory = root / f"step-{step}"
         directory.mkdir(parents=True)
-        (directory / ".metadata").write_bytes(b"m" * 32)
+        (directory / ".metadata").write_bytes(dcp_metadata({"__0_0.distcp": 64, "__1_0.distcp": 64}))
         (directory / "__0_0.distcp").write_bytes(b"y" * 64)
         (directory / "__1_0.distcp").write_bytes(shard_bytes)
 
@@ -102,7 +104,7 @@ async def test_requeue_resumes_from_the_last_valid_checkpoint_and_verifies_progr
         report = await result(client, incident)
     assert report.state is S.RECOVERED
     assert report.checkpoint is not None and report.checkpoint.step == 100
-    assert any("step-200" in e.detail or "200" in e.detail for e in report.timeline)
+    assert any("step-200" in e.detail and "__1_0.distcp is truncated" in e.detail for e in report.timeline)
     assert any(read_as(fake.snapshot().jobs["1001"].user_id) in e.detail for e in report.timeline)
     assert any("past checkpoint step 100" in e.detail for e in report.timeline)
     # 140 steps redone (240 reached, resumed from 100) at 0.5 s on 2 nodes x 8 GPUs.
