@@ -4,6 +4,12 @@ A parser of job-controlled bytes may answer or raise one of its documented, type
 message; anything else escaping (IndexError, RecursionError, a pydantic ValidationError it
 forgot to wrap) is a crash a Slurm user can trigger, and fails the example. Each call is
 counted and timed per target; `make fuzz` writes the tallies that docs/security.md quotes.
+
+Under `make fuzz` a call that spends more than CPU_LIMIT_S of CPU fails the example. The limit is
+on the calling thread's CPU time, not the wall clock: a catastrophic regex or a quadratic parser
+burns CPU, while on a 2-core machine shared with a test suite the wall clock also counts the
+time the process waited for a core (a 130 ms call once measured 2.7 s that way). Blocking, which
+burns no CPU, is caught by hypothesis's wall-clock deadline (tests/fuzz/conftest.py).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from benchmarks._git import commit
 T = TypeVar("T")
 
 REPORT_ENV = "GOODPUT_FUZZ_REPORT"
+CPU_LIMIT_S = 1.0
+ENFORCE_CPU_LIMIT = os.environ.get("GOODPUT_FUZZ_PROFILE", "suite") == "fuzz"
 
 
 @dataclass
@@ -28,6 +36,7 @@ class Tally:
     examples: int = 0
     rejected: int = 0
     slowest_s: float = 0.0
+    slowest_cpu_s: float = 0.0
 
 
 TALLIES: dict[str, Tally] = {}
@@ -37,16 +46,21 @@ def rejects_cleanly(target: str, call: Callable[[], T],
                     allowed: tuple[type[BaseException], ...]) -> T | None:
     """`call()`'s result, or None when it raised one of `allowed` with a non-empty message."""
     tally = TALLIES.setdefault(target, Tally())
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.thread_time()
     try:
-        return call()
+        result: T | None = call()
     except allowed as error:
         tally.rejected += 1
         assert str(error).strip(), f"{target}: {type(error).__name__} raised without a message"
-        return None
+        result = None
     finally:
+        cpu = time.thread_time() - cpu_started
         tally.examples += 1
         tally.slowest_s = max(tally.slowest_s, time.perf_counter() - started)
+        tally.slowest_cpu_s = max(tally.slowest_cpu_s, cpu)
+    assert not ENFORCE_CPU_LIMIT or cpu <= CPU_LIMIT_S, \
+        f"{target}: one input took {cpu:.2f} s of CPU, over the {CPU_LIMIT_S:g} s limit"
+    return result
 
 
 def write_report() -> None:
@@ -59,7 +73,7 @@ def write_report() -> None:
     targets = existing.setdefault("targets", {})
     for name, tally in sorted(TALLIES.items()):
         targets[name] = {"examples": tally.examples, "rejected": tally.rejected,
-                         "slowest_s": round(tally.slowest_s, 4)}
+                         "slowest_s": round(tally.slowest_s, 4), "slowest_cpu_s": round(tally.slowest_cpu_s, 4)}
     existing["commit"] = commit()
     existing["profile"] = os.environ.get("GOODPUT_FUZZ_PROFILE", "suite")
     target.write_text(json.dumps(existing, indent=2, sort_keys=True) + "\n")
