@@ -23,7 +23,9 @@ from temporalio.client import Client
 
 from activities.adapters.gpu_nvml import NvmlUnavailableError
 from activities.adapters.node_agent import run_agent
-from goodput.checkpoints import IncidentLoss, summarize_lost_work
+from goodput.checkpoints import LAYOUTS, IncidentLoss, summarize_lost_work
+from goodput.checkpoints.model import DEFAULT_SETTLE_S
+from goodput.checkpoints.report import run_checkpoints
 from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_file
 from goodput.cli.render import incident_detail, incidents_table, lost_work_table, nodes_table
 from goodput.cli.service import ServiceError
@@ -105,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
     classify = sub.add_parser("classify", help="diagnose log files offline")
     classify.add_argument("--json", action="store_true")
     classify.add_argument("paths", nargs="+")
+
+    checkpoints = sub.add_parser("checkpoints", help="which checkpoint goodput would resume from, and why")
+    checkpoints.add_argument("root", help="the checkpoint root (as in goodput:ckpt=<layout>:<root>)")
+    checkpoints.add_argument("--layout", help="auto-detected unless named: " + ", ".join(LAYOUTS))
+    checkpoints.add_argument("--settle", type=float, default=DEFAULT_SETTLE_S,
+                             help="seconds a checkpoint must be untouched to be trusted (default %(default)s)")
+    checkpoints.add_argument("--json", action="store_true")
     return parser
 
 
@@ -287,6 +296,11 @@ def cmd_classify(args: argparse.Namespace) -> int:
     return run_classify(args.paths, args.json, sys.stdout, sys.stderr)
 
 
+def cmd_checkpoints(args: argparse.Namespace) -> int:
+    return run_checkpoints(os.path.abspath(args.root), args.layout, args.json, sys.stdout, sys.stderr,
+                           datetime.now(UTC), settle_s=args.settle)
+
+
 def dispatch(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     console = Console()
@@ -295,6 +309,8 @@ def dispatch(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "classify":
             return cmd_classify(args)
+        if args.command == "checkpoints":
+            return cmd_checkpoints(args)
         settings = settings_from(args)
         if args.command == "up":
             return asyncio.run(cmd_up(settings, console))

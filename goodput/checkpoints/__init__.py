@@ -1,8 +1,10 @@
 """Checkpoint-aware resume: find a job's checkpoints, validate them cheaply, pick the resume point.
 
-Pure domain code over a small filesystem seam (`FileSystem`: list, stat, read small text, confine
-to a root): shard contents are never read, so it is cheap on multi-terabyte checkpoints. Layout
-plugins live in their own modules (megatron, deepspeed, hf, dcp/torchtitan/nemo, generic);
+Pure domain code over a small filesystem seam (`FileSystem`: list, stat, read small text or a
+bounded byte range, confine to a root): shard data is never read, only headers and end records
+(`verify`, `formats`; pickles are interpreted as data by `safepickle`, never run), so it is cheap
+on multi-terabyte checkpoints. Layout plugins live in their own modules (megatron, deepspeed, hf,
+lightning, dcp/torchtitan/nemo, generic);
 `discover` picks one, `choose_resume_point` walks newest to oldest, and `lost_work` prices the
 work a failure undid. The tree is the job owner's and untrusted: `localfs` confines and bounds
 every read, `metadata` bounds every parse, and `finder` decides whose permissions it is read with.

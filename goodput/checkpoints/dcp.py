@@ -161,6 +161,8 @@ def discover_nemo(fs: FileSystem, config: CheckpointConfig) -> list[Checkpoint]:
                 and (entry.is_dir or entry.name.endswith(".ckpt"))):
             candidates.append((step, entry))
     candidates.sort(key=lambda item: (-item[0], item[1].name))
+    if config.layout != "nemo" and not any(entry.is_dir for _, entry in candidates):
+        return []  # only `.ckpt` files: Lightning's (NeMo 1 included), auto-detected as lightning
     found: list[Checkpoint] = []
     for step, entry in candidates[: config.max_candidates]:
         path = join(config.root, entry.name)

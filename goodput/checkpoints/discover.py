@@ -18,6 +18,7 @@ from goodput.checkpoints.deepspeed import LATEST, discover_deepspeed
 from goodput.checkpoints.fs import FileSystem, RefusedError
 from goodput.checkpoints.generic import discover_generic
 from goodput.checkpoints.hf import discover_hf
+from goodput.checkpoints.lightning import discover_lightning
 from goodput.checkpoints.megatron import TRACKER, discover_megatron
 from goodput.checkpoints.model import MAX_STEP_DIGITS, Checkpoint, CheckpointConfig, Discovery
 from goodput.checkpoints.scan import os_reason, oversized_number, printable
@@ -34,15 +35,16 @@ LAYOUTS: dict[str, Plugin] = {
     "deepspeed": discover_deepspeed,
     "hf": discover_hf,
     "nemo": discover_nemo,
+    "lightning": discover_lightning,
     "torchtitan": discover_torchtitan,
     "dcp": _dcp,
     "generic": discover_generic,
 }
 MAX_NOTES = 3
 POINTERS = frozenset({LATEST, TRACKER})  # their layouts report a refused pointer themselves
-AUTO_ORDER = ("megatron", "deepspeed", "hf", "nemo", "torchtitan", "dcp")
+AUTO_ORDER = ("megatron", "deepspeed", "hf", "nemo", "lightning", "torchtitan", "dcp")
 ALIASES = {"nemo1": "megatron", "megatron-lm": "megatron", "huggingface": "hf", "transformers": "hf",
-           "torch-dcp": "dcp", "auto": None}
+           "torch-dcp": "dcp", "pytorch-lightning": "lightning", "auto": None}
 
 
 def layout_name(name: str | None) -> str | None:

@@ -285,8 +285,8 @@ class LocalFileSystem:
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         if length > RANGE_LIMIT:
             raise TooLargeError(f"asked for {length} bytes of {path}, over the {RANGE_LIMIT}-byte range limit")
-        if offset < 0 or length < 0:
-            raise RefusedError(f"a negative offset or length ({offset}, {length})")
+        if not (0 <= offset < 1 << 62) or length < 0:
+            raise RefusedError(f"an offset or length out of range ({offset}, {length})")
         with self._opened(path) as (fd, _info):
             return _read_at(fd, offset, length)
 

@@ -21,6 +21,17 @@ def _describe(checkpoint: Checkpoint) -> str:
     return f"step {checkpoint.step} ({checkpoint.path})"
 
 
+def _pointer_note(chosen: Checkpoint, skipped: list[SkippedCheckpoint]) -> str:
+    """When the framework's own pointer names a checkpoint passed over, the job would load that
+    one unaided: goodput never rewrites the job's files, so it says so and exports its choice."""
+    named = next((s.checkpoint for s in skipped if s.checkpoint.pointer), None)
+    if named is None or chosen.pointer:
+        return ""
+    return (f"; the framework's own pointer names {named.tag or named.path} (step {named.step}), which was passed "
+            f"over: a job that follows its pointer loads that one unless told step {chosen.step} "
+            "(GOODPUT_RESUME_FROM/GOODPUT_RESUME_STEP on resubmission; docs/checkpoints.md)")
+
+
 def choose_resume_point(checkpoints: Iterable[Checkpoint], now: datetime, settle_s: float) -> ResumeChoice:
     ordered = sorted(checkpoints, key=lambda c: (-c.step, c.complete, c.path))
     skipped: list[SkippedCheckpoint] = []
@@ -47,6 +58,7 @@ def choose_resume_point(checkpoints: Iterable[Checkpoint], now: datetime, settle
     if chosen is not None:
         head = f"resume from {_describe(chosen)}, layout {chosen.layout}"
         explanation = f"{head}; {passed}" if skipped else f"{head}: the newest checkpoint, complete and settled"
+        explanation += _pointer_note(chosen, skipped)
     elif skipped:
         explanation = f"no valid checkpoint: {passed}"
     else:

@@ -103,7 +103,11 @@ def torch_file_fields(fs: FileSystem, path: str, entry: Entry, what: str, tally:
         pickled = next((m for m in members if m.name.endswith("data.pkl")), None)
         if pickled is None or pickled.method != 0 or pickled.size > PICKLE_LIMIT:
             raise _Unread("no stored data.pkl within the read limit")
+        if pickled.offset + 30 + pickled.size > where.offset:
+            raise FormatError(f"its {pickled.name[:60]!r} lies past its zip central directory: damaged")
         start = local_data_offset(_read(fs, path, pickled.offset, 30, tally), pickled)
+        if start + pickled.size > where.offset:
+            raise FormatError(f"its {pickled.name[:60]!r} runs into its zip central directory: damaged")
         # The name and extra field sit between header and data; re-reading them is cheaper than a seek.
         return pickle_top_level(_read(fs, path, start, pickled.size, tally))
     except FormatError as error:

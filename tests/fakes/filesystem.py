@@ -286,3 +286,14 @@ def write_generic(fs: FakeFileSystem, root: str, name: str, marker: str | None =
     if marker:
         fs.add_file(f"{path}/{marker}", text="", mtime=mtime)
     return _norm(path)
+
+
+def write_lightning(fs: FakeFileSystem, root: str, steps: tuple[int, ...] = (200, 400), last: int | None = 1000,
+                    mtime: float | None = None) -> None:
+    """Lightning's ModelCheckpoint: top-k `epoch=E-step=N.ckpt` files, and `last.ckpt` recording
+    the newest step in its data.pkl (`save_last=True`)."""
+    for step in steps:
+        add_torch_file(fs, f"{root}/epoch={step // 100}-step={step}.ckpt", 8 * MB, mtime,
+                       fields={"epoch": step // 100, "global_step": step})
+    if last is not None:
+        add_torch_file(fs, f"{root}/last.ckpt", 8 * MB, mtime, fields={"epoch": last // 100, "global_step": last})

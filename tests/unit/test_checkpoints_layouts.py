@@ -16,10 +16,12 @@ from goodput.checkpoints import CheckpointConfig, choose_resume_point, discover,
 from tests.fakes.filesystem import (
     DEFAULT_MTIME,
     FakeFileSystem,
+    add_torch_file,
     write_dcp,
     write_deepspeed,
     write_generic,
     write_hf,
+    write_lightning,
     write_megatron,
     write_megatron_dist,
 )
@@ -181,6 +183,27 @@ def _nemo(fs: FakeFileSystem) -> None:
     fs.add_file(f"{ROOT}/megatron_gpt--val_loss=2.10-step=1000-consumed_samples=8000.0-unfinished", text="")
 
 
+def _lightning_last_is_newest(fs: FakeFileSystem) -> None:
+    write_lightning(fs, ROOT, steps=(200, 400), last=1000)  # top-k by metric kept older steps
+
+
+def _lightning_truncated_last(fs: FakeFileSystem) -> None:
+    write_lightning(fs, ROOT, steps=(200, 400), last=1000)
+    fs.truncate(f"{ROOT}/last.ckpt", 4 * 1024 * 1024)
+
+
+def _lightning_truncated_named(fs: FakeFileSystem) -> None:
+    write_lightning(fs, ROOT, steps=(200, 400), last=None)
+    fs.truncate(f"{ROOT}/epoch=4-step=400.ckpt", 1024)
+
+
+def _nemo1_ckpt_files(fs: FakeFileSystem) -> None:
+    for step in (500, 1000):
+        add_torch_file(fs, f"{ROOT}/megatron_gpt--val_loss=2.10-step={step}-consumed_samples={step * 8}.0.ckpt",
+                       8 * 1024 * 1024, fields={"global_step": step})
+    fs.truncate(f"{ROOT}/megatron_gpt--val_loss=2.10-step=1000-consumed_samples=8000.0.ckpt", 100)
+
+
 def _generic_marker(fs: FakeFileSystem) -> None:
     write_generic(fs, ROOT, "ckpt_500")
     write_generic(fs, ROOT, "ckpt_1000", marker=None)
@@ -223,6 +246,11 @@ CASES: dict[str, Case] = {
     "hf-step-mismatch": Case(_hf_step_mismatch, "hf", 500, {1000: "global_step 999"}),
     "torchtitan-empty-metadata": Case(_torchtitan, "torchtitan", 500, {1000: ".metadata is empty"}),
     "nemo-unfinished-marker": Case(_nemo, "nemo", 500, {1000: "-unfinished exists"}),
+    "lightning-last-is-newest": Case(_lightning_last_is_newest, "lightning", 1000),
+    "lightning-truncated-last": Case(_lightning_truncated_last, "lightning", 400),
+    "lightning-truncated-named": Case(_lightning_truncated_named, "lightning", 200,
+                                      {400: "no zip end-of-central-directory record"}),
+    "nemo1-ckpt-files-are-lightning": Case(_nemo1_ckpt_files, "lightning", 500, {1000: "truncated"}),
     "generic-marker": Case(_generic_marker, "generic", 500, {1000: ".complete is missing"}, configured="generic"),
     "generic-file-checkpoints": Case(_generic_files, "generic", 500, {900: ".done is missing"}, configured="generic",
                                      config={"pattern": "model-*.pt", "step_regex": r"-s(\d+)", "marker": ".done"}),
