@@ -14,6 +14,7 @@ BENCHMARKS = {
     "goodput": "benchmarks.goodput_sim",
     "watch": "benchmarks.watch_capacity",
     "diagnosis": "benchmarks.diagnosis",
+    "checkpoints": "benchmarks.checkpoint_cost",
 }
 
 

@@ -18,6 +18,7 @@ from goodput.checkpoints.formats import (
     ZIP_MAGIC,
     ZIP_TAIL,
     FormatError,
+    ZipDirectory,
     dcp_storage_ends,
     local_data_offset,
     pickle_top_level,
@@ -32,6 +33,7 @@ from goodput.checkpoints.scan import Tally, os_reason, printable
 # A torch.save data.pkl holds the object tree with tensors as references: small next to the data.
 PICKLE_LIMIT = 16 * 1024 * 1024
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
+SHORT_ZIP_TAIL = 1024
 
 
 class _Unread(Exception):
@@ -76,11 +78,23 @@ def _safetensors(fs: FileSystem, path: str, size: int, tally: Tally) -> None:
                           "refuses to load it")
 
 
+def _zip_directory(fs: FileSystem, path: str, size: int, tally: Tally) -> ZipDirectory:
+    """The end records from a short tail (torch writes no archive comment, so they are the last
+    98 bytes); only when that fails, from the longest tail a comment allows."""
+    short = min(size, SHORT_ZIP_TAIL)
+    try:
+        return zip_directory(_read(fs, path, size - short, short, tally), size)
+    except FormatError:
+        if short == size:
+            raise
+    tail_length = min(size, ZIP_TAIL)
+    return zip_directory(_read(fs, path, size - tail_length, tail_length, tally), size)
+
+
 def _torch_zip(fs: FileSystem, path: str, size: int, tally: Tally) -> None:
     head = _read(fs, path, 0, 4, tally)
     if head.startswith(ZIP_MAGIC):
-        tail_length = min(size, ZIP_TAIL)
-        zip_directory(_read(fs, path, size - tail_length, tail_length, tally), size)
+        _zip_directory(fs, path, size, tally)
     elif head.startswith(PICKLE_MAGIC):
         tally.unverified.append(f"{printable(path.rsplit('/', 1)[-1], 80)}: a legacy (non-zip) torch file, "
                                 "whose length is not recorded")
@@ -95,8 +109,7 @@ def torch_file_fields(fs: FileSystem, path: str, entry: Entry, what: str, tally:
         head = _read(fs, path, 0, 4, tally)
         if not head.startswith(ZIP_MAGIC):
             raise _Unread("not a zip archive")
-        tail_length = min(entry.size, ZIP_TAIL)
-        where = zip_directory(_read(fs, path, entry.size - tail_length, tail_length, tally), entry.size)
+        where = _zip_directory(fs, path, entry.size, tally)
         if where.size > RANGE_LIMIT:
             raise _Unread(f"its zip directory is over {RANGE_LIMIT} bytes")
         members = zip_members(_read(fs, path, where.offset, where.size, tally))
