@@ -21,13 +21,18 @@ def _describe(checkpoint: Checkpoint) -> str:
     return f"step {checkpoint.step} ({checkpoint.path})"
 
 
-def _pointer_note(chosen: Checkpoint, skipped: list[SkippedCheckpoint]) -> str:
-    """When the framework's own pointer names a checkpoint passed over, the job would load that
-    one unaided: goodput never rewrites the job's files, so it says so and exports its choice."""
-    named = next((s.checkpoint for s in skipped if s.checkpoint.pointer), None)
-    if named is None or chosen.pointer:
+def _pointer_note(chosen: Checkpoint, candidates: list[Checkpoint]) -> str:
+    """When the framework's own pointer names a checkpoint passed over (newer, or damaged so that
+    its step is unknown, like a cut `last.ckpt`), the job would load that one unaided: goodput
+    never rewrites the job's files, so it says so and exports its choice."""
+    if chosen.pointer:
         return ""
-    return (f"; the framework's own pointer names {named.tag or named.path} (step {named.step}), which was passed "
+    named = next((c for c in candidates if c.pointer and c is not chosen and (c.step > chosen.step or not c.complete)),
+                 None)
+    if named is None:
+        return ""
+    step = f"step {named.step}" if named.complete or named.step else "its step unreadable"
+    return (f"; the framework's own pointer names {named.tag or named.path} ({step}), which was passed "
             f"over: a job that follows its pointer loads that one unless told step {chosen.step} "
             "(GOODPUT_RESUME_FROM/GOODPUT_RESUME_STEP on resubmission; docs/checkpoints.md)")
 
@@ -58,7 +63,7 @@ def choose_resume_point(checkpoints: Iterable[Checkpoint], now: datetime, settle
     if chosen is not None:
         head = f"resume from {_describe(chosen)}, layout {chosen.layout}"
         explanation = f"{head}; {passed}" if skipped else f"{head}: the newest checkpoint, complete and settled"
-        explanation += _pointer_note(chosen, skipped)
+        explanation += _pointer_note(chosen, ordered)
     elif skipped:
         explanation = f"no valid checkpoint: {passed}"
     else:
