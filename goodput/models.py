@@ -99,6 +99,15 @@ def _clip_lines(lines: list[str]) -> list[str]:
     return [_clip(line) for line in lines[:MAX_EVIDENCE_LINES]]
 
 
+class RestartEffect(StrEnum):
+    """What the evidence says about restarting the job, whatever the cause of the failure."""
+
+    NONE = "none"
+    IN_JOB = "in-job"    # the job's own launcher (torchrun elastic, NVRx ft_launcher) restarted it
+    GAVE_UP = "gave-up"  # the launcher stopped restarting and failed the job
+    NEVER = "never"      # the job asked not to be restarted (NVRx exit code 93, a user's cancel)
+
+
 class Anomaly(Frozen):
     """One observation that something is wrong with one job attempt."""
 
@@ -119,6 +128,9 @@ class Anomaly(Frozen):
     # Where the job's own progress stood when this was seen (log detectors), for lost-work accounting.
     progress_step: int | None = None
     step_time_s: float | None = None
+    # What this evidence says about restarting, net of its own order (an in-job restart the
+    # launcher later gave up on is `gave-up`): attribution weighs it across the incident.
+    restart_effect: RestartEffect = RestartEffect.NONE
 
     @property
     def incident_key(self) -> IncidentKey:
@@ -156,6 +168,9 @@ class Attribution(Frozen):
     explanation: str = ""
     restart: bool = True
     drain: bool = False
+    # `in-job`: the job's own launcher is restarting it, so goodput neither restarts nor stops it;
+    # `never`: the job asked not to be restarted, whatever the site's policy on the cause.
+    restart_effect: RestartEffect = RestartEffect.NONE
     signature_ids: tuple[str, ...] = ()
     # Nodes that only job-controlled evidence (its logs) named and that Slurm does not list in the
     # job's allocation: reported so an operator can look, never drained or excluded.

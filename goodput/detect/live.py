@@ -24,7 +24,7 @@ from goodput.diagnose.classify import anomaly_from_verdict
 from goodput.diagnose.signatures import Catalogue, default_catalogue
 from goodput.diagnose.signatures.model import Match, Role
 from goodput.diagnose.signatures.verdict import VerdictBuilder
-from goodput.models import Anomaly, Frozen, IncidentKey
+from goodput.models import Anomaly, Frozen, IncidentKey, RestartEffect
 
 _DECISIVE = (Role.ROOT, Role.KNOCK_ON)
 
@@ -67,6 +67,7 @@ class LiveLogDetector:
         """One anomaly per batch that holds a cause or a consequence; progress folded in."""
         matches: list[Match] = []
         first: LogLine | None = None
+        effect_line: LogLine | None = None
         progress = self.state.progress
         steps = dict(self.state.rank_steps)
         hosts = dict(self.state.rank_hosts)
@@ -80,10 +81,15 @@ class LiveLogDetector:
                     if event.host:
                         hosts[event.rank] = event.host
             for match in self._catalogue.match_line(line.text, line.line_no):
+                # A launcher's in-job restart or give-up is not a failure line, but the incident
+                # must hear of it: it decides whether goodput restarts the job at all.
                 if match.signature.role in _DECISIVE:
                     first = first or line
+                elif match.signature.restart_effect is not RestartEffect.NONE:
+                    effect_line = effect_line or line
                 matches.append(match)
         self.state = self.state.model_copy(update={"progress": progress, "rank_steps": steps, "rank_hosts": hosts})
+        first = first or effect_line
         if first is None:
             return []
         verdict = VerdictBuilder(self._catalogue.version).add_all(matches).build()

@@ -19,6 +19,7 @@ from goodput.models import (
     Category,
     Culprit,
     CulpritKind,
+    RestartEffect,
 )
 from goodput.scheduler import JobInfo
 
@@ -101,6 +102,38 @@ def lead_signature(anomaly: Anomaly, catalogue: Catalogue | None = None) -> Sign
     return max(known, key=lambda s: s.rank_key) if known else None
 
 
+def effect_of(anomaly: Anomaly, catalogue: Catalogue | None = None) -> RestartEffect:
+    """The anomaly's own restart effect, or, for evidence that carries only signature ids (a push,
+    an older payload), the one its signatures imply: never wins, a give-up beats an in-job
+    restart when their order is unknown (restarting is what goodput did before it knew)."""
+    if anomaly.restart_effect is not RestartEffect.NONE or not anomaly.signature_ids:
+        return anomaly.restart_effect
+    cat = catalogue or default_catalogue()
+    effects = {sig.restart_effect for sig in (cat.get(i) for i in anomaly.signature_ids) if sig is not None}
+    for effect in (RestartEffect.NEVER, RestartEffect.GAVE_UP, RestartEffect.IN_JOB):
+        if effect in effects:
+            return effect
+    return RestartEffect.NONE
+
+
+def net_effect(anomalies: Sequence[Anomaly], catalogue: Catalogue | None = None) -> RestartEffect:
+    """What an incident's evidence, in the order it was observed, says about restarting: a `never`
+    anywhere stands; otherwise the latest of an in-job restart and a give-up decides."""
+    effects = [(a.observed_at, index, effect_of(a, catalogue)) for index, a in enumerate(anomalies)]
+    seen = [(at, index, effect) for at, index, effect in effects if effect is not RestartEffect.NONE]
+    if any(effect is RestartEffect.NEVER for _, _, effect in seen):
+        return RestartEffect.NEVER
+    return max(seen, key=lambda item: (item[0], item[1]))[2] if seen else RestartEffect.NONE
+
+
+_EFFECT_WHY = {
+    RestartEffect.NEVER: "the job asked not to be restarted (its launcher's exit code or a user's cancel): "
+                         "not restarted, whatever the cause",
+    RestartEffect.IN_JOB: "the job's own launcher restarted it in-job and has not given up since: goodput "
+                          "neither restarts nor stops it (a cluster restart on top would be a double restart)",
+}
+
+
 def _weight(anomaly: Anomaly, catalogue: Catalogue) -> tuple[int, int]:
     """(role, precedence): a root cause outranks any knock-on effect, then precedence decides."""
     sig = lead_signature(anomaly, catalogue)
@@ -154,12 +187,17 @@ def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
 
     signatures = tuple(dict.fromkeys(s for a in ranked for s in a.signature_ids))
     explanation = _explain(category, lead, culprits, len(anomalies), drain, sig)
+    effect = net_effect(anomalies, cat)
+    if effect in _EFFECT_WHY:
+        restart = False
+        explanation += f"; {_EFFECT_WHY[effect]}"
     if unverified:
         explanation += (f"; the job's own output names {', '.join(unverified)}, not allocated to "
                         f"{'job ' + job.job_id if job is not None else 'this job (no scheduler record)'}: "
                         "reported, never acted on")
     return Attribution(category=category, culprits=tuple(culprits), explanation=explanation,
-                       restart=restart, drain=drain, signature_ids=signatures, unverified_nodes=unverified)
+                       restart=restart, drain=drain, signature_ids=signatures, unverified_nodes=unverified,
+                       restart_effect=effect)
 
 
 def _explain(category: Category, lead: Anomaly, culprits: Sequence[Culprit], count: int,

@@ -69,6 +69,7 @@ def verdict_json(path: str, verdict: Verdict) -> dict[str, object]:
         "culprit_rank": verdict.rank,
         "confidence": str(verdict.confidence),
         "settle": verdict.settle,
+        "restart_effect": str(verdict.restart_effect),
     }
 
 
@@ -133,4 +134,5 @@ def anomaly_from_verdict(verdict: Verdict, *, anomaly_id: str, job_id: str, obse
         ranks=(verdict.rank,) if verdict.rank is not None else (),
         gpus=(verdict.gpu,) if verdict.gpu else (),
         evidence=[e.text for e in verdict.evidence], signature_ids=verdict.signatures,
-        category=verdict.category, observed_at=observed_at, detected_at=detected_at)
+        category=verdict.category, observed_at=observed_at, detected_at=detected_at,
+        restart_effect=verdict.restart_effect)

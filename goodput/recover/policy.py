@@ -21,6 +21,7 @@ from goodput.models import (
     Mode,
     RecoveryAction,
     RecoveryPlan,
+    RestartEffect,
 )
 from goodput.recover.breaker import BreakerPolicy
 from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
@@ -62,8 +63,9 @@ class Policy(Frozen):
 
 
 def plan_recovery(attribution: Attribution, job: JobInfo | None, policy: Policy) -> RecoveryPlan:
-    restart = attribution.restart or (
-        attribution.category is Category.APP_ERROR and policy.restart_on_app_error)
+    handled = attribution.restart_effect in (RestartEffect.IN_JOB, RestartEffect.NEVER)
+    restart = not handled and (attribution.restart or (
+        attribution.category is Category.APP_ERROR and policy.restart_on_app_error))
     drain = tuple(dict.fromkeys(attribution.culprit_nodes)) if attribution.drain else ()
 
     if drain:
@@ -84,6 +86,12 @@ def plan_recovery(attribution: Attribution, job: JobInfo | None, policy: Policy)
     if drain:
         actions.append(RecoveryAction(kind=ActionKind.DRAIN_NODES, nodes=drain,
                                       reason=attribution.explanation or attribution.category))
+    if attribution.restart_effect is RestartEffect.IN_JOB:
+        # The launcher is healing the job: stopping it would undo that, restarting would double it.
+        actions.append(RecoveryAction(kind=ActionKind.NOTIFY, reason=attribution.explanation))
+        rationale = (f"{attribution.category}: restarted in-job by the job's launcher; no restart, no stop"
+                     + (f", after draining {', '.join(drain)}" if drain else ""))
+        return RecoveryPlan(actions=tuple(actions), rationale=rationale)
     if not restart:
         if job is not None and job.state in ACTIVE_JOB_STATES:
             actions.append(RecoveryAction(kind=ActionKind.STOP_JOB, reason="no restart per policy"))

@@ -13,7 +13,8 @@ from goodput.diagnose.classify import run_classify
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 FIXTURES = sorted(p.name for p in LOGS.iterdir() if not p.name.endswith(".expected.json"))
 KEYS = {"path", "category", "culprit_kind", "culprit", "restart", "drain", "signatures", "evidence",
-        "explanation", "culprit_host", "culprit_gpu", "culprit_rank", "confidence", "settle"}
+        "explanation", "culprit_host", "culprit_gpu", "culprit_rank", "confidence", "settle",
+        "restart_effect"}
 
 
 def classify_json(monkeypatch: pytest.MonkeyPatch, *names: str) -> tuple[int, list[dict[str, object]], str]:

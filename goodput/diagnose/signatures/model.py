@@ -15,7 +15,7 @@ from functools import cached_property
 
 from pydantic import Field, field_validator, model_validator
 
-from goodput.models import Category, CulpritKind, Frozen
+from goodput.models import Category, CulpritKind, Frozen, RestartEffect
 from goodput.untrusted_text import LinearPatternError, LinearRegex, bounded_int
 
 # No job has a billion ranks; a longer number in a log line is noise (or an attack), never a rank.
@@ -36,15 +36,6 @@ class Role(StrEnum):
 
 
 ROLE_ORDER: dict[Role, int] = {Role.ROOT: 3, Role.KNOCK_ON: 2, Role.INFO: 1, Role.LOCATOR: 0}
-
-
-class RestartEffect(StrEnum):
-    """What a line says about restarting the job, whatever the cause of the failure."""
-
-    NONE = "none"
-    IN_JOB = "in-job"    # the job's own launcher (torchrun elastic, NVRx ft_launcher) restarted it
-    GAVE_UP = "gave-up"  # the launcher stopped restarting and failed the job
-    NEVER = "never"      # the job asked not to be restarted (NVRx exit code 93)
 
 
 class Signature(Frozen):

@@ -26,8 +26,8 @@ from goodput.diagnose.signatures.crossline import (
     single_node_local_rank,
 )
 from goodput.diagnose.signatures.locate import Locator
-from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, ROLE_ORDER, Match, RestartEffect, Role, Signature
-from goodput.models import Category, CulpritKind, Frozen
+from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, ROLE_ORDER, Match, Role, Signature
+from goodput.models import Category, CulpritKind, Frozen, RestartEffect
 from goodput.untrusted_text import LinearRegex, bounded_int, utf8
 
 MAX_HITS_PER_SIGNATURE = 20
@@ -77,6 +77,7 @@ class Verdict(Frozen):
     host: str | None = None
     gpu: str | None = None
     rank: int | None = None
+    restart_effect: RestartEffect = RestartEffect.NONE
     confidence: Confidence = Confidence.LOW
     # Below high confidence: the evidence that would settle the question.
     settle: str | None = None
@@ -187,9 +188,15 @@ class VerdictBuilder:
             confidence, settle = grade(Ingredients(
                 category=Category.UNKNOWN, culprit_kind=CulpritKind.UNKNOWN, culprit_named=False,
                 from_source_node=False, root_cause=False, any_hit=False, rival=None))
+            effect = self.net_effect()
+            said = self._effects.get(effect)
+            explanation = ("no known failure signature in the log" if said is None else
+                           f"No failure line, but line {said.line_no} ({said.signature.id}): "
+                           f"{said.signature.explanation}")
             return Verdict(category=Category.UNKNOWN, culprit_kind=CulpritKind.UNKNOWN, restart=False,
-                           drain=False, explanation="no known failure signature in the log",
-                           confidence=confidence, settle=settle, catalogue_version=self.catalogue_version)
+                           drain=False, explanation=explanation, confidence=confidence, settle=settle,
+                           signatures=tuple(dict.fromkeys(m.signature.id for m in self._effects.values())),
+                           catalogue_version=self.catalogue_version, restart_effect=effect)
         ranked = sorted(self._hits, key=self._key, reverse=True)
         lead = ranked[0]
         lead_role = self.role_of(lead)
@@ -242,7 +249,7 @@ class VerdictBuilder:
         return Verdict(category=sig.category, culprit_kind=kind, culprit=culprit, restart=restart,
                        drain=drain, signatures=signatures, evidence=evidence, explanation=explanation,
                        host=host, gpu=gpu, rank=rank, confidence=confidence, settle=settle,
-                       catalogue_version=self.catalogue_version)
+                       catalogue_version=self.catalogue_version, restart_effect=self.net_effect())
 
     def _informational(self, ranked: list[Match]) -> Verdict:
         """Only lines that never decide alone (a corrected ECC error, a recovered warning, Xid 63):
@@ -256,7 +263,19 @@ class VerdictBuilder:
             from_source_node=False, root_cause=False, any_hit=True, rival=None, informational=True))
         return Verdict(category=Category.UNKNOWN, culprit_kind=CulpritKind.UNKNOWN, restart=False, drain=False,
                        signatures=ids, evidence=self._evidence(lead, [lead], ranked[1:]), explanation=explanation,
-                       confidence=confidence, settle=settle, catalogue_version=self.catalogue_version)
+                       confidence=confidence, settle=settle, catalogue_version=self.catalogue_version,
+                       restart_effect=self.net_effect())
+
+    def net_effect(self) -> RestartEffect:
+        """What the lines so far say about restarting: never beats everything; an in-job restart
+        counts until the launcher gives up after it."""
+        if RestartEffect.NEVER in self._effects:
+            return RestartEffect.NEVER
+        in_job = self._effects.get(RestartEffect.IN_JOB)
+        gave_up = self._effects.get(RestartEffect.GAVE_UP)
+        if in_job is not None and (gave_up is None or gave_up.line_no < in_job.line_no):
+            return RestartEffect.IN_JOB
+        return RestartEffect.GAVE_UP if gave_up is not None else RestartEffect.NONE
 
     def _restart(self, wanted: bool) -> tuple[bool, str | None]:
         """The cluster's restart decision: the cause's, unless the job's launcher already restarted it
