@@ -346,12 +346,12 @@ def test_rest_openapi(spec: Any) -> None:
 edited_specs = st.builds(
     lambda drop, extra: {"paths": {**{k: v for i, (k, v) in enumerate(SPEC["paths"].items()) if i not in drop},
                                    **extra}},
-    st.sets(st.integers(0, len(SPEC["paths"]))),
+    st.sets(st.integers(0, len(SPEC["paths"])), max_size=8),
     st.dictionaries(path_keys, st.one_of(st.lists(st.sampled_from(["get", "post", "delete", "GET"])), json_values),
-                    max_size=6))
+                    max_size=4))
 
 
-@given(st.one_of(edited_specs, specs))
+@given(edited_specs)
 def test_rest_capabilities(spec: Any) -> None:
     try:
         version = restapi.choose_version(spec)
