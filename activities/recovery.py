@@ -18,6 +18,7 @@ from typing import TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.adapters.audit_log import MemoryAuditLog
 from activities.adapters.checkpoint_reader import OwnerCheckpointFinder
 from activities.progress import ProgressReader, output_sizes
 from goodput.checkpoints import (
@@ -30,10 +31,12 @@ from goodput.diagnose.attribution import attribute
 from goodput.diagnose.node_memory import LocalNodeMemory, MemoryVerdict, NodeMemory
 from goodput.identifiers import InvalidIdentifierError
 from goodput.ownership import drain_reason
+from goodput.recover.audit import AuditLog
 from goodput.recover.breaker import DrainGate, DrainVerdict
 from goodput.recover.incident import (
     AttributeInput,
     AttributeResult,
+    AuditInput,
     CheckpointInput,
     CheckpointResult,
     IsolateInput,
@@ -101,8 +104,10 @@ class RecoveryActivities:
     """Bound to one scheduler and one notifier; registered on the worker as methods."""
 
     def __init__(self, scheduler: Scheduler, notifier: Notifier, gate: DrainGate,
-                 checkpoint_finder: CheckpointFinder | None = None, memory: NodeMemory | None = None) -> None:
+                 checkpoint_finder: CheckpointFinder | None = None, memory: NodeMemory | None = None,
+                 audit_log: AuditLog | None = None) -> None:
         self._scheduler = scheduler
+        self.audit_log: AuditLog = audit_log or MemoryAuditLog()
         self._notifier = notifier
         self._gate = gate
         self._memory = memory or LocalNodeMemory()
@@ -256,10 +261,14 @@ class RecoveryActivities:
         result = await mapped(self._scheduler.cancel_job(request.job_id))
         return result.detail
 
+    @activity.defn(name="audit")
+    async def audit(self, request: AuditInput) -> None:
+        await asyncio.to_thread(self.audit_log.append, request.records)
+
     @activity.defn(name="notify")
     async def notify(self, notification: Notification) -> None:
         await self._notifier.notify(notification)
 
     def all(self) -> list[Callable[..., Awaitable[object]]]:
         return [self.attribute, self.reserve_drain, self.consult_node_memory, self.find_checkpoint, self.isolate,
-                self.resume, self.verify, self.stop_job, self.notify]
+                self.resume, self.verify, self.stop_job, self.notify, self.audit]

@@ -124,6 +124,11 @@ class Settings(BaseSettings):
     def notifications_path(self) -> Path:
         return self.data_dir / "notifications.jsonl"
 
+    @property
+    def audit_path(self) -> Path:
+        """The append-only audit log of actions and decisions (activities.adapters.audit_log)."""
+        return self.data_dir / "audit.jsonl"
+
     def temporal_host_port(self) -> tuple[str, int]:
         host, _, port = self.temporal_address.rpartition(":")
         return host or "127.0.0.1", int(port)

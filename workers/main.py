@@ -21,12 +21,14 @@ from pathlib import Path
 from rich.console import Console
 from temporalio.client import Client
 
+from activities.adapters.audit_log import JsonlAuditLog
 from activities.adapters.gpu_nvml import NvmlUnavailableError
 from activities.adapters.node_agent import run_agent
 from goodput.checkpoints import LAYOUTS, IncidentLoss, summarize_lost_work
 from goodput.checkpoints.model import DEFAULT_SETTLE_S
 from goodput.checkpoints.report import run_checkpoints
 from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_file
+from goodput.cli.audit import render as render_audit
 from goodput.cli.render import incident_detail, incidents_table, lost_work_table, nodes_table
 from goodput.cli.service import ServiceError
 from goodput.config import Settings
@@ -34,6 +36,7 @@ from goodput.detect.agent import AgentConfig
 from goodput.diagnose.classify import run_classify
 from goodput.identifiers import InvalidIdentifierError, validate_cluster
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
+from goodput.recover.audit import AuditRecord, merged, parse_since, since
 from goodput.recover.incident import Decision, DecisionVerb
 from goodput.slurm.resubmit import ResubmitKey
 from workers import devserver
@@ -78,6 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     lost.add_argument("--limit", type=int, default=200, help="newest incidents to include")
     lost.add_argument("--cluster", help="only this cluster's incidents")
     lost.add_argument("--json", action="store_true")
+
+    audit = sub.add_parser("audit", help="every action goodput took and every operator decision")
+    audit.add_argument("--since", help="an age (90m, 24h, 7d) or an ISO time")
+    audit.add_argument("--format", choices=["table", "jsonl", "csv"], default="table")
+    audit.add_argument("--from-histories", action="store_true",
+                       help="also rebuild the trail from the incidents' workflow histories (needs Temporal)")
+    audit.add_argument("--limit", type=int, default=1000, help="newest incidents to rebuild from")
+    audit.add_argument("--data-dir", type=Path, help="where the audit log lives (default .goodput)")
 
     incident = sub.add_parser("incident", help="show one incident: timeline and plan")
     incident.add_argument("incident_id")
@@ -258,6 +269,14 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
             console.print(lost_work_table(summary))
         for line in unreadable:
             Console(stderr=True).print(f"[yellow]skipped[/] {line}", highlight=False)
+    elif args.command == "audit":
+        rebuilt: list[AuditRecord] = []
+        for row in await service.list_incidents(limit=args.limit):
+            try:
+                rebuilt.extend((await service.get(row.incident_id)).audit)
+            except ServiceError as error:
+                Console(stderr=True).print(f"[yellow]skipped[/] {row.incident_id}: {error}", highlight=False)
+        show_audit(args, settings, rebuilt)
     elif args.command == "incident":
         report = await service.get(args.incident_id)
         if args.json:
@@ -292,6 +311,15 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
     return 0
 
 
+def show_audit(args: argparse.Namespace, settings: Settings, rebuilt: Sequence[AuditRecord] = ()) -> int:
+    log = JsonlAuditLog(settings.audit_path)
+    start = parse_since(args.since, datetime.now(UTC)) if args.since else None
+    render_audit(since(merged(log.read(), rebuilt), start), args.format, sys.stdout)
+    if log.skipped_lines:
+        Console(stderr=True).print(f"[yellow]{log.skipped_lines} unreadable line(s) in {settings.audit_path}[/]")
+    return 0
+
+
 def cmd_classify(args: argparse.Namespace) -> int:
     return run_classify(args.paths, args.json, sys.stdout, sys.stderr)
 
@@ -312,6 +340,8 @@ def dispatch(argv: Sequence[str] | None = None) -> int:
         if args.command == "checkpoints":
             return cmd_checkpoints(args)
         settings = settings_from(args)
+        if args.command == "audit" and not args.from_histories:
+            return show_audit(args, settings)
         if args.command == "up":
             return asyncio.run(cmd_up(settings, console))
         if args.command == "worker":

@@ -16,6 +16,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from activities.adapters.audit_log import JsonlAuditLog
 from activities.adapters.breaker_gate import TemporalDrainGate
 from activities.adapters.node_memory_gate import TemporalNodeMemory
 from activities.adapters.notify_webhook import FanOutNotifier, WebhookNotifier
@@ -29,6 +30,7 @@ from activities.recovery import RecoveryActivities
 from activities.watch import WatchActivities
 from goodput.config import SchedulerKind, Settings
 from goodput.demo.scheduler import FakeScheduler
+from goodput.recover.audit import AuditLog
 from goodput.recover.breaker import DrainGate
 from goodput.recover.notify import JsonLinesNotifier, Notifier
 from goodput.recover.policy import Policy
@@ -91,9 +93,9 @@ def scheduler_from(settings: Settings, *, resubmit_key: ResubmitKey | None = Non
 
 def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier: Notifier, *,
                  gate: DrainGate | None = None, policy: Policy | None = None,
-                 fail_workflows_on_bugs: bool = False) -> Worker:
+                 fail_workflows_on_bugs: bool = False, audit_log: AuditLog | None = None) -> Worker:
     recovery = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue),
-                                  memory=TemporalNodeMemory(client, task_queue))
+                                  memory=TemporalNodeMemory(client, task_queue), audit_log=audit_log)
     # Anomalies the watchers find open incidents with the service's policy.
     sink = IncidentSink(TemporalIncidentService(client, task_queue), policy or Policy())
     watch = WatchActivities(scheduler, sink, TemporalWatchLauncher(client, task_queue))
@@ -119,7 +121,8 @@ def worker_for(client: Client, settings: Settings) -> Worker:
     if settings.notify_webhook_url:
         notifier = FanOutNotifier(notifier, WebhookNotifier(settings.notify_webhook_url,
                                                             ui_url=settings.notify_ui_url or None))
-    return build_worker(client, settings.task_queue, scheduler_from(settings), notifier, policy=settings.policy)
+    return build_worker(client, settings.task_queue, scheduler_from(settings), notifier, policy=settings.policy,
+                        audit_log=JsonlAuditLog(settings.audit_path))
 
 
 async def ensure_search_attributes(client: Client, namespace: str) -> None:

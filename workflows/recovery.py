@@ -10,7 +10,7 @@ Operators steer it with `approve`/`cancel` signals (the Temporal UI can send tho
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TypeVar
 
@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.checkpoints import Checkpoint, LostWork, lost_work_of
     from goodput.diagnose.node_memory import MemoryVerdict, observation_of, with_memory
     from goodput.models import ActionKind, Anomaly, Attribution, Mode, OperatorDecision, RecoveryPlan
+    from goodput.recover.audit import AuditAction
     from goodput.recover.breaker import DrainRequest, DrainVerdict
     from goodput.recover.incident import (
         MAX_REPORTED_ANOMALIES,
@@ -49,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.recover.policy import ResumeStrategy, plan_recovery
     from goodput.scheduler import JobInfo
     from workflows import search
+    from workflows.audit_trail import AuditTrail
 
 S = IncidentState
 T = TypeVar("T")
@@ -57,6 +59,11 @@ STEP_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coeffici
                          maximum_interval=timedelta(seconds=30), maximum_attempts=10)
 STEP_TIMEOUT = timedelta(seconds=120)
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
+
+
+def _drained(isolated: IsolateResult) -> str:
+    return (f"drained {', '.join(isolated.drained) or 'nothing new'}"
+            + (f"; already drained: {', '.join(isolated.already)}" if isolated.already else ""))
 
 
 class Escalation(Exception):
@@ -85,6 +92,7 @@ class RecoveryWorkflow:
         self._checkpoint: Checkpoint | None = None
         self._lost_work: LostWork | None = None
         self._actions_done: list[str] = []
+        self._audit = AuditTrail()
 
     # -- run ------------------------------------------------------------------------------
 
@@ -104,6 +112,7 @@ class RecoveryWorkflow:
             await self._notify(f"escalated: {why}")
         if self._state is S.CANCELLED:
             await self._notify(self._timeline[-1].detail)
+        await self._flush_audit()
         if workflow.patched("linger-for-late-evidence") and start.policy.linger_s > 0:
             await self._wait(lambda: False, start.policy.linger_s)
         return self.report()
@@ -181,14 +190,15 @@ class RecoveryWorkflow:
                 if not verdict.allowed:
                     raise Escalation(verdict.reason)
                 self._move(S.ISOLATING, f"draining {', '.join(action.nodes)} ({verdict.reason})")
-                isolated = await self._step("isolate", IsolateInput(
-                    incident_id=self._id, nodes=action.nodes, summary=action.reason), IsolateResult)
-                self._done(f"drained {', '.join(isolated.drained) or 'nothing new'}"
-                           + (f"; already drained: {', '.join(isolated.already)}" if isolated.already else ""))
+                isolated = await self._audited(AuditAction.DRAIN, action.nodes, action.reason, self._step(
+                    "isolate", IsolateInput(incident_id=self._id, nodes=action.nodes, summary=action.reason),
+                    IsolateResult), _drained)
+                self._done(_drained(isolated))
             elif action.kind in (ActionKind.REQUEUE, ActionKind.RESUBMIT):
                 resumed = await self._resume(action.kind, job_id, action.exclude, restarts)
             elif action.kind is ActionKind.STOP_JOB:
-                detail = await self._step("stop_job", StopInput(incident_id=self._id, job_id=job_id), str)
+                detail = await self._audited(AuditAction.STOP, (), action.reason, self._step(
+                    "stop_job", StopInput(incident_id=self._id, job_id=job_id), str), str)
                 self._done(detail)
         if resumed is None:
             self._move(S.STOPPED, plan.rationale)
@@ -215,9 +225,10 @@ class RecoveryWorkflow:
                        if checkpoint else {})
         for attempt in range(1, policy.max_resume_attempts + 1):
             self._move(S.RESUMING, f"{kind.value} job {job_id} (attempt {attempt})")
-            resumed = await self._step("resume", ResumeInput(
-                incident_id=self._id, job_id=job_id, strategy=strategy, exclude=exclude,
-                restart_count_before=restarts, environment=environment), ResumeResult)
+            resumed = await self._audited(AuditAction(kind.value), exclude, f"attempt {attempt}", self._step(
+                "resume", ResumeInput(incident_id=self._id, job_id=job_id, strategy=strategy, exclude=exclude,
+                                      restart_count_before=restarts, environment=environment), ResumeResult),
+                lambda r: r.detail)
             self._resumed_job_id = resumed.job_id
             self._done(resumed.detail)
             self._move(S.VERIFYING, f"waiting for job {resumed.job_id} to run")
@@ -289,7 +300,8 @@ class RecoveryWorkflow:
             decision=self._decision.by if self._decision else None,
             decision_verb=self._decision.verb.value if self._decision else None,
             outcome=OUTCOME_OF.get(self._state), timeline=tuple(self._timeline),
-            actions_done=tuple(self._actions_done), checkpoint=self._checkpoint, lost_work=self._lost_work)
+            actions_done=tuple(self._actions_done), checkpoint=self._checkpoint, lost_work=self._lost_work,
+            audit=tuple(self._audit.records))
 
     @workflow.query
     def state(self) -> IncidentState:
@@ -309,6 +321,10 @@ class RecoveryWorkflow:
         if self._decision is None and not is_terminal(self._state):
             self._decision = decision
             self._record(self._state, f"{decision.verb.value} by {decision.by.who}: {decision.by.reason}")
+            if workflow.patched("audit-trail"):
+                self._audit.add(self._start.key, self._mode, AuditAction(decision.verb.value),
+                                actor=f"operator:{decision.by.who}", reason=decision.by.reason,
+                                result=f"taken while {self._state}")
 
     def _cancel_requested(self) -> bool:
         return self._decision is not None and self._decision.verb is DecisionVerb.CANCEL
@@ -336,6 +352,28 @@ class RecoveryWorkflow:
         self._record(target, detail)
         if is_terminal(target):
             self._upsert()
+
+    async def _audited(self, action: AuditAction, nodes: tuple[str, ...], reason: str, step: Awaitable[T],
+                       outcome: Callable[[T], str]) -> T:
+        """Runs one action step with its audit record (added before the step, its result filled in
+        after, so a failed or cancelled action is recorded too), then writes it to the log."""
+        if not workflow.patched("audit-trail"):
+            return await step
+        index = self._audit.add(self._start.key, self._mode, action, nodes=nodes, reason=reason, result="started")
+        try:
+            done = await step
+        except (Escalation, CancelledByOperator) as failed:
+            self._audit.settle(index, f"failed: {failed}" if isinstance(failed, Escalation)
+                               else "cancelled by an operator")
+            raise
+        self._audit.settle(index, outcome(done))
+        await self._flush_audit()
+        return done
+
+    async def _flush_audit(self) -> None:
+        why_not = await self._audit.flush()
+        if why_not:
+            self._record(self._state, why_not)
 
     def _done(self, detail: str) -> None:
         self._actions_done.append(detail)

@@ -24,6 +24,7 @@ from goodput.models import (
     Outcome,
     RecoveryPlan,
 )
+from goodput.recover.audit import AuditRecord
 from goodput.recover.breaker import BreakerPolicy, DrainRequest
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy, ResumeStrategy
@@ -51,6 +52,10 @@ class TimelineEvent(Frozen):
     detail: str = ""
 
 
+class AuditInput(Frozen):
+    records: tuple[AuditRecord, ...]
+
+
 class IncidentReport(Frozen):
     incident_id: str
     key: IncidentKey
@@ -69,6 +74,8 @@ class IncidentReport(Frozen):
     actions_done: tuple[str, ...] = ()
     checkpoint: Checkpoint | None = None
     lost_work: LostWork | None = None
+    # Every action taken on the cluster and every operator decision (goodput.recover.audit).
+    audit: tuple[AuditRecord, ...] = ()
 
 
 class DecisionVerb(StrEnum):

@@ -82,6 +82,14 @@ async def test_inject_list_show_approve(client: Client, task_queue: str, cli_env
         again = await arun("cancel", incident, "--reason", "late", env=cli_env)
         assert again.returncode == 2 and "already recovered" in again.stderr
 
+        # The worker here keeps its audit log in memory: the trail comes back from the histories.
+        trail = await arun("audit", "--from-histories", "--format", "jsonl", env=cli_env)
+        assert trail.returncode == 0, trail.stderr
+        mine = [r for r in map(json.loads, trail.stdout.splitlines()) if r["incident_id"] == incident]
+        assert [(r["action"], r["actor"]) for r in mine] == [("approve", "operator:erin"), ("drain", "goodput"),
+                                                             ("requeue", "goodput")]
+        assert mine[0]["reason"] == "confirmed"
+
 
 @pytest.mark.parametrize(("args", "message"), [
     (("approve", "incident-nope", "--reason", "x"), "no incident 'incident-nope'"),

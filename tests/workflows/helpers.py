@@ -12,6 +12,7 @@ from temporalio.client import Client
 
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
+from goodput.recover.audit import AuditLog
 from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
@@ -36,10 +37,11 @@ def anomaly(job_id: str = "1001", *, kind: AnomalyKind = AnomalyKind.GPU_FAULT,
 
 @asynccontextmanager
 async def running_worker(client: Client, task_queue: str, scheduler: FakeScheduler | None = None,
-                         notifier: RecordingNotifier | None = None) -> AsyncIterator[FakeScheduler]:
+                         notifier: RecordingNotifier | None = None,
+                         audit_log: AuditLog | None = None) -> AsyncIterator[FakeScheduler]:
     fake = scheduler or FakeScheduler()
     worker = build_worker(client, task_queue, fake, notifier or RecordingNotifier(),
-                          fail_workflows_on_bugs=True)
+                          fail_workflows_on_bugs=True, audit_log=audit_log)
     async with worker:
         yield fake
 
