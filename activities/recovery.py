@@ -50,6 +50,7 @@ from goodput.recover.incident import (
     VerifyInput,
     VerifyResult,
 )
+from goodput.recover.kill_switch import KillSwitchReader, KillSwitchState
 from goodput.recover.notify import Notifier
 from goodput.recover.policy import ResumeStrategy
 from goodput.scheduler import (
@@ -105,8 +106,9 @@ class RecoveryActivities:
 
     def __init__(self, scheduler: Scheduler, notifier: Notifier, gate: DrainGate,
                  checkpoint_finder: CheckpointFinder | None = None, memory: NodeMemory | None = None,
-                 audit_log: AuditLog | None = None) -> None:
+                 audit_log: AuditLog | None = None, kill_switch: KillSwitchReader | None = None) -> None:
         self._scheduler = scheduler
+        self._kill_switch = kill_switch
         self.audit_log: AuditLog = audit_log or MemoryAuditLog()
         self._notifier = notifier
         self._gate = gate
@@ -261,6 +263,10 @@ class RecoveryActivities:
         result = await mapped(self._scheduler.cancel_job(request.job_id))
         return result.detail
 
+    @activity.defn(name="consult_kill_switch")
+    async def consult_kill_switch(self, cluster: str) -> KillSwitchState:
+        return await self._kill_switch.read(cluster) if self._kill_switch else KillSwitchState()
+
     @activity.defn(name="audit")
     async def audit(self, request: AuditInput) -> None:
         await asyncio.to_thread(self.audit_log.append, request.records)
@@ -271,4 +277,4 @@ class RecoveryActivities:
 
     def all(self) -> list[Callable[..., Awaitable[object]]]:
         return [self.attribute, self.reserve_drain, self.consult_node_memory, self.find_checkpoint, self.isolate,
-                self.resume, self.verify, self.stop_job, self.notify, self.audit]
+                self.resume, self.verify, self.stop_job, self.notify, self.audit, self.consult_kill_switch]

@@ -22,6 +22,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
+from activities.adapters.kill_switch_gate import TemporalKillSwitch
 from goodput.cli.service import (
     DecisionRejectedError,
     IncidentSummary,
@@ -34,10 +35,12 @@ from goodput.identifiers import validate_cluster
 from goodput.models import Anomaly, Mode, OperatorDecision
 from goodput.recover.breaker import BreakerState
 from goodput.recover.incident import Decision, IncidentReport, RecoveryStart
+from goodput.recover.kill_switch import KillSwitchState
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow, breaker_workflow_id
+from workflows.kill_switch import kill_switch_workflow_id
 from workflows.node_memory import NodeMemoryWorkflow, node_memory_workflow_id
 from workflows.recovery import RecoveryWorkflow
 
@@ -143,6 +146,17 @@ class TemporalIncidentService:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return ()
             raise _translate(err, node_memory_workflow_id(cluster)) from err
+
+    async def kill_switch(self, cluster: str, engaged: bool | None = None,
+                          by: OperatorDecision | None = None) -> KillSwitchState:
+        """The cluster's kill switch; with `engaged` (and who and why), flipped first."""
+        switch = TemporalKillSwitch(self._client, self._task_queue)
+        try:
+            if engaged is None or by is None:
+                return await switch.read(cluster)
+            return await switch.set(cluster, engaged, by)
+        except RPCError as err:
+            raise _translate(err, kill_switch_workflow_id(cluster)) from err
 
     async def breaker_reset(self, cluster: str, decision: OperatorDecision) -> None:
         handle = self._client.get_workflow_handle_for(DrainBreakerWorkflow.run, breaker_workflow_id(cluster))

@@ -38,6 +38,7 @@ from goodput.identifiers import InvalidIdentifierError, validate_cluster
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
 from goodput.recover.audit import AuditRecord, merged, parse_since, since
 from goodput.recover.incident import Decision, DecisionVerb
+from goodput.recover.kill_switch import KillSwitchState
 from goodput.slurm.resubmit import ResubmitKey
 from workers import devserver
 from workers.client import TemporalIncidentService, connect
@@ -99,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("incident_id")
         p.add_argument("--reason", required=True)
         p.add_argument("--who", default=os.environ.get("USER") or "operator")
+
+    kill = sub.add_parser("kill-switch", help="put every partition of a cluster in monitor mode at once (and back)")
+    kill.add_argument("action", choices=["status", "on", "off"], nargs="?", default="status")
+    kill.add_argument("--cluster", help="cluster name (default from settings)")
+    kill.add_argument("--reason", help="why (required for on and off)")
+    kill.add_argument("--who", default=os.environ.get("USER") or "operator")
 
     breaker = sub.add_parser("breaker", help="show or reset the cluster's drain breaker")
     breaker.add_argument("action", choices=["status", "reset"], nargs="?", default="status")
@@ -290,6 +297,13 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
             print(json.dumps([s.model_dump(mode="json") for s in standings]))
         else:
             console.print(nodes_table(cluster, standings))
+    elif args.command == "kill-switch":
+        cluster = validate_cluster(args.cluster or settings.cluster)
+        if args.action != "status" and not args.reason:
+            raise AnomalyInputError(f"kill-switch {args.action} needs --reason")
+        by = OperatorDecision(who=args.who, reason=args.reason) if args.action != "status" else None
+        switch = await service.kill_switch(cluster, None if by is None else args.action == "on", by)
+        console.print(f"kill switch of {cluster}: {kill_switch_line(switch)}", highlight=False)
     elif args.command == "breaker":
         cluster = validate_cluster(args.cluster or settings.cluster)
         if args.action == "reset":
@@ -309,6 +323,15 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
         state = await service.decide(args.incident_id, decision)
         console.print(f"{args.command} recorded; incident {args.incident_id} is now {state}")
     return 0
+
+
+def kill_switch_line(switch: KillSwitchState) -> str:
+    now = "ENGAGED: every partition in monitor mode" if switch.engaged else "released"
+    last = switch.last
+    if last is None:
+        return now
+    verb = "engaged" if last.engaged else "released"
+    return f"{now} ({verb} by {last.by.who} at {last.at:%Y-%m-%d %H:%M:%S}Z: {last.by.reason})"
 
 
 def show_audit(args: argparse.Namespace, settings: Settings, rebuilt: Sequence[AuditRecord] = ()) -> int:

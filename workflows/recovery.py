@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         VerifyInput,
         VerifyResult,
     )
+    from goodput.recover.kill_switch import KillSwitchState, effective_mode
     from goodput.recover.lifecycle import OUTCOME_OF, IncidentState, is_terminal, transition
     from goodput.recover.policy import ResumeStrategy, plan_recovery
     from goodput.scheduler import JobInfo
@@ -142,6 +143,10 @@ class RecoveryWorkflow:
         if job is None:
             raise Escalation(self._attributed.note or "the scheduler has no record of this job")
 
+        if self._mode is not Mode.MONITOR and workflow.patched("kill-switch"):
+            self._mode, why = effective_mode(self._mode, await self._kill_switch())
+            if why:
+                self._record(self._state, why)
         if self._mode is Mode.MONITOR:
             self._move(S.RECOMMENDED_ONLY, f"monitor mode: recommended — {self._plan.rationale}")
             await self._notify(f"recommendation: {self._plan.rationale}")
@@ -156,6 +161,10 @@ class RecoveryWorkflow:
                 raise Escalation(f"no decision within {start.policy.approval_timeout_s:.0f}s")
             if self._cancelled_here():
                 return
+            if workflow.patched("kill-switch"):
+                _, why = effective_mode(self._mode, await self._kill_switch())
+                if why:  # engaged while the plan waited: it wins over the approval
+                    raise Escalation(f"approved, but not carried out: {why}")
         await self._execute(self._plan, job.job_id, job.restart_count)
 
     async def _remember(self, attribution: Attribution, job: JobInfo) -> Attribution:
@@ -369,6 +378,9 @@ class RecoveryWorkflow:
         self._audit.settle(index, outcome(done))
         await self._flush_audit()
         return done
+
+    async def _kill_switch(self) -> KillSwitchState:
+        return await self._step("consult_kill_switch", self._start.key.cluster, KillSwitchState)
 
     async def _flush_audit(self) -> None:
         why_not = await self._audit.flush()

@@ -32,6 +32,8 @@ class AuditAction(StrEnum):
     STOP = "stop"
     APPROVE = "approve"
     CANCEL = "cancel"
+    KILL_SWITCH_ON = "kill-switch-on"
+    KILL_SWITCH_OFF = "kill-switch-off"
 
 
 class AuditRecord(Frozen):

@@ -191,3 +191,16 @@ async def test_nodes_shows_what_unrelated_incidents_say(client: Client, task_que
     rows = {row["node"]: row for row in json.loads(listed.stdout)}
     assert rows["node1"]["suspect"] and rows["node1"]["users"] == ["alice", "mallory"]
     assert not rows["node2"]["suspect"]
+
+
+async def test_kill_switch_from_the_command_line(client: Client, task_queue: str, cli_env: dict[str, str]) -> None:
+    async with running_worker(client, task_queue):
+        refused = await arun("kill-switch", "on", env=cli_env)
+        assert refused.returncode == 2 and "kill-switch on needs --reason" in refused.stderr
+        engaged = await arun("kill-switch", "on", "--reason", "storm of drains", "--who", "dana", env=cli_env)
+        assert engaged.returncode == 0, engaged.stderr
+        assert "ENGAGED: every partition in monitor mode (engaged by dana" in engaged.stdout
+        status = await arun("kill-switch", env=cli_env)
+        assert "ENGAGED" in status.stdout and "storm of drains" in status.stdout
+        released = await arun("kill-switch", "off", "--reason", "reviewed", env=cli_env)
+        assert released.returncode == 0 and "released (released by" in released.stdout

@@ -1,0 +1,75 @@
+"""The kill switch on the real Temporal dev server: one action stops every autonomous action of a
+cluster, an approval given before it does not override it, and releasing it restores the modes."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from activities.adapters.audit_log import JsonlAuditLog
+from goodput.models import Mode, OperatorDecision
+from goodput.recover.audit import AuditAction
+from goodput.recover.incident import Decision, DecisionVerb
+from goodput.recover.kill_switch import KillSwitchState, effective_mode, switch
+from goodput.recover.lifecycle import IncidentState
+from tests.workflows.helpers import anomaly, inject, result, running_worker, wait_for_state
+from workers.client import TemporalIncidentService
+
+pytestmark = pytest.mark.temporal
+S = IncidentState
+ALICE = OperatorDecision(who="alice", reason="bad drains after the switch firmware update")
+
+
+def test_the_switch_suspends_every_mode_but_monitor() -> None:
+    from datetime import UTC, datetime
+    engaged = switch(KillSwitchState(), True, ALICE, datetime(2026, 12, 1, tzinfo=UTC))
+    for mode in (Mode.AUTONOMOUS, Mode.APPROVE):
+        effective, why = effective_mode(mode, engaged)
+        assert effective is Mode.MONITOR and "alice" in why and ALICE.reason in why
+    assert effective_mode(Mode.AUTONOMOUS, switch(engaged, False, ALICE, engaged.changes[0].at)) == (
+        Mode.AUTONOMOUS, "")
+
+
+async def test_engaged_every_incident_only_recommends_and_release_restores(client: Client, task_queue: str,
+                                                                          tmp_path: Path) -> None:
+    service = TemporalIncidentService(client, task_queue)
+    log = JsonlAuditLog(tmp_path / "audit.jsonl")
+    async with running_worker(client, task_queue, audit_log=log) as fake:
+        first = anomaly()
+        cluster = first.cluster
+        state = await service.kill_switch(cluster, True, ALICE)
+        assert state.engaged and (await service.kill_switch(cluster)).engaged
+        report = await result(client, await inject(client, task_queue, first, mode=Mode.AUTONOMOUS))
+        assert report.state is S.RECOMMENDED_ONLY and fake.journal() == []
+        assert any("kill switch engaged by alice" in e.detail for e in report.timeline)
+
+        await service.kill_switch(cluster, False, OperatorDecision(who="bob", reason="firmware rolled back"))
+        report = await result(client, await inject(client, task_queue, anomaly("1002", cluster=cluster),
+                                                   mode=Mode.AUTONOMOUS))
+        assert report.state is S.RECOVERED
+        for _ in range(50):  # the switch writes its records right after each change
+            if len([r for r in log.read() if r.action.startswith("kill-switch")]) == 2:
+                break
+            await asyncio.sleep(0.1)
+    flips = [r for r in log.read() if r.action in (AuditAction.KILL_SWITCH_ON, AuditAction.KILL_SWITCH_OFF)]
+    assert [(r.action, r.actor) for r in flips] == [(AuditAction.KILL_SWITCH_ON, "operator:alice"),
+                                                  (AuditAction.KILL_SWITCH_OFF, "operator:bob")]
+    assert flips[0].reason == ALICE.reason and flips[0].cluster == cluster
+
+
+async def test_an_approval_does_not_override_a_switch_engaged_while_it_waited(client: Client,
+                                                                            task_queue: str) -> None:
+    service = TemporalIncidentService(client, task_queue)
+    async with running_worker(client, task_queue) as fake:
+        waiting = anomaly()
+        incident = await inject(client, task_queue, waiting, mode=Mode.APPROVE)
+        await wait_for_state(client, incident, S.AWAITING_APPROVAL)
+        await service.kill_switch(waiting.cluster, True, ALICE)
+        await service.decide(incident, Decision(verb=DecisionVerb.APPROVE,
+                                                by=OperatorDecision(who="carol", reason="looks right")))
+        report = await result(client, incident)
+    assert report.state is S.ESCALATED and fake.journal() == []
+    assert "approved, but not carried out: kill switch engaged by alice" in report.timeline[-1].detail

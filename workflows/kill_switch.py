@@ -1,0 +1,83 @@
+"""KillSwitchWorkflow: one long-lived entity workflow per cluster holding the kill switch.
+
+Being a workflow, the switch survives every crash and each change (who, when, why) is in its
+history; each change is also written to the audit log by the `audit` activity. Operators flip it
+with an update (the CLI, the console); recovery workflows read it through the
+`consult_kill_switch` activity. It continues-as-new to keep its history short.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from goodput.models import Frozen, OperatorDecision
+    from goodput.recover.audit import AuditAction, AuditRecord
+    from goodput.recover.incident import AuditInput
+    from goodput.recover.kill_switch import KillSwitchState, switch
+
+CONTINUE_AS_NEW_AFTER = 200
+
+
+class KillSwitchStart(Frozen):
+    cluster: str
+    state: KillSwitchState = KillSwitchState()
+
+
+class KillSwitchRequest(Frozen):
+    engaged: bool
+    by: OperatorDecision
+
+
+def kill_switch_workflow_id(cluster: str) -> str:
+    return f"kill-switch-{cluster}"
+
+
+@workflow.defn
+class KillSwitchWorkflow:
+    @workflow.init
+    def __init__(self, start: KillSwitchStart) -> None:
+        self._start = start
+        self._state = start.state
+        self._pending: list[AuditRecord] = []
+        self._changes = 0
+
+    @workflow.run
+    async def run(self, start: KillSwitchStart) -> None:
+        while True:
+            await workflow.wait_condition(lambda: bool(self._pending) or self._changes >= CONTINUE_AS_NEW_AFTER
+                                          or workflow.info().is_continue_as_new_suggested())
+            while self._pending:
+                records, self._pending = tuple(self._pending), []
+                # The change already stands (it is in this history); the log is best effort.
+                try:
+                    await workflow.execute_activity(
+                        "audit", AuditInput(records=records), start_to_close_timeout=timedelta(seconds=60),
+                        retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=30)))
+                except ActivityError as err:
+                    workflow.logger.warning("kill switch change not written to the audit log: %s", err)
+            if self._changes >= CONTINUE_AS_NEW_AFTER or workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(start.model_copy(update={"state": self._state}))
+
+    @workflow.update
+    def set(self, request: KillSwitchRequest) -> KillSwitchState:
+        self._state = switch(self._state, request.engaged, request.by, workflow.now())
+        self._changes += 1
+        cluster = self._start.cluster
+        self._pending.append(AuditRecord(
+            id=f"{workflow.info().workflow_id}#{workflow.info().run_id}#{self._changes}", at=workflow.now(),
+            actor=f"operator:{request.by.who}"[:160],
+            action=AuditAction.KILL_SWITCH_ON if request.engaged else AuditAction.KILL_SWITCH_OFF,
+            incident_id="", cluster=cluster, job_id="", reason=request.by.reason,
+            result=("every partition of " + cluster + " in monitor mode") if request.engaged
+            else ("partitions of " + cluster + " back to their configured modes")))
+        return self._state
+
+    @workflow.query
+    def status(self) -> KillSwitchState:
+        return self._state
