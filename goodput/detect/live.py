@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import statistics
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import Field
 
 from goodput.detect.hang import DEFAULT_HANG_CONFIG, HangConfig, ProgressState, assess_hang, hang_anomaly
 from goodput.detect.logtail import LogLine
 from goodput.detect.progress import ProgressParser
+from goodput.detect.stamps import line_time
 from goodput.detect.straggler import DEFAULT_STRAGGLER_CONFIG, StragglerConfig, find_stragglers, straggler_anomaly
 from goodput.diagnose.classify import anomaly_from_verdict
 from goodput.diagnose.signatures import Catalogue, default_catalogue
@@ -44,6 +45,17 @@ class LiveState(Frozen):
 def anomaly_id(key: IncidentKey, *parts: object) -> str:
     digest = hashlib.sha256("\0".join(map(str, (key.cluster, key.job_id, key.job_attempt, *parts))).encode())
     return f"log-{digest.hexdigest()[:20]}"
+
+
+# How far before the read a line's own time stamp is believed (the text is the job's).
+STAMP_HORIZON = timedelta(hours=1)
+
+
+def observable_at(line: LogLine, polled_at: datetime) -> datetime:
+    """When the fault a line reports became observable: its own zoned time stamp, else when the
+    file was last written before it was read, else when it was read."""
+    written = line.written_at or polled_at
+    return line_time(line.text, polled_at - STAMP_HORIZON, written) or written
 
 
 class LiveLogDetector:
@@ -95,7 +107,7 @@ class LiveLogDetector:
         verdict = VerdictBuilder(self._catalogue.version).add_all(matches).build()
         anomaly = anomaly_from_verdict(
             verdict, anomaly_id=anomaly_id(self.key, first.path, first.offset), job_id=self.key.job_id,
-            observed_at=observed_at, detected_at=detected_at, cluster=self.key.cluster,
+            observed_at=observable_at(first, observed_at), detected_at=detected_at, cluster=self.key.cluster,
             job_attempt=self.key.job_attempt, host=self._node)
         self.state = self.state.model_copy(update={"anomalies": self.state.anomalies + 1})
         return [self._with_progress(anomaly)]

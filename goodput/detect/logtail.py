@@ -23,7 +23,7 @@ before our offset happens to be a newline again; writes to a rotated file after 
 from __future__ import annotations
 
 import os
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 
@@ -50,6 +50,10 @@ class TailCursor(Frozen):
     """Inside an over-long line that was already emitted cut; discard up to its newline."""
 
 
+# A file's first read may return lines of any age; their write time is trusted this far back.
+FIRST_READ_HORIZON = timedelta(hours=1)
+
+
 class LogLine(Frozen):
     path: str
     """The name the file had when the tailer opened it (a rotated file keeps its old name here)."""
@@ -61,6 +65,9 @@ class LogLine(Frozen):
     text: str
     truncated: bool = False
     observed_at: datetime
+    # When the line was (at the latest) written: the file's modification time as the poll began,
+    # capped at `observed_at`. Detection latency is measured from here, not from the poll.
+    written_at: datetime | None = None
 
 
 def split_srun_label(text: str) -> tuple[int | None, str]:
@@ -113,6 +120,8 @@ class LogTailer:
         """The byte before `_offset` is a newline we consumed (or `_offset` is 0)."""
         self._lines: list[LogLine] = []
         self._now: datetime | None = None
+        self._written: datetime | None = None
+        self._last_poll: datetime | None = None
         self._deferred: OSError | None = None
 
     # -- public ---------------------------------------------------------------------------
@@ -132,6 +141,7 @@ class LogTailer:
         self._lines, self._now = [], observed_at
         try:
             self._poll()
+            self._last_poll = observed_at
         except OSError as err:
             if not self._lines:
                 raise
@@ -141,6 +151,7 @@ class LogTailer:
     def _poll(self) -> None:
         if self._fd is None and not self._open_first():
             return
+        self._written = self._modified()
         budget = self._budget - self._drain(self._budget)
         if budget <= 0:
             return
@@ -326,7 +337,24 @@ class LogTailer:
             rank, text = split_srun_label(text)
         self._line_no += 1
         self._lines.append(LogLine(path=self._source, offset=offset, line_no=self._line_no, rank=rank,
-                                   text=text, truncated=truncated, observed_at=self._now))
+                                   text=text, truncated=truncated, observed_at=self._now,
+                                   written_at=self._written))
+
+    def _modified(self) -> datetime | None:
+        """The open file's modification time, kept between the previous poll (new lines were
+        written after it) and this one: the job owns the file and can set its mtime to anything."""
+        assert self._now is not None and self._fd is not None
+        try:
+            mtime = datetime.fromtimestamp(os.fstat(self._fd).st_mtime, UTC)
+        except (OSError, OverflowError, ValueError):
+            return None
+        return max(min(mtime, self._now), self._earliest_write())
+
+    def _earliest_write(self) -> datetime:
+        """The earliest a line read by this poll can have been written, as far as goodput knows:
+        the previous poll (or an hour back, on a first read of a file)."""
+        assert self._now is not None
+        return self._last_poll or self._now - FIRST_READ_HORIZON
 
     def _take(self) -> list[LogLine]:
         lines, self._lines = self._lines, []
