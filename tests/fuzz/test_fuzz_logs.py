@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from goodput.detect.logtail import split_srun_label
 from goodput.detect.progress import ProgressParser
+from goodput.detect.stamps import line_time
 from goodput.diagnose.classify import classify_lines, iter_lines, verdict_json
 from goodput.diagnose.signatures import MAX_SCAN_CHARS, default_catalogue
 from tests.fuzz.backtracking_reference import OldMatcher, new_match
@@ -118,3 +120,25 @@ def test_srun_label(text: str) -> None:
         assert rest == text
     else:
         assert 0 <= rank < 10**7 and text.endswith(rest)
+
+
+NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+stamped_lines = st.one_of(
+    log_lines,
+    st.builds(lambda stamp, zone, rest: f"{stamp}{zone} {rest}",
+              st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31)).map(
+                  lambda d: d.isoformat(sep="T")),
+              st.sampled_from(["Z", "+00:00", "-13:59", "+99:99", "+0530", "", "z"]), log_lines),
+    st.builds(lambda label, text: f"{label}: {text}", numbers, st.text(max_size=60)),
+    # Stamps near the window, where a wrong comparison or zone would show.
+    st.builds(lambda stamp, zone, rest: f"{stamp.isoformat(sep=' ')}{zone} {rest}",
+              st.datetimes(min_value=datetime(2026, 12, 1, 7), max_value=datetime(2026, 12, 1, 10)),
+              st.sampled_from(["Z", "+00:00", "+01:00", "-01:00", "+0100", ""]), st.text(max_size=20)),
+)
+
+
+@given(stamped_lines)
+def test_line_time(line: str) -> None:
+    """A job's line claims its own time: believed only inside the window, never a crash."""
+    stamp = rejects_cleanly("log-line-time", lambda: line_time(line, NOW - timedelta(hours=1), NOW), ())
+    assert stamp is None or NOW - timedelta(hours=1) <= stamp <= NOW
