@@ -20,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.adapters.audit_log import MemoryAuditLog
 from activities.adapters.checkpoint_reader import OwnerCheckpointFinder
+from activities.adapters.node_health import CommandNodeCheck
 from activities.progress import ProgressReader, output_sizes
 from goodput.checkpoints import (
     CheckpointCommentError,
@@ -30,7 +31,7 @@ from goodput.checkpoints import (
 from goodput.diagnose.attribution import attribute
 from goodput.diagnose.node_memory import LocalNodeMemory, MemoryVerdict, NodeMemory
 from goodput.identifiers import InvalidIdentifierError
-from goodput.ownership import drain_reason
+from goodput.ownership import drain_reason, owning_incident
 from goodput.recover.audit import AuditLog
 from goodput.recover.breaker import DrainGate, DrainVerdict
 from goodput.recover.incident import (
@@ -42,6 +43,7 @@ from goodput.recover.incident import (
     IsolateInput,
     IsolateResult,
     MemoryInput,
+    NodeHealthRequest,
     Notification,
     ReserveInput,
     ResumeInput,
@@ -51,6 +53,14 @@ from goodput.recover.incident import (
     VerifyResult,
 )
 from goodput.recover.kill_switch import KillSwitchReader, KillSwitchState
+from goodput.recover.node_health import (
+    CheckResult,
+    NodeCheck,
+    NodeCheckInput,
+    NodeHealthStarter,
+    ReturnInput,
+    ReturnResult,
+)
 from goodput.recover.notify import Notifier
 from goodput.recover.policy import ResumeStrategy
 from goodput.scheduler import (
@@ -106,8 +116,11 @@ class RecoveryActivities:
 
     def __init__(self, scheduler: Scheduler, notifier: Notifier, gate: DrainGate,
                  checkpoint_finder: CheckpointFinder | None = None, memory: NodeMemory | None = None,
-                 audit_log: AuditLog | None = None, kill_switch: KillSwitchReader | None = None) -> None:
+                 audit_log: AuditLog | None = None, kill_switch: KillSwitchReader | None = None,
+                 node_check: NodeCheck | None = None, node_health: NodeHealthStarter | None = None) -> None:
         self._scheduler = scheduler
+        self._node_check = node_check or CommandNodeCheck()
+        self._node_health = node_health
         self._kill_switch = kill_switch
         self.audit_log: AuditLog = audit_log or MemoryAuditLog()
         self._notifier = notifier
@@ -267,6 +280,29 @@ class RecoveryActivities:
     async def consult_kill_switch(self, cluster: str) -> KillSwitchState:
         return await self._kill_switch.read(cluster) if self._kill_switch else KillSwitchState()
 
+    @activity.defn(name="start_node_health")
+    async def start_node_health(self, request: NodeHealthRequest) -> None:
+        if self._node_health is None:
+            return
+        for node in request.nodes:
+            await self._node_health.drained(request.cluster, node, request.incident_id, request.policy)
+
+    @activity.defn(name="check_node")
+    async def check_node(self, request: NodeCheckInput) -> CheckResult:
+        async with heartbeating():
+            return await self._node_check.run(request.argv, request.timeout_s)
+
+    @activity.defn(name="return_node")
+    async def return_node(self, request: ReturnInput) -> ReturnResult:
+        node = await mapped(self._scheduler.get_node(request.node))
+        if not node.drained:
+            return ReturnResult(returned=False, detail=f"{node.name} is not drained any more: someone resumed it")
+        if owning_incident(node.reason) is None:
+            return ReturnResult(returned=False, detail=f"{node.name} is drained by someone else now "
+                                                       f"({node.reason[:120]!r}): left alone")
+        result = await mapped(self._scheduler.resume_node(node.name, node.reason))
+        return ReturnResult(returned=result.changed, detail=result.detail)
+
     @activity.defn(name="audit")
     async def audit(self, request: AuditInput) -> None:
         await asyncio.to_thread(self.audit_log.append, request.records)
@@ -277,4 +313,5 @@ class RecoveryActivities:
 
     def all(self) -> list[Callable[..., Awaitable[object]]]:
         return [self.attribute, self.reserve_drain, self.consult_node_memory, self.find_checkpoint, self.isolate,
-                self.resume, self.verify, self.stop_job, self.notify, self.audit, self.consult_kill_switch]
+                self.resume, self.verify, self.stop_job, self.notify, self.audit, self.consult_kill_switch,
+                self.start_node_health, self.check_node, self.return_node]

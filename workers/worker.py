@@ -19,6 +19,7 @@ from temporalio.worker import Worker
 from activities.adapters.audit_log import JsonlAuditLog
 from activities.adapters.breaker_gate import TemporalDrainGate
 from activities.adapters.kill_switch_gate import TemporalKillSwitch
+from activities.adapters.node_health import TemporalNodeHealth
 from activities.adapters.node_memory_gate import TemporalNodeMemory
 from activities.adapters.notify_webhook import FanOutNotifier, WebhookNotifier
 from activities.adapters.slurm_cli import SlurmCliBackend
@@ -43,6 +44,7 @@ from workers.watching import IncidentSink, TemporalWatchLauncher
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow
 from workflows.kill_switch import KillSwitchWorkflow
+from workflows.node_health import NodeHealthWorkflow
 from workflows.node_memory import NodeMemoryWorkflow
 from workflows.recovery import RecoveryWorkflow
 from workflows.watch import ClusterWatchWorkflow, JobWatchWorkflow
@@ -98,7 +100,8 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
                  fail_workflows_on_bugs: bool = False, audit_log: AuditLog | None = None) -> Worker:
     recovery = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue),
                                   memory=TemporalNodeMemory(client, task_queue), audit_log=audit_log,
-                                  kill_switch=TemporalKillSwitch(client, task_queue))
+                                  kill_switch=TemporalKillSwitch(client, task_queue),
+                                  node_health=TemporalNodeHealth(client, task_queue))
     # Anomalies the watchers find open incidents with the service's policy.
     sink = IncidentSink(TemporalIncidentService(client, task_queue), policy or Policy())
     watch = WatchActivities(scheduler, sink, TemporalWatchLauncher(client, task_queue))
@@ -106,7 +109,7 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
         client,
         task_queue=task_queue,
         workflows=[RecoveryWorkflow, DrainBreakerWorkflow, NodeMemoryWorkflow, JobWatchWorkflow,
-                   ClusterWatchWorkflow, KillSwitchWorkflow],
+                   ClusterWatchWorkflow, KillSwitchWorkflow, NodeHealthWorkflow],
         activities=[*recovery.all(), watch.watch_job_logs, watch.watch_scheduler],
         # A dead worker's sticky workflows move to a live one after this, not the 10 s default.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         IsolateInput,
         IsolateResult,
         MemoryInput,
+        NodeHealthRequest,
         Notification,
         RecoveryStart,
         ReserveInput,
@@ -203,6 +204,7 @@ class RecoveryWorkflow:
                     "isolate", IsolateInput(incident_id=self._id, nodes=action.nodes, summary=action.reason),
                     IsolateResult), _drained)
                 self._done(_drained(isolated))
+                await self._return_to_service(isolated.drained)
             elif action.kind in (ActionKind.REQUEUE, ActionKind.RESUBMIT):
                 resumed = await self._resume(action.kind, job_id, action.exclude, restarts)
             elif action.kind is ActionKind.STOP_JOB:
@@ -378,6 +380,20 @@ class RecoveryWorkflow:
         self._audit.settle(index, outcome(done))
         await self._flush_audit()
         return done
+
+    async def _return_to_service(self, nodes: tuple[str, ...]) -> None:
+        """Hands the nodes this incident drained to their return-to-service workflows."""
+        policy = self._start.policy.return_to_service
+        if not nodes or not policy.enabled or not workflow.patched("return-to-service"):
+            return
+        try:
+            await self._step("start_node_health", NodeHealthRequest(
+                cluster=self._start.key.cluster, nodes=nodes, incident_id=self._id, policy=policy), type(None))
+        except Escalation as why:  # the drain stands; only its automatic return is missing
+            self._record(self._state, f"return to service not started: {why}")
+            return
+        self._done(f"{', '.join(nodes)}: back in service after {policy.quarantine_s:.0f} s and a passed "
+                   "health check, if the drain is still goodput's")
 
     async def _kill_switch(self) -> KillSwitchState:
         return await self._step("consult_kill_switch", self._start.key.cluster, KillSwitchState)

@@ -34,6 +34,7 @@ class AuditAction(StrEnum):
     CANCEL = "cancel"
     KILL_SWITCH_ON = "kill-switch-on"
     KILL_SWITCH_OFF = "kill-switch-off"
+    UNDRAIN = "undrain"
 
 
 class AuditRecord(Frozen):

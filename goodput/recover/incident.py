@@ -27,6 +27,7 @@ from goodput.models import (
 from goodput.recover.audit import AuditRecord
 from goodput.recover.breaker import BreakerPolicy, DrainRequest
 from goodput.recover.lifecycle import IncidentState
+from goodput.recover.node_health import ReturnToServicePolicy
 from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import JobInfo
 
@@ -50,6 +51,15 @@ class TimelineEvent(Frozen):
     at: datetime
     state: IncidentState
     detail: str = ""
+
+
+class NodeHealthRequest(Frozen):
+    """The nodes an incident drained, for their return to service (workflows.node_health)."""
+
+    cluster: str
+    nodes: tuple[str, ...]
+    incident_id: str
+    policy: ReturnToServicePolicy
 
 
 class AuditInput(Frozen):

@@ -24,6 +24,7 @@ from goodput.models import (
     RestartEffect,
 )
 from goodput.recover.breaker import BreakerPolicy
+from goodput.recover.node_health import ReturnToServicePolicy
 from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
 
 
@@ -53,6 +54,8 @@ class Policy(Frozen):
     breaker: BreakerPolicy = Field(default_factory=BreakerPolicy)
     # Cross-job memory of nodes: unrelated ambiguous failures on one node isolate it.
     node_memory: NodeMemoryPolicy = Field(default_factory=NodeMemoryPolicy)
+    # Nodes goodput drained come back after a quarantine and the site's health check.
+    return_to_service: ReturnToServicePolicy = Field(default_factory=ReturnToServicePolicy)
     # A closed incident keeps accepting late evidence of its job attempt this long, so the tail
     # of a burst is folded in instead of being turned away.
     linger_s: float = Field(default=30.0, ge=0.0, le=3600.0)

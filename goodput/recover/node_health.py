@@ -1,0 +1,126 @@
+"""Return to service: when a node goodput drained may take work again, and when it never should.
+
+A drain that is never undone shrinks the cluster one failure at a time. A node goodput drained
+waits out a quarantine, then passes the site's health check (a configured command run against
+the node: DCGM diagnostics, a site script) before goodput resumes it, and only if the drain is
+still goodput's own (an administrator's later drain is theirs). A node that keeps failing its
+check, or keeps being drained again soon after it returned, is escalated to a person and stays
+drained. These rules are pure; workflows.node_health runs them durably, one workflow per node.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Protocol
+
+from pydantic import Field
+
+from goodput.identifiers import validate_node_name
+from goodput.models import Frozen
+
+MAX_OUTPUT = 2000
+
+
+class ReturnToServicePolicy(Frozen):
+    """`[policy.return_to_service]`: off until the site names its health check."""
+
+    enabled: bool = False
+    quarantine_s: float = Field(default=1800.0, ge=0.0, le=30 * 86400.0)
+    # argv of the check; `{node}` is replaced by the node's name, e.g.
+    # ["srun", "-w", "{node}", "-N1", "--reservation=maint", "/opt/site/gpu-check.sh"]
+    # or ["ssh", "{node}", "dcgmi", "diag", "-r", "2"]. Exit status 0 passes.
+    check_command: tuple[str, ...] = ()
+    check_timeout_s: float = Field(default=900.0, gt=0.0, le=86400.0)
+    retry_after_s: float = Field(default=1800.0, ge=0.0, le=30 * 86400.0)
+    max_check_failures: int = Field(default=3, ge=1, le=100)
+    # Drained again this many times within the window: the node is a lemon, a person decides.
+    max_offences: int = Field(default=3, ge=1, le=100)
+    offence_window_s: float = Field(default=7 * 86400.0, gt=0.0, le=365 * 86400.0)
+
+
+class Phase(StrEnum):
+    QUARANTINED = "quarantined"
+    CHECKING = "checking"
+    RETURNED = "returned"
+    ESCALATED = "escalated"
+    NOT_OURS = "not-ours"  # someone else's drain now: goodput leaves the node alone
+
+
+class NodeHealthState(Frozen):
+    cluster: str
+    node: str
+    phase: Phase = Phase.QUARANTINED
+    incident_id: str = ""
+    drains: tuple[datetime, ...] = ()  # goodput's drains of this node inside the offence window
+    failures: int = 0
+    last_check: str = ""
+    why: str = ""
+
+
+class CheckResult(Frozen):
+    passed: bool
+    detail: str = Field(default="", max_length=MAX_OUTPUT)
+
+
+class NodeCheckInput(Frozen):
+    argv: tuple[str, ...]
+    timeout_s: float
+
+
+class ReturnInput(Frozen):
+    cluster: str
+    node: str
+
+
+class ReturnResult(Frozen):
+    returned: bool
+    detail: str
+
+
+class NodeHealthStarter(Protocol):
+    """Hands a node goodput just drained to its return-to-service workflow."""
+
+    async def drained(self, cluster: str, node: str, incident_id: str, policy: ReturnToServicePolicy) -> None: ...
+
+
+class NodeCheck(Protocol):
+    """Runs the site's health check against one node (the real one: a command; tests: a fake)."""
+
+    async def run(self, argv: tuple[str, ...], timeout_s: float) -> CheckResult: ...
+
+
+def check_argv(command: tuple[str, ...], node: str) -> tuple[str, ...]:
+    """The check's argv for one node; the name is validated (it goes on a command line)."""
+    validate_node_name(node)
+    return tuple(arg.replace("{node}", node) for arg in command)
+
+
+def drained(state: NodeHealthState, incident_id: str, now: datetime,
+            policy: ReturnToServicePolicy) -> NodeHealthState:
+    """goodput drained the node (again): quarantine it, or escalate a repeat offender."""
+    horizon = now - timedelta(seconds=policy.offence_window_s)
+    drains = (*(d for d in state.drains if d > horizon), now)
+    base = state.model_copy(update={"incident_id": incident_id, "drains": drains, "failures": 0})
+    if len(drains) >= policy.max_offences:
+        return base.model_copy(update={
+            "phase": Phase.ESCALATED,
+            "why": f"drained {len(drains)} times within {policy.offence_window_s / 86400:g} day(s): "
+                   "stays drained until a person looks at it"})
+    return base.model_copy(update={"phase": Phase.QUARANTINED,
+                                   "why": f"quarantined for {policy.quarantine_s:.0f} s after incident {incident_id}"})
+
+
+def checked(state: NodeHealthState, result: CheckResult, policy: ReturnToServicePolicy) -> NodeHealthState:
+    """After one health check: ready to return, to be checked again later, or escalated."""
+    detail = result.detail[:MAX_OUTPUT]
+    if result.passed:
+        return state.model_copy(update={"phase": Phase.CHECKING, "last_check": detail, "why": "health check passed"})
+    failures = state.failures + 1
+    if failures >= policy.max_check_failures:
+        return state.model_copy(update={
+            "phase": Phase.ESCALATED, "failures": failures, "last_check": detail,
+            "why": f"failed its health check {failures} time(s): stays drained until a person looks at it"})
+    return state.model_copy(update={"phase": Phase.QUARANTINED, "failures": failures, "last_check": detail,
+                                    "why": f"failed its health check ({failures} of {policy.max_check_failures}); "
+                                           f"checking again in {policy.retry_after_s:.0f} s"})

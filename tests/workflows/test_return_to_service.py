@@ -1,0 +1,99 @@
+"""Return to service on the real Temporal dev server: a node goodput drained comes back after its
+quarantine and a passed health check; a node that keeps failing, or someone else's drain, does not."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from activities.adapters.audit_log import JsonlAuditLog
+from goodput.demo.scheduler import FakeScheduler
+from goodput.models import Mode
+from goodput.recover.audit import AuditAction
+from goodput.recover.node_health import (
+    CheckResult,
+    NodeHealthState,
+    Phase,
+    ReturnToServicePolicy,
+    check_argv,
+    checked,
+    drained,
+)
+from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
+from workflows.node_health import NodeHealthWorkflow, node_health_workflow_id
+
+pytestmark = pytest.mark.temporal
+T0 = datetime(2026, 12, 1, 9, tzinfo=UTC)
+QUICK = ReturnToServicePolicy(enabled=True, quarantine_s=0.3, retry_after_s=0.2, max_check_failures=2)
+
+
+def test_the_rules() -> None:
+    state = drained(NodeHealthState(cluster="c", node="n1"), "inc-1", T0, QUICK)
+    assert state.phase is Phase.QUARANTINED and state.drains == (T0,)
+    failed = checked(state, CheckResult(passed=False, detail="exit 1: row remap pending"), QUICK)
+    assert failed.phase is Phase.QUARANTINED and failed.failures == 1
+    assert checked(failed, CheckResult(passed=False), QUICK).phase is Phase.ESCALATED
+    assert checked(failed, CheckResult(passed=True), QUICK).phase is Phase.CHECKING
+    again = drained(drained(state, "inc-2", T0 + timedelta(days=1), QUICK), "inc-3", T0 + timedelta(days=2), QUICK)
+    assert again.phase is Phase.ESCALATED and "drained 3 times" in again.why
+    later = drained(state, "inc-9", T0 + timedelta(days=30), QUICK)
+    assert later.phase is Phase.QUARANTINED and later.drains == (T0 + timedelta(days=30),)
+    assert check_argv(("ssh", "{node}", "dcgmi", "diag"), "gpu-7") == ("ssh", "gpu-7", "dcgmi", "diag")
+    with pytest.raises(ValueError):
+        check_argv(("ssh", "{node}"), "gpu-7; reboot")
+
+
+async def health(client: Client, cluster: str, node: str) -> NodeHealthState:
+    handle = client.get_workflow_handle_for(NodeHealthWorkflow.run, node_health_workflow_id(cluster, node))
+    return await handle.result()
+
+
+async def test_a_drained_node_returns_after_a_passed_check(client: Client, task_queue: str, tmp_path: Path) -> None:
+    marker = tmp_path / "checked"
+    policy = FAST.model_copy(update={"return_to_service": QUICK.model_copy(update={
+        "check_command": (sys.executable, "-c", f"open({str(marker)!r}, 'w').write('{{node}}')"),
+        "offence_window_s": 0.5})})
+    log = JsonlAuditLog(tmp_path / "audit.jsonl")
+    async with running_worker(client, task_queue, audit_log=log) as fake:
+        a = anomaly()
+        report = await result(client, await inject(client, task_queue, a, policy, Mode.AUTONOMOUS))
+        assert [d.target for d in fake.journal("drain")] == ["node2"]
+        final = await asyncio.wait_for(health(client, a.cluster, "node2"), 30)
+        assert final.phase is Phase.RETURNED
+        assert not (await fake.get_node("node2")).drained
+    assert marker.read_text() == "node2"  # the check ran against the drained node
+    undrain = [r for r in log.read() if r.action is AuditAction.UNDRAIN]
+    assert len(undrain) == 1 and undrain[0].nodes == ("node2",) and undrain[0].incident_id == report.incident_id
+
+
+async def test_a_node_failing_its_check_stays_drained_and_is_escalated(client: Client, task_queue: str) -> None:
+    policy = FAST.model_copy(update={"return_to_service": QUICK.model_copy(update={
+        "check_command": (sys.executable, "-c", "import sys; print('ECC row remap pending'); sys.exit(3)")})})
+    async with running_worker(client, task_queue) as fake:
+        a = anomaly()
+        await result(client, await inject(client, task_queue, a, policy, Mode.AUTONOMOUS))
+        final = await asyncio.wait_for(health(client, a.cluster, "node2"), 30)
+        assert final.phase is Phase.ESCALATED and final.failures == 2
+        assert "exit 3: ECC row remap pending" in final.last_check
+        assert (await fake.get_node("node2")).drained
+
+
+async def test_someone_elses_drain_is_left_alone(client: Client, task_queue: str) -> None:
+    policy = FAST.model_copy(update={"return_to_service": QUICK.model_copy(update={
+        "check_command": (sys.executable, "-c", "import time; time.sleep(0.5)")})})
+    fake = FakeScheduler()
+    async with running_worker(client, task_queue, scheduler=fake):
+        a = anomaly()
+        await result(client, await inject(client, task_queue, a, policy, Mode.AUTONOMOUS))
+        await asyncio.sleep(0.4)  # quarantined: an administrator takes the node over
+        await fake.resume_node("node2", (await fake.get_node("node2")).reason)
+        await fake.drain_node("node2", "bad PSU, ticket 4711")
+        final = await asyncio.wait_for(health(client, a.cluster, "node2"), 30)
+    assert final.phase is Phase.NOT_OURS and "drained by someone else" in final.why
+    node = await fake.get_node("node2")
+    assert node.drained and node.reason == "bad PSU, ticket 4711"

@@ -1,0 +1,142 @@
+"""NodeHealthWorkflow: one durable workflow per node goodput drained, until it is back or a person decides.
+
+Started (signal-with-start) by the recovery workflow after each drain it made: the node sits out
+its quarantine on a durable timer, then the site's health check runs against it (an activity);
+passing, it is resumed, only while the drain is still goodput's; failing too often, or drained
+again too often, it is escalated and stays drained. After a return the workflow keeps watching
+for the offence window, so a node that fails again soon counts as a repeat offender. The rules
+are goodput.recover.node_health; every return is audited and every escalation notified.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from goodput.models import Frozen
+    from goodput.recover.audit import AuditAction, AuditRecord
+    from goodput.recover.incident import AuditInput, Notification
+    from goodput.recover.lifecycle import IncidentState
+    from goodput.recover.node_health import (
+        CheckResult,
+        NodeCheckInput,
+        NodeHealthState,
+        Phase,
+        ReturnInput,
+        ReturnResult,
+        ReturnToServicePolicy,
+        check_argv,
+        checked,
+        drained,
+    )
+
+RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                    maximum_interval=timedelta(seconds=60), maximum_attempts=10)
+
+
+class NodeHealthStart(Frozen):
+    cluster: str
+    node: str
+    incident_id: str
+    policy: ReturnToServicePolicy
+
+
+def node_health_workflow_id(cluster: str, node: str) -> str:
+    return f"node-health-{cluster}-{node}"
+
+
+@workflow.defn
+class NodeHealthWorkflow:
+    @workflow.init
+    def __init__(self, start: NodeHealthStart) -> None:
+        self._start = start
+        self._state = NodeHealthState(cluster=start.cluster, node=start.node)
+        self._drained_by: list[str] = []
+        self._records = 0
+
+    @workflow.run
+    async def run(self, start: NodeHealthStart) -> NodeHealthState:
+        policy = start.policy
+        self._state = drained(self._state, start.incident_id, workflow.now(), policy)
+        # Signal-with-start delivers the starting drain as a signal too: it is not a second offence.
+        self._drained_by = [i for i in self._drained_by if i != start.incident_id]
+        while True:
+            if self._state.phase is Phase.ESCALATED:
+                await self._notify(IncidentState.ESCALATED, f"node {start.node}: {self._state.why}")
+                return self._state
+            wait = policy.quarantine_s if self._state.failures == 0 else policy.retry_after_s
+            if await self._drained_again(wait):
+                continue
+            result = await self._check()
+            self._state = checked(self._state, result, policy)
+            if self._state.phase is not Phase.CHECKING:
+                continue
+            back = await workflow.execute_activity(
+                "return_node", ReturnInput(cluster=start.cluster, node=start.node), result_type=ReturnResult,
+                start_to_close_timeout=timedelta(seconds=120), retry_policy=RETRY)
+            phase = Phase.RETURNED if back.returned else Phase.NOT_OURS
+            self._state = self._state.model_copy(update={"phase": phase, "why": back.detail})
+            if not back.returned:
+                return self._state  # someone else's node now (or already resumed): not goodput's to watch
+            await self._audit(back.detail)
+            await self._notify(IncidentState.RECOVERED, f"node {start.node} returned to service: {back.detail}")
+            # A node that comes back and fails again soon is a repeat offender: keep counting.
+            if not await self._drained_again(policy.offence_window_s):
+                return self._state
+
+    async def _drained_again(self, seconds: float) -> bool:
+        """Waits `seconds`; True (and the offence counted) if goodput drained the node meanwhile."""
+        try:
+            await workflow.wait_condition(lambda: bool(self._drained_by), timeout=timedelta(seconds=seconds))
+        except TimeoutError:
+            return False
+        incident = self._drained_by.pop(0)
+        self._state = drained(self._state, incident, workflow.now(), self._start.policy)
+        return True
+
+    async def _check(self) -> CheckResult:
+        policy = self._start.policy
+        try:
+            result: CheckResult = await workflow.execute_activity(
+                "check_node", NodeCheckInput(argv=check_argv(policy.check_command, self._start.node),
+                                             timeout_s=policy.check_timeout_s),
+                result_type=CheckResult, start_to_close_timeout=timedelta(seconds=policy.check_timeout_s + 60),
+                retry_policy=RetryPolicy(maximum_attempts=3))
+        except ActivityError as err:
+            return CheckResult(passed=False, detail=f"the health check could not run: {err.cause or err}"[:2000])
+        return result
+
+    async def _audit(self, result: str) -> None:
+        self._records += 1
+        info = workflow.info()
+        record = AuditRecord(id=f"{info.workflow_id}#{info.run_id}#{self._records}", at=workflow.now(),
+                             actor="goodput", action=AuditAction.UNDRAIN, incident_id=self._state.incident_id,
+                             cluster=self._start.cluster, job_id="", nodes=(self._start.node,),
+                             reason=f"quarantine over and health check passed: {self._state.last_check}"[:2000],
+                             result=result[:2000])
+        try:
+            await workflow.execute_activity("audit", AuditInput(records=(record,)),
+                                            start_to_close_timeout=timedelta(seconds=60), retry_policy=RETRY)
+        except ActivityError as err:
+            workflow.logger.warning("node return not written to the audit log: %s", err)
+
+    async def _notify(self, state: IncidentState, summary: str) -> None:
+        try:
+            await workflow.execute_activity(
+                "notify", Notification(incident_id=self._state.incident_id or self._start.incident_id, state=state,
+                                       summary=summary), start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RETRY)
+        except ActivityError as err:
+            workflow.logger.warning("node health notification failed: %s", err)
+
+    @workflow.signal
+    def drained_again(self, incident_id: str) -> None:
+        self._drained_by.append(incident_id)
+
+    @workflow.query
+    def status(self) -> NodeHealthState:
+        return self._state
