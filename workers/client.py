@@ -37,10 +37,12 @@ from goodput.recover.breaker import BreakerState
 from goodput.recover.incident import Decision, IncidentReport, RecoveryStart
 from goodput.recover.kill_switch import KillSwitchState
 from goodput.recover.lifecycle import IncidentState
+from goodput.recover.node_health import NodeHealthState
 from goodput.recover.policy import Policy
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow, breaker_workflow_id
 from workflows.kill_switch import kill_switch_workflow_id
+from workflows.node_health import NodeHealthWorkflow, node_health_workflow_id
 from workflows.node_memory import NodeMemoryWorkflow, node_memory_workflow_id
 from workflows.recovery import RecoveryWorkflow
 
@@ -101,6 +103,25 @@ class TemporalIncidentService:
         except RPCError as err:
             raise ServiceUnavailableError(f"cannot list incidents: {err}") from err
         return summaries
+
+    async def node_health(self, cluster: str, limit: int = 500) -> tuple[NodeHealthState, ...]:
+        """The return-to-service state of every node goodput drained on the cluster, newest first
+        per node (a running workflow is queried, a finished one read from its result)."""
+        prefix = node_health_workflow_id(validate_cluster(cluster), "")
+        query = f"WorkflowType = 'NodeHealthWorkflow' AND WorkflowId STARTS_WITH '{prefix}'"
+        states: dict[str, NodeHealthState] = {}
+        try:
+            async for wf in self._client.list_workflows(query, limit=limit, rpc_timeout=RPC_TIMEOUT):
+                if wf.id in states:
+                    continue  # an older run of the same node's workflow
+                handle = self._client.get_workflow_handle_for(NodeHealthWorkflow.run, wf.id, run_id=wf.run_id)
+                if wf.status == WorkflowExecutionStatus.RUNNING:
+                    states[wf.id] = await handle.query(NodeHealthWorkflow.status, rpc_timeout=RPC_TIMEOUT)
+                elif wf.status == WorkflowExecutionStatus.COMPLETED:
+                    states[wf.id] = await handle.result(rpc_timeout=RPC_TIMEOUT)
+        except RPCError as err:
+            raise ServiceUnavailableError(f"cannot list node health: {err}") from err
+        return tuple(states.values())
 
     async def get(self, incident_id: str) -> IncidentReport:
         handle = self._client.get_workflow_handle_for(RecoveryWorkflow.run, incident_id)

@@ -296,7 +296,11 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
         if args.json:
             print(json.dumps([s.model_dump(mode="json") for s in standings]))
         else:
+            returns = await service.node_health(cluster)
             console.print(nodes_table(cluster, standings))
+            for h in returns:
+                console.print(f"return to service: {h.node} {h.phase} (incident {h.incident_id}): {h.why}",
+                              highlight=False)
     elif args.command == "kill-switch":
         cluster = validate_cluster(args.cluster or settings.cluster)
         if args.action != "status" and not args.reason:

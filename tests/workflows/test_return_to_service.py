@@ -25,6 +25,7 @@ from goodput.recover.node_health import (
     drained,
 )
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
+from workers.client import TemporalIncidentService
 from workflows.node_health import NodeHealthWorkflow, node_health_workflow_id
 
 pytestmark = pytest.mark.temporal
@@ -81,6 +82,9 @@ async def test_a_node_failing_its_check_stays_drained_and_is_escalated(client: C
         assert final.phase is Phase.ESCALATED and final.failures == 2
         assert "exit 3: ECC row remap pending" in final.last_check
         assert (await fake.get_node("node2")).drained
+        # What `goodput nodes` shows: each node goodput drained, and where its return stands.
+        [shown] = await TemporalIncidentService(client, task_queue).node_health(a.cluster)
+        assert (shown.node, shown.phase) == ("node2", Phase.ESCALATED)
 
 
 async def test_someone_elses_drain_is_left_alone(client: Client, task_queue: str) -> None:
