@@ -10,13 +10,10 @@ Operators steer it with `approve`/`cancel` signals (the Temporal UI can send tho
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from goodput.checkpoints import Checkpoint, LostWork, lost_work_of
@@ -36,8 +33,6 @@ with workflow.unsafe.imports_passed_through():
         IsolateInput,
         IsolateResult,
         MemoryInput,
-        NodeHealthRequest,
-        Notification,
         RecoveryStart,
         ReserveInput,
         ResumeInput,
@@ -47,20 +42,14 @@ with workflow.unsafe.imports_passed_through():
         VerifyInput,
         VerifyResult,
     )
-    from goodput.recover.kill_switch import KillSwitchState, effective_mode
-    from goodput.recover.lifecycle import OUTCOME_OF, IncidentState, is_terminal, transition
+    from goodput.recover.kill_switch import effective_mode
+    from goodput.recover.lifecycle import OUTCOME_OF, IncidentState, is_terminal
     from goodput.recover.policy import ResumeStrategy, plan_recovery
     from goodput.scheduler import JobInfo
-    from workflows import search
     from workflows.audit_trail import AuditTrail
+    from workflows.recovery_steps import CancelledByOperator, Escalation, RecoverySteps
 
 S = IncidentState
-T = TypeVar("T")
-
-STEP_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                         maximum_interval=timedelta(seconds=30), maximum_attempts=10)
-STEP_TIMEOUT = timedelta(seconds=120)
-HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 
 
 def _drained(isolated: IsolateResult) -> str:
@@ -68,16 +57,8 @@ def _drained(isolated: IsolateResult) -> str:
             + (f"; already drained: {', '.join(isolated.already)}" if isolated.already else ""))
 
 
-class Escalation(Exception):
-    """A step failed for good; the incident goes to a person with the reason."""
-
-
-class CancelledByOperator(Exception):
-    """An operator cancelled while a step was in flight; the step was cancelled too."""
-
-
 @workflow.defn
-class RecoveryWorkflow:
+class RecoveryWorkflow(RecoverySteps):
     @workflow.init
     def __init__(self, start: RecoveryStart) -> None:
         self._start = start
@@ -324,10 +305,6 @@ class RecoveryWorkflow:
 
     # -- helpers --------------------------------------------------------------------------
 
-    @property
-    def _id(self) -> str:
-        return workflow.info().workflow_id
-
     def _take(self, decision: Decision) -> None:
         if self._decision is None and not is_terminal(self._state):
             self._decision = decision
@@ -336,105 +313,3 @@ class RecoveryWorkflow:
                 self._audit.add(self._start.key, self._mode, AuditAction(decision.verb.value),
                                 actor=f"operator:{decision.by.who}", reason=decision.by.reason,
                                 result=f"taken while {self._state}")
-
-    def _cancel_requested(self) -> bool:
-        return self._decision is not None and self._decision.verb is DecisionVerb.CANCEL
-
-    def _cancelled_here(self) -> bool:
-        if self._cancel_requested() and not is_terminal(self._state):
-            assert self._decision is not None
-            self._move(S.CANCELLED, f"cancelled by {self._decision.by.who}: {self._decision.by.reason}")
-            return True
-        return is_terminal(self._state)
-
-    async def _wait(self, condition: Callable[[], bool], timeout_s: float) -> bool:
-        try:
-            await workflow.wait_condition(condition, timeout=timedelta(seconds=timeout_s))
-        except TimeoutError:
-            return False
-        return True
-
-    def _record(self, state: IncidentState, detail: str) -> None:
-        self._timeline.append(TimelineEvent(at=workflow.now(), state=state, detail=detail))
-
-    def _move(self, target: IncidentState, detail: str) -> None:
-        if target is not self._state:
-            self._state = transition(self._state, target)
-        self._record(target, detail)
-        if is_terminal(target):
-            self._upsert()
-
-    async def _audited(self, action: AuditAction, nodes: tuple[str, ...], reason: str, step: Awaitable[T],
-                       outcome: Callable[[T], str]) -> T:
-        """Runs one action step with its audit record (added before the step, its result filled in
-        after, so a failed or cancelled action is recorded too), then writes it to the log."""
-        if not workflow.patched("audit-trail"):
-            return await step
-        index = self._audit.add(self._start.key, self._mode, action, nodes=nodes, reason=reason, result="started")
-        try:
-            done = await step
-        except (Escalation, CancelledByOperator) as failed:
-            self._audit.settle(index, f"failed: {failed}" if isinstance(failed, Escalation)
-                               else "cancelled by an operator")
-            raise
-        self._audit.settle(index, outcome(done))
-        await self._flush_audit()
-        return done
-
-    async def _return_to_service(self, nodes: tuple[str, ...]) -> None:
-        """Hands the nodes this incident drained to their return-to-service workflows."""
-        policy = self._start.policy.return_to_service
-        if not nodes or not policy.enabled or not workflow.patched("return-to-service"):
-            return
-        try:
-            await self._step("start_node_health", NodeHealthRequest(
-                cluster=self._start.key.cluster, nodes=nodes, incident_id=self._id, policy=policy), type(None))
-        except Escalation as why:  # the drain stands; only its automatic return is missing
-            self._record(self._state, f"return to service not started: {why}")
-            return
-        self._done(f"{', '.join(nodes)}: back in service after {policy.quarantine_s:.0f} s and a passed "
-                   "health check, if the drain is still goodput's")
-
-    async def _kill_switch(self) -> KillSwitchState:
-        return await self._step("consult_kill_switch", self._start.key.cluster, KillSwitchState)
-
-    async def _flush_audit(self) -> None:
-        why_not = await self._audit.flush()
-        if why_not:
-            self._record(self._state, why_not)
-
-    def _done(self, detail: str) -> None:
-        self._actions_done.append(detail)
-        self._record(self._state, detail)
-
-    def _upsert(self) -> None:
-        if not self._start.index:
-            return
-        search.upsert(self._start.key, self._state, self._mode, self._attributed, OUTCOME_OF.get(self._state))
-
-    async def _notify(self, summary: str) -> None:
-        try:
-            await self._step("notify", Notification(incident_id=self._id, state=self._state,
-                                                     summary=summary), type(None))
-        except Escalation as why:
-            # A broken chat webhook must not turn a recovered incident into an escalated one.
-            self._record(self._state, f"notification failed: {why}")
-
-    async def _step(self, name: str, arg: object, result_type: type[T],
-                    timeout: timedelta = STEP_TIMEOUT) -> T:
-        """Run one activity; an operator's cancel cancels it in flight (activities heartbeat)."""
-        handle = workflow.start_activity(
-            name, arg, result_type=result_type, start_to_close_timeout=timeout,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=STEP_RETRY)
-        await workflow.wait_condition(lambda: handle.done() or self._cancel_requested())
-        if not handle.done() and name != "notify":
-            handle.cancel()
-        try:
-            result: T = await handle
-            return result
-        except ActivityError as err:
-            if self._cancel_requested():
-                raise CancelledByOperator from err
-            cause = err.cause
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
-            raise Escalation(f"step {name} failed: {message}") from err
