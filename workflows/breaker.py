@@ -7,10 +7,15 @@ its decisions are in history. It continues-as-new to keep that history short.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from goodput.models import Frozen, OperatorDecision
+    from goodput.recover.audit import GOODPUT_ACTOR, AuditAction, AuditRecord
     from goodput.recover.breaker import (
         BreakerPolicy,
         BreakerState,
@@ -19,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         decide,
         reset,
     )
+    from goodput.recover.incident import AuditInput
 
 CONTINUE_AS_NEW_AFTER = 500
 
@@ -40,24 +46,55 @@ class DrainBreakerWorkflow:
         self._start = start
         self._state = start.state
         self._decisions = 0
+        # Trips and resets for the audit log, written by the run loop (handlers cannot run activities).
+        self._pending: list[AuditRecord] = []
+        self._audits = 0
 
     @workflow.run
     async def run(self, start: BreakerStart) -> None:
-        await workflow.wait_condition(
-            lambda: self._decisions >= CONTINUE_AS_NEW_AFTER or workflow.info().is_continue_as_new_suggested())
+        while True:
+            await workflow.wait_condition(
+                lambda: bool(self._pending) or self._decisions >= CONTINUE_AS_NEW_AFTER
+                or workflow.info().is_continue_as_new_suggested())
+            if self._pending and workflow.patched("audit-breaker"):
+                records, self._pending = tuple(self._pending), []
+                try:
+                    await workflow.execute_activity(
+                        "audit", AuditInput(records=records), start_to_close_timeout=timedelta(seconds=60),
+                        retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=30)))
+                except ActivityError as err:  # the trip or reset stands in this history either way
+                    workflow.logger.warning("breaker change not written to the audit log: %s", err)
+                continue
+            self._pending.clear()
+            if self._decisions >= CONTINUE_AS_NEW_AFTER or workflow.info().is_continue_as_new_suggested():
+                break
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(start.model_copy(update={"state": self._state}))
 
     @workflow.update
     def reserve(self, request: DrainRequest) -> DrainVerdict:
+        trips = self._state.trips
         self._state, verdict = decide(self._state, request, workflow.now(), self._start.policy)
         self._decisions += 1
+        if self._state.trips > trips:
+            self._audit(GOODPUT_ACTOR, AuditAction.BREAKER_TRIP, request.incident_id, request.nodes,
+                        verdict.reason, "drains refused until the window passes or an operator resets it")
         return verdict
 
     @workflow.signal
     def reset(self, decision: OperatorDecision) -> None:
         workflow.logger.info("breaker reset by %s: %s", decision.who, decision.reason)
         self._state = reset(self._state)
+        self._audit(f"operator:{decision.who}", AuditAction.BREAKER_RESET, "", (), decision.reason, "drains allowed")
+
+    def _audit(self, actor: str, action: AuditAction, incident_id: str, nodes: tuple[str, ...], reason: str,
+               result: str) -> None:
+        info = workflow.info()
+        self._audits += 1
+        self._pending.append(AuditRecord(
+            id=f"{info.workflow_id}#{info.run_id}#{self._audits}",
+            at=workflow.now(), actor=actor[:160], action=action, incident_id=incident_id,
+            cluster=self._start.cluster, job_id="", nodes=nodes, reason=reason[:2000], result=result))
 
     @workflow.query
     def status(self) -> BreakerState:

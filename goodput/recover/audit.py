@@ -35,6 +35,8 @@ class AuditAction(StrEnum):
     KILL_SWITCH_ON = "kill-switch-on"
     KILL_SWITCH_OFF = "kill-switch-off"
     UNDRAIN = "undrain"
+    BREAKER_TRIP = "breaker-trip"
+    BREAKER_RESET = "breaker-reset"
 
 
 class AuditRecord(Frozen):

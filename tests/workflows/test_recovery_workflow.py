@@ -8,10 +8,12 @@ import pytest
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
+from activities.adapters.audit_log import MemoryAuditLog
 from goodput.cli.service import DecisionRejectedError
 from goodput.demo.scheduler import FakeClusterState, FakeScheduler
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision, Outcome
 from goodput.ownership import owning_incident
+from goodput.recover.audit import AuditAction
 from goodput.recover.breaker import BreakerPolicy
 from goodput.recover.incident import Decision, DecisionVerb
 from goodput.recover.lifecycle import IncidentState
@@ -186,16 +188,27 @@ async def test_drain_breaker_stops_a_drain_storm(client: Client, task_queue: str
     cluster = first.cluster
     storm = [first, anomaly("1002", nodes=("node3",), cluster=cluster),
              anomaly("1003", nodes=("node5",), cluster=cluster)]
-    async with running_worker(client, task_queue) as fake:
+    log = MemoryAuditLog()
+    async with running_worker(client, task_queue, audit_log=log) as fake:
         reports = []
         for a in storm:  # one after another so which one trips the breaker is deterministic
             reports.append(await result(client, await inject(client, task_queue, a, policy, Mode.AUTONOMOUS)))
         breaker = client.get_workflow_handle(breaker_workflow_id(cluster))
         status = await breaker.query(DrainBreakerWorkflow.status)
+        await TemporalIncidentService(client, task_queue).breaker_reset(
+            cluster, OperatorDecision(who="erin", reason="switch replaced"))
+        for _ in range(50):  # the breaker writes its trip and reset to the audit log as they happen
+            flips = [r for r in log.read() if r.action in (AuditAction.BREAKER_TRIP, AuditAction.BREAKER_RESET)]
+            if len(flips) == 2:
+                break
+            await asyncio.sleep(0.1)
     assert [r.state for r in reports] == [S.RECOVERED, S.RECOVERED, S.ESCALATED]
     assert "breaker" in reports[2].timeline[-1].detail
     assert sorted(d.target for d in fake.journal("drain")) == ["node1", "node3"]
     assert status.trips == 1 and status.tripped_at is not None
+    assert [(r.action, r.actor) for r in flips] == [(AuditAction.BREAKER_TRIP, "goodput"),
+                                                  (AuditAction.BREAKER_RESET, "operator:erin")]
+    assert flips[0].nodes == ("node5",) and flips[1].reason == "switch replaced"
 
 
 async def test_late_evidence_is_folded_in_while_lingering_then_turned_away(client: Client, task_queue: str) -> None:
