@@ -21,11 +21,12 @@ from goodput.detect.logtail import LogLine
 from goodput.detect.progress import ProgressParser
 from goodput.detect.stamps import line_time
 from goodput.detect.straggler import DEFAULT_STRAGGLER_CONFIG, StragglerConfig, find_stragglers, straggler_anomaly
+from goodput.detect.straggler_report import ReportTally, StragglerReportError, observe, parse_report
 from goodput.diagnose.classify import anomaly_from_verdict
 from goodput.diagnose.signatures import Catalogue, default_catalogue
 from goodput.diagnose.signatures.model import Match, Role
 from goodput.diagnose.signatures.verdict import VerdictBuilder
-from goodput.models import Anomaly, Frozen, IncidentKey, RestartEffect
+from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Frozen, IncidentKey, RestartEffect
 
 _DECISIVE = (Role.ROOT, Role.KNOCK_ON)
 
@@ -40,6 +41,7 @@ class LiveState(Frozen):
     rank_steps: dict[int, tuple[float, ...]] = Field(default_factory=dict)
     rank_hosts: dict[int, str] = Field(default_factory=dict)
     straggler_reported: bool = False
+    straggler_reports: ReportTally = Field(default_factory=ReportTally)
 
 
 def anomaly_id(key: IncidentKey, *parts: object) -> str:
@@ -80,6 +82,7 @@ class LiveLogDetector:
         matches: list[Match] = []
         first: LogLine | None = None
         effect_line: LogLine | None = None
+        found: list[Anomaly] = []
         progress = self.state.progress
         steps = dict(self.state.rank_steps)
         hosts = dict(self.state.rank_hosts)
@@ -92,6 +95,9 @@ class LiveLogDetector:
                     steps[event.rank] = window
                     if event.host:
                         hosts[event.rank] = event.host
+            reported = self._straggler_report(line, observed_at, detected_at)
+            if reported is not None:
+                found.append(reported)
             for match in self._catalogue.match_line(line.text, line.line_no):
                 # A launcher's in-job restart or give-up is not a failure line, but the incident
                 # must hear of it: it decides whether goodput restarts the job at all.
@@ -103,14 +109,39 @@ class LiveLogDetector:
         self.state = self.state.model_copy(update={"progress": progress, "rank_steps": steps, "rank_hosts": hosts})
         first = first or effect_line
         if first is None:
-            return []
+            return found
         verdict = VerdictBuilder(self._catalogue.version).add_all(matches).build()
         anomaly = anomaly_from_verdict(
             verdict, anomaly_id=anomaly_id(self.key, first.path, first.offset), job_id=self.key.job_id,
             observed_at=observable_at(first, observed_at), detected_at=detected_at, cluster=self.key.cluster,
             job_attempt=self.key.job_attempt, host=self._node)
         self.state = self.state.model_copy(update={"anomalies": self.state.anomalies + 1})
-        return [self._with_progress(anomaly)]
+        return [*found, self._with_progress(anomaly)]
+
+    def _straggler_report(self, line: LogLine, observed_at: datetime, detected_at: datetime) -> Anomaly | None:
+        """One straggler anomaly per attempt, when a rank's own reports say it lags."""
+        try:
+            report = parse_report(line.text)
+        except StragglerReportError:
+            return None  # a malformed report says nothing; the job's other lines still count
+        if report is None:
+            return None
+        tally, lagging = observe(self.state.straggler_reports, report, self._straggler.report_threshold,
+                                 self._straggler.report_consecutive)
+        self.state = self.state.model_copy(update={"straggler_reports": tally})
+        if not lagging or self.state.straggler_reported:
+            return None
+        node = tally.nodes.get(report.rank)
+        where = f" on {node}" if node else ""
+        section = f" in {report.section}" if report.section else ""
+        why = (f"rank {report.rank}{where} reported a straggler score below {self._straggler.report_threshold:g} "
+               f"{self._straggler.report_consecutive} times in a row (last {report.score:.2f}{section})")
+        self.state = self.state.model_copy(update={"straggler_reported": True, "anomalies": self.state.anomalies + 1})
+        return Anomaly(id=anomaly_id(self.key, "straggler-report", report.rank), source=AnomalySource.LOG,
+                       kind=AnomalyKind.STRAGGLER, cluster=self.key.cluster, job_id=self.key.job_id,
+                       job_attempt=self.key.job_attempt, nodes=(node,) if node else (), ranks=(report.rank,),
+                       evidence=[why, line.text[:500]], category=Category.STRAGGLER,
+                       observed_at=observable_at(line, observed_at), detected_at=detected_at)
 
     def _with_progress(self, anomaly: Anomaly) -> Anomaly:
         progress = self.state.progress

@@ -26,6 +26,10 @@ class StragglerConfig(Frozen):
     window: int = Field(default=50, ge=1)
     min_samples: int = Field(default=5, ge=1)
     min_ranks: int = Field(default=4, ge=3)
+    # Reports the job prints itself (goodput.detect.straggler_report): a rank scoring below the
+    # threshold this many times in a row is a straggler (NVRx's detector alarms below 0.75).
+    report_threshold: float = Field(default=0.75, gt=0.0, le=1.0)
+    report_consecutive: int = Field(default=3, ge=1, le=1000)
 
 
 DEFAULT_STRAGGLER_CONFIG = StragglerConfig()

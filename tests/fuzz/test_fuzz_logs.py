@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from goodput.detect.logtail import split_srun_label
 from goodput.detect.progress import ProgressParser
 from goodput.detect.stamps import line_time
+from goodput.detect.straggler_report import MARKER, StragglerReportError, parse_report
 from goodput.diagnose.classify import classify_lines, iter_lines, verdict_json
 from goodput.diagnose.signatures import MAX_SCAN_CHARS, default_catalogue
 from tests.fuzz.backtracking_reference import OldMatcher, new_match
@@ -142,3 +143,23 @@ def test_line_time(line: str) -> None:
     """A job's line claims its own time: believed only inside the window, never a crash."""
     stamp = rejects_cleanly("log-line-time", lambda: line_time(line, NOW - timedelta(hours=1), NOW), ())
     assert stamp is None or NOW - timedelta(hours=1) <= stamp <= NOW
+
+
+report_values = st.one_of(st.integers(), st.floats(allow_nan=True), st.text(max_size=80), st.none(), st.booleans(),
+                          st.lists(st.integers(), max_size=3))
+report_lines = st.one_of(
+    st.dictionaries(st.sampled_from(["rank", "node", "score", "section", "x"]), report_values, max_size=5).map(
+        lambda d: MARKER + json.dumps(d)),
+    st.builds(lambda text: MARKER + text, st.text(max_size=200)),
+    st.builds(lambda rank, node, score, junk:
+              f"STRAGGLER DETECTION WARNING {junk} Rank={rank} Node={node} Score={score}",
+              numbers, st.text(max_size=70), st.text(alphabet="0123456789.", max_size=12), st.text(max_size=40)),
+    log_lines,
+)
+
+
+@given(report_lines)
+def test_straggler_report(line: str) -> None:
+    """A job's own straggler report: parsed strictly or refused with StragglerReportError."""
+    parsed = rejects_cleanly("straggler-report", lambda: parse_report(line), (StragglerReportError,))
+    assert parsed is None or 0.0 <= parsed.score <= 1.0
