@@ -151,7 +151,8 @@ class WatchActivities:
             watched = {j.job_id: j for j in jobs if request.opt_in.admits(j)}
             now = datetime.now(UTC)
             if previous is not None:
-                for anomaly in changes(previous, current, cluster=request.cluster, now=now, watched=watched):
+                for anomaly in changes(previous, current, cluster=request.cluster, now=now, watched=watched,
+                                       never_restart_exit_codes=request.never_restart_exit_codes):
                     await self._sink.submit(anomaly)
             for job in new_running(previous or Snapshot(), current, watched):
                 await self._launcher.launch(WatchJobInput(

@@ -97,7 +97,8 @@ class Settings(BaseSettings):
 
     def watch_request(self) -> WatchClusterInput:
         return WatchClusterInput(cluster=self.cluster, opt_in=self.opt_in, poll_interval_s=self.scheduler_poll_s,
-                                 log_poll_interval_s=self.log_poll_s)
+                                 log_poll_interval_s=self.log_poll_s,
+                                 never_restart_exit_codes=self.policy.never_restart_exit_codes)
 
     @classmethod
     def settings_customise_sources(

@@ -10,10 +10,10 @@ Pure: the scan activity keeps the previous snapshot and calls `changes`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
-from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Frozen
+from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Frozen, RestartEffect
 from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo, JobState, NodeInfo
 
 # Terminal job states that deserve an incident, and what each means on its own.
@@ -46,8 +46,17 @@ def _id(*parts: object) -> str:
     return "sched-" + hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()[:20]
 
 
+def exit_status(exit_code: str) -> int | None:
+    """The exit status of Slurm's `ExitCode=<status>:<signal>` (None when a signal ended it, or unreadable)."""
+    status, _, signal = exit_code.partition(":")
+    if not (status.isascii() and status.isdigit() and len(status) <= 3) or signal not in ("", "0"):
+        return None
+    return int(status)
+
+
 def changes(previous: Snapshot, current: Snapshot, *, cluster: str, now: datetime,
-            watched: Mapping[str, JobInfo] | None = None) -> list[Anomaly]:
+            watched: Mapping[str, JobInfo] | None = None,
+            never_restart_exit_codes: Collection[int] = (93,)) -> list[Anomaly]:
     """Anomalies for jobs that ended badly and for running jobs whose nodes died since `previous`.
 
     `watched` limits attention to opted-in jobs (all jobs of `current` when None). The first scan
@@ -63,6 +72,8 @@ def changes(previous: Snapshot, current: Snapshot, *, cluster: str, now: datetim
         if ending and (before is None or before.state != job.state or before.restart_count != job.restart_count):
             kind, category = ending
             dead = tuple(n for n in job.nodes if (node := current.nodes.get(n)) is not None and node_dead(node))
+            status = exit_status(job.exit_code) if job.state is JobState.FAILED else None
+            never = status is not None and status in never_restart_exit_codes
             out.append(Anomaly(
                 id=_id(cluster, job_id, job.restart_count, job.state), source=AnomalySource.SCHEDULER,
                 kind=kind, cluster=cluster, job_id=job_id, job_attempt=job.restart_count,
@@ -70,8 +81,10 @@ def changes(previous: Snapshot, current: Snapshot, *, cluster: str, now: datetim
                 evidence=[f"slurm: job {job_id} {job.state}"
                           + (f" exit={job.exit_code}" if job.exit_code else "")
                           + (f" reason={job.state_reason}" if job.state_reason else "")
-                          + (f" on {','.join(job.nodes)}" if job.nodes else "")],
-                observed_at=now, detected_at=now))
+                          + (f" on {','.join(job.nodes)}" if job.nodes else "")
+                          + (f"; exit status {status} asks not to be restarted" if never else "")],
+                observed_at=now, detected_at=now,
+                restart_effect=RestartEffect.NEVER if never else RestartEffect.NONE))
     for name, node in current.nodes.items():
         was = previous.nodes.get(name)
         if not node_dead(node) or (was is not None and node_dead(was)):

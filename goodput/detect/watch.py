@@ -69,6 +69,9 @@ class WatchClusterInput(Frozen):
     poll_interval_s: float = Field(default=2.0, gt=0)
     log_poll_interval_s: float = Field(default=0.25, gt=0)
     hang: HangConfig = DEFAULT_HANG_CONFIG
+    # A job that ends FAILED with one of these exit codes asked not to be restarted (NVRx's
+    # launcher exits 93 after its attribution or no-progress verdict).
+    never_restart_exit_codes: tuple[int, ...] = (93,)
 
 
 class ClusterCheckpoint(Frozen):

@@ -54,6 +54,9 @@ class Policy(Frozen):
     breaker: BreakerPolicy = Field(default_factory=BreakerPolicy)
     # Cross-job memory of nodes: unrelated ambiguous failures on one node isolate it.
     node_memory: NodeMemoryPolicy = Field(default_factory=NodeMemoryPolicy)
+    # A job that ends FAILED with one of these exit statuses asked not to be restarted: goodput
+    # stops it instead (NVRx's launcher exits 93 after its attribution or no-progress verdict).
+    never_restart_exit_codes: tuple[int, ...] = (93,)
     # Nodes goodput drained come back after a quarantine and the site's health check.
     return_to_service: ReturnToServicePolicy = Field(default_factory=ReturnToServicePolicy)
     # A closed incident keeps accepting late evidence of its job attempt this long, so the tail

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from goodput.detect.scheduler_watch import changes, new_running, snapshot
-from goodput.models import AnomalyKind, Category
+from goodput.diagnose.attribution import attribute
+from goodput.models import ActionKind, AnomalyKind, Category, RestartEffect
+from goodput.recover.policy import Policy, plan_recovery
 from goodput.scheduler import JobInfo, JobState, NodeInfo
 
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
@@ -61,3 +63,18 @@ def test_requeued_job_running_again_needs_a_new_watcher() -> None:
     after = snapshot([job(JobState.RUNNING, 1)], NODES)
     assert [j.restart_count for j in new_running(before, after, after.jobs)] == [1]
     assert new_running(after, after, after.jobs) == []
+
+
+def test_an_exit_status_the_policy_names_means_never_restart() -> None:
+    """NVRx's launcher exits 93 after its attribution or no-progress verdict: the job asked to stay down."""
+    before = snapshot([job(JobState.RUNNING)], [])
+    for code, effect in (("93:0", RestartEffect.NEVER), ("1:0", RestartEffect.NONE), ("0:9", RestartEffect.NONE),
+                         ("9" * 400 + ":0", RestartEffect.NONE)):
+        [anomaly] = changes(before, snapshot([job(JobState.FAILED, exit_code=code)], []), cluster="c", now=NOW)
+        assert anomaly.restart_effect is effect, code
+    [custom] = changes(before, snapshot([job(JobState.FAILED, exit_code="42:0")], []), cluster="c", now=NOW,
+                       never_restart_exit_codes=(42,))
+    assert custom.restart_effect is RestartEffect.NEVER
+    assert "exit status 42 asks not to be restarted" in custom.evidence[0]
+    plan = plan_recovery(attribute([custom], job(JobState.FAILED)), job(JobState.FAILED), Policy())
+    assert {a.kind for a in plan.actions} == {ActionKind.NOTIFY}  # not requeued; nothing left to stop
