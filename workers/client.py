@@ -18,6 +18,8 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDReusePolicy
+from opentelemetry.trace import Tracer
+from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
@@ -49,10 +51,13 @@ from workflows.recovery import RecoveryWorkflow
 RPC_TIMEOUT = timedelta(seconds=10)
 
 
-async def connect(address: str, namespace: str = "default") -> Client:
+async def connect(address: str, namespace: str = "default", tracer: Tracer | None = None) -> Client:
+    """A client whose workflow starts, signals and queries carry the caller's trace context, and
+    whose workers (built on it) continue it in workflow and activity spans: one recovery, one
+    trace. Without a configured OpenTelemetry tracer provider the spans cost nothing."""
     try:
-        return await Client.connect(address, namespace=namespace,
-                                    data_converter=pydantic_data_converter)
+        return await Client.connect(address, namespace=namespace, data_converter=pydantic_data_converter,
+                                    interceptors=[TracingInterceptor(tracer)])
     except RuntimeError as err:
         raise ServiceUnavailableError(
             f"cannot reach Temporal at {address}: {err}. Is `goodput up` running?") from err

@@ -12,7 +12,9 @@ import contextlib
 import logging
 from datetime import UTC, datetime, timedelta
 
+from opentelemetry import trace
 from opentelemetry.metrics import Meter
+from opentelemetry.trace import Tracer
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -31,16 +33,25 @@ HANDOVER_TIMEOUT = timedelta(seconds=5)
 
 
 class IncidentSink:
-    def __init__(self, service: IncidentService, policy: Policy, meter: Meter | None = None) -> None:
+    def __init__(self, service: IncidentService, policy: Policy, meter: Meter | None = None,
+                 tracer: Tracer | None = None) -> None:
         self._service = service
         self._policy = policy
         self._metrics = instruments(meter)
+        self._tracer = tracer or trace.get_tracer("goodput.detect")
 
     async def submit(self, anomaly: Anomaly) -> None:
         labels = {"source": anomaly.source.value, "kind": anomaly.kind.value}
         self._metrics.detection_latency.record(
             max(0.0, (anomaly.detected_at - anomaly.observed_at).total_seconds()), labels)
-        result = await self._service.inject(anomaly, self._policy)
+        # The root of the incident's trace: the client's tracing interceptor carries it into the
+        # workflow it starts or signals, and on into every activity.
+        with self._tracer.start_as_current_span("goodput.anomaly", attributes={
+                "goodput.incident_id": anomaly.incident_key.workflow_id, "goodput.anomaly_id": anomaly.id,
+                "goodput.cluster": anomaly.cluster, "goodput.job_id": anomaly.job_id,
+                "goodput.job_attempt": anomaly.job_attempt, "goodput.source": anomaly.source.value,
+                "goodput.kind": anomaly.kind.value}):
+            result = await self._service.inject(anomaly, self._policy)
         self._metrics.submit_latency.record(
             max(0.0, (datetime.now(UTC) - anomaly.detected_at).total_seconds()), labels)
         self._metrics.anomalies.add(1, labels)
