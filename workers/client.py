@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
+from opentelemetry.trace import Tracer
 from temporalio.client import (
     Client,
     RPCError,
@@ -18,7 +19,6 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDReusePolicy
-from opentelemetry.trace import Tracer
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
