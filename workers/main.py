@@ -42,6 +42,7 @@ from goodput.recover.kill_switch import KillSwitchState
 from goodput.slurm.resubmit import ResubmitKey
 from workers import devserver
 from workers.client import TemporalIncidentService, connect
+from workers.logs import configure as configure_logs
 from workers.push_server import serve_push
 from workers.telemetry import setup_metrics
 from workers.watching import IncidentSink, start_cluster_watch
@@ -360,7 +361,7 @@ def dispatch(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     console = Console()
     err = Console(stderr=True)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logs(os.environ.get("GOODPUT_LOG_FORMAT", "text"))
     try:
         if args.command == "classify":
             return cmd_classify(args)
