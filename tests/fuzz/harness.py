@@ -95,9 +95,10 @@ def write_report() -> None:
     target = Path(path)
     existing = json.loads(target.read_text()) if target.exists() else {}
     targets = existing.setdefault("targets", {})
+    measured = commit()
     for name, tally in sorted(TALLIES.items()):
-        targets[name] = {"examples": tally.examples, "rejected": tally.rejected,
+        targets[name] = {"examples": tally.examples, "rejected": tally.rejected, "commit": measured,
                          "slowest_s": round(tally.slowest_s, 4), "slowest_cpu_s": round(tally.slowest_cpu_s, 4)}
-    existing["commit"] = commit()
+    existing["commit"] = measured
     existing["profile"] = os.environ.get("GOODPUT_FUZZ_PROFILE", "suite")
     target.write_text(json.dumps(existing, indent=2, sort_keys=True) + "\n")
