@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re2
 
+from goodput.checkpoints.formats import ZipDirectory
 from goodput.checkpoints.fs import Entry, FileSystem, join
 from goodput.checkpoints.metadata import MetadataError, parse_deepspeed_latest, step_number
 from goodput.checkpoints.model import Checkpoint, CheckpointConfig
@@ -57,13 +58,18 @@ def _dp_ranks(files: list[Entry], tally: Tally) -> dict[int, set[int]]:
     return per_mp
 
 
-def _dp_world_size(fs: FileSystem, directory: str, models: list[Entry], tally: Tally, prefix: str) -> int | None:
-    """The data-parallel world size DeepSpeed recorded in the first model-states file, or None."""
+def _dp_world_size(fs: FileSystem, directory: str, models: list[Entry], zips: dict[str, ZipDirectory],
+                   tally: Tally, prefix: str) -> int | None:
+    """The data-parallel world size DeepSpeed recorded in the first model-states file, or None
+    (also when that file is no whole zip: `verify_file` already said why)."""
     usable = [e for e in models if e.size and not e.refused]
     if not usable:
         return None
     first = min(usable, key=lambda e: e.name)
-    fields = torch_file_fields(fs, join(directory, first.name), first, f"{prefix}{first.name}", tally)
+    where = zips.get(first.name)
+    if where is None:
+        return None
+    fields = torch_file_fields(fs, join(directory, first.name), where, f"{prefix}{first.name}", tally)
     size = (fields or {}).get("dp_world_size")
     if isinstance(size, int) and not isinstance(size, bool) and 1 <= size <= MAX_DP_WORLD:
         return size
@@ -89,13 +95,16 @@ def check_tag_dir(fs: FileSystem, directory: str, entries: list[Entry], tally: T
     optims = [e for e in entries if _is_optim(e)]
     if not models:
         tally.problem("no *_model_states.pt file")
+    zips: dict[str, ZipDirectory] = {}
     for entry in models + optims:
         if tally.nonempty(entry, f"{prefix}{entry.name}", key=f"{prefix}{entry.name}"):
-            verify_file(fs, join(directory, entry.name), entry, f"{prefix}{entry.name}", tally)
+            found = verify_file(fs, join(directory, entry.name), entry, f"{prefix}{entry.name}", tally)
+            if found is not None:
+                zips[entry.name] = found
     tally.see_all(entries, prefix)
     if zero and not optims:
         tally.problem("no *_optim_states.pt file, though this run's other checkpoints have them")
-    world = _dp_world_size(fs, directory, models, tally, prefix) if optims else None
+    world = _dp_world_size(fs, directory, models, zips, tally, prefix) if optims else None
     _check_ranks("optimizer", _dp_ranks(optims, tally), world, tally)
     _check_ranks("model-state", _dp_ranks([e for e in models if e.name.startswith("zero_pp_rank_")], tally),
                  world, tally)

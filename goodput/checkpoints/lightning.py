@@ -15,6 +15,7 @@ from __future__ import annotations
 import re2
 
 from goodput.checkpoints.dcp import check_dcp, looks_like_dcp
+from goodput.checkpoints.formats import ZipDirectory
 from goodput.checkpoints.fs import Entry, FileSystem, join
 from goodput.checkpoints.metadata import step_number
 from goodput.checkpoints.model import MAX_STEP, Checkpoint, CheckpointConfig
@@ -39,8 +40,8 @@ def looks_like_lightning(entries: list[Entry]) -> bool:
                for e in entries if not e.refused)
 
 
-def _recorded_step(fs: FileSystem, path: str, entry: Entry, tally: Tally) -> int | None:
-    fields = torch_file_fields(fs, path, entry, entry.name, tally)
+def _recorded_step(fs: FileSystem, path: str, entry: Entry, where: ZipDirectory, tally: Tally) -> int | None:
+    fields = torch_file_fields(fs, path, where, entry.name, tally)
     step = (fields or {}).get("global_step")
     if isinstance(step, int) and not isinstance(step, bool) and 0 <= step <= MAX_STEP:
         return step
@@ -69,9 +70,9 @@ def _validate(fs: FileSystem, root: str, entry: Entry, step: int | None, last: b
     if entry.is_dir:
         _check_sharded(fs, path, entry, tally)
     elif tally.nonempty(entry, entry.name):
-        verify_file(fs, path, entry, entry.name, tally)
-        if last and not tally.problems:
-            step = _recorded_step(fs, path, entry, tally)
+        where = verify_file(fs, path, entry, entry.name, tally)
+        if last and where is not None and not tally.problems:
+            step = _recorded_step(fs, path, entry, where, tally)
     if step is None:
         if not tally.problems:
             tally.problem(f"{entry.name}: its step is in its data.pkl, which was not read"

@@ -53,17 +53,19 @@ def _read(fs: FileSystem, path: str, offset: int, length: int, tally: Tally) -> 
     return data
 
 
-def verify_file(fs: FileSystem, path: str, entry: Entry, what: str, tally: Tally) -> None:
-    """Checks one shard by its suffix (safetensors or torch.save); other files are left alone."""
+def verify_file(fs: FileSystem, path: str, entry: Entry, what: str, tally: Tally) -> ZipDirectory | None:
+    """Checks one shard by its suffix (safetensors or torch.save); other files are left alone.
+    For a whole torch zip, returns where its central directory lies (for `torch_file_fields`)."""
     try:
         if entry.name.endswith(".safetensors"):
             _safetensors(fs, path, entry.size, tally)
         elif entry.name.endswith(TORCH_SUFFIXES):
-            _torch_zip(fs, path, entry.size, tally)
+            return _torch_zip(fs, path, entry.size, tally)
     except FormatError as error:
         tally.problem(f"{what}: {error}")
     except _Unread as why:
         tally.unverified.append(f"{what}: not read ({printable(str(why), 120)})")
+    return None
 
 
 def _safetensors(fs: FileSystem, path: str, size: int, tally: Tally) -> None:
@@ -91,25 +93,22 @@ def _zip_directory(fs: FileSystem, path: str, size: int, tally: Tally) -> ZipDir
     return zip_directory(_read(fs, path, size - tail_length, tail_length, tally), size)
 
 
-def _torch_zip(fs: FileSystem, path: str, size: int, tally: Tally) -> None:
+def _torch_zip(fs: FileSystem, path: str, size: int, tally: Tally) -> ZipDirectory | None:
     head = _read(fs, path, 0, 4, tally)
     if head.startswith(ZIP_MAGIC):
-        _zip_directory(fs, path, size, tally)
-    elif head.startswith(PICKLE_MAGIC):
+        return _zip_directory(fs, path, size, tally)
+    if head.startswith(PICKLE_MAGIC):
         tally.unverified.append(f"{printable(path.rsplit('/', 1)[-1], 80)}: a legacy (non-zip) torch file, "
                                 "whose length is not recorded")
-    else:
-        raise FormatError("neither a zip archive nor a pickle: not a torch.save file (zeros, or overwritten)")
+        return None
+    raise FormatError("neither a zip archive nor a pickle: not a torch.save file (zeros, or overwritten)")
 
 
-def torch_file_fields(fs: FileSystem, path: str, entry: Entry, what: str, tally: Tally) -> dict[str, Any] | None:
+def torch_file_fields(fs: FileSystem, path: str, where: ZipDirectory, what: str, tally: Tally) -> dict[str, Any] | None:
     """The top-level dict a torch.save file holds (string keys; tensors as references), read from
-    its `data.pkl` without unpickling; None, with the reason recorded as unverified, if not read."""
+    its `data.pkl` without unpickling, given where `verify_file` found its central directory; None,
+    with the reason recorded, if not read."""
     try:
-        head = _read(fs, path, 0, 4, tally)
-        if not head.startswith(ZIP_MAGIC):
-            raise _Unread("not a zip archive")
-        where = _zip_directory(fs, path, entry.size, tally)
         if where.size > RANGE_LIMIT:
             raise _Unread(f"its zip directory is over {RANGE_LIMIT} bytes")
         members = zip_members(_read(fs, path, where.offset, where.size, tally))
@@ -121,7 +120,6 @@ def torch_file_fields(fs: FileSystem, path: str, entry: Entry, what: str, tally:
         start = local_data_offset(_read(fs, path, pickled.offset, 30, tally), pickled)
         if start + pickled.size > where.offset:
             raise FormatError(f"its {pickled.name[:60]!r} runs into its zip central directory: damaged")
-        # The name and extra field sit between header and data; re-reading them is cheaper than a seek.
         return pickle_top_level(_read(fs, path, start, pickled.size, tally))
     except FormatError as error:
         tally.problem(f"{what}: {error}")
