@@ -55,9 +55,17 @@ class _Node:
         if self.text is not None:
             return self.text.encode()[offset:offset + length]
         end = min(self.size, offset + length)
+        if end <= offset:
+            return b""
+        data = bytearray(end - offset)  # the middle of a sparse file reads as zeros
+        head_end = min(len(self.head), end)
+        if offset < head_end:
+            data[:head_end - offset] = self.head[offset:head_end]
         tail_start = self.size - len(self.tail)
-        return bytes(self.head[i] if i < len(self.head) else self.tail[i - tail_start] if i >= tail_start else 0
-                     for i in range(offset, end)) if end - offset < 1 << 22 else b"\0" * max(0, end - offset)
+        tail_from = max(tail_start, offset)
+        if tail_from < end:
+            data[tail_from - offset:] = self.tail[tail_from - tail_start:end - tail_start]
+        return bytes(data)
 
 
 def _norm(path: str) -> str:
@@ -118,9 +126,8 @@ class FakeFileSystem:
     def truncate(self, path: str, size: int) -> None:
         """Cuts a file to `size` bytes, as a killed writer or a full filesystem leaves it."""
         node = self._nodes[_norm(path)]
-        keep = node.head + b"\0" * max(0, node.size - len(node.head) - len(node.tail)) + node.tail \
-            if node.size < 1 << 22 else node.head
-        node.head, node.tail, node.size = keep[:size], b"", size
+        tail_start = node.size - len(node.tail)
+        node.head, node.tail, node.size = node.head[:size], node.tail[:max(0, size - tail_start)], size
 
     def add_special(self, path: str, kind: str = "a FIFO", mtime: float | None = None) -> str:
         """A FIFO (or socket, device) at `path`: listed, never a file to read."""
@@ -161,17 +168,22 @@ class FakeFileSystem:
         node = self._nodes.get(path)
         return None if node is None else self._entry(path, node)
 
+    def _regular(self, path: str) -> _Node:
+        """The regular file at `path`, refused like the real filesystem refuses what is not one."""
+        node = self._nodes.get(path)
+        if node is None:
+            raise FileNotFoundError(path)
+        if node.is_dir or node.special:
+            raise NotRegularFileError(f"{node.special or 'a directory'}, not a regular file")
+        return node
+
     def read_small_text(self, path: str, limit: int = SMALL_TEXT_LIMIT) -> str:
         path = self._inside(path)
         if limit > METADATA_LIMIT:
             raise ForbiddenReadError(f"asked to read up to {limit} bytes of {path}: more than metadata")
         if is_shard_name(path):
             raise ForbiddenReadError(f"tried to read shard {path}")
-        node = self._nodes.get(path)
-        if node is None:
-            raise FileNotFoundError(path)
-        if node.is_dir or node.special:
-            raise NotRegularFileError(f"{node.special or 'a directory'}, not a regular file")
+        node = self._regular(path)
         if node.size > limit:
             raise TooLargeError(f"{path} is {node.size} bytes, over the {limit}-byte limit")
         if node.text is None and node.size:
@@ -183,11 +195,7 @@ class FakeFileSystem:
         path = self._inside(path)
         if length > RANGE_LIMIT:
             raise TooLargeError(f"asked for {length} bytes of {path}, over the range limit")
-        node = self._nodes.get(path)
-        if node is None:
-            raise FileNotFoundError(path)
-        if node.is_dir or node.special:
-            raise NotRegularFileError(f"{node.special or 'a directory'}, not a regular file")
+        node = self._regular(path)
         end = min(node.size, offset + length)
         edge = max(SHARD_EDGE, len(node.head))
         if is_shard_name(path) and end > edge and offset < node.size - max(ZIP_TAIL, len(node.tail)):
