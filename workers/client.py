@@ -24,6 +24,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
+from activities.adapters.entity_query import query_or_empty
 from activities.adapters.kill_switch_gate import TemporalKillSwitch
 from goodput.cli.service import (
     DecisionRejectedError,
@@ -155,22 +156,19 @@ class TemporalIncidentService:
             raise _translate(err, incident_id) from err
 
     async def breaker_status(self, cluster: str) -> BreakerState:
-        handle = self._client.get_workflow_handle_for(DrainBreakerWorkflow.run, breaker_workflow_id(cluster))
+        """The cluster's drain breaker; closed and empty when no drain was ever requested."""
         try:
-            return await handle.query(DrainBreakerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
+            return await query_or_empty(self._client, breaker_workflow_id(cluster), DrainBreakerWorkflow.status,
+                                        BreakerState(), rpc_timeout=RPC_TIMEOUT)
         except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return BreakerState()  # no drain was ever requested on this cluster
             raise _translate(err, breaker_workflow_id(cluster)) from err
 
     async def node_standing(self, cluster: str) -> tuple[NodeStanding, ...]:
         """The cluster's memory of nodes; empty before its first ambiguous incident."""
-        handle = self._client.get_workflow_handle_for(NodeMemoryWorkflow.run, node_memory_workflow_id(cluster))
         try:
-            return await handle.query(NodeMemoryWorkflow.standing, rpc_timeout=RPC_TIMEOUT)
+            return await query_or_empty(self._client, node_memory_workflow_id(cluster),
+                                        NodeMemoryWorkflow.standing, (), rpc_timeout=RPC_TIMEOUT)
         except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return ()
             raise _translate(err, node_memory_workflow_id(cluster)) from err
 
     async def kill_switch(self, cluster: str, engaged: bool | None = None,

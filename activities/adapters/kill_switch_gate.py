@@ -11,8 +11,8 @@ from datetime import timedelta
 
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.service import RPCError, RPCStatusCode
 
+from activities.adapters.entity_query import query_or_empty
 from goodput.models import OperatorDecision
 from goodput.recover.kill_switch import KillSwitchState
 from workflows.kill_switch import KillSwitchRequest, KillSwitchStart, KillSwitchWorkflow, kill_switch_workflow_id
@@ -26,13 +26,8 @@ class TemporalKillSwitch:
         self._task_queue = task_queue
 
     async def read(self, cluster: str) -> KillSwitchState:
-        handle = self._client.get_workflow_handle_for(KillSwitchWorkflow.run, kill_switch_workflow_id(cluster))
-        try:
-            return await handle.query(KillSwitchWorkflow.status, rpc_timeout=RPC_TIMEOUT)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return KillSwitchState()
-            raise
+        return await query_or_empty(self._client, kill_switch_workflow_id(cluster), KillSwitchWorkflow.status,
+                                    KillSwitchState())
 
     async def set(self, cluster: str, engaged: bool, by: OperatorDecision) -> KillSwitchState:
         start = WithStartWorkflowOperation(
