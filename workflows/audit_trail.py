@@ -26,6 +26,18 @@ _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=
 _CLIP = 2000
 
 
+async def write_audit(records: tuple[AuditRecord, ...]) -> str | None:
+    """Appends records to the audit log through the `audit` activity (retried like any step);
+    why not, when it failed for good. Every workflow that audits writes through here: what it
+    audits already stands in its own history, so a log that cannot be written never fails it."""
+    try:
+        await workflow.execute_activity("audit", AuditInput(records=records),
+                                        start_to_close_timeout=timedelta(seconds=60), retry_policy=_RETRY)
+    except ActivityError as err:
+        return f"audit log not written ({err.cause or err})"
+    return None
+
+
 class AuditTrail:
     def __init__(self) -> None:
         self.records: list[AuditRecord] = []
@@ -49,10 +61,8 @@ class AuditTrail:
         pending = tuple(self.records[self._written:])
         if not pending or not workflow.patched("audit-trail"):
             return None
-        try:
-            await workflow.execute_activity("audit", AuditInput(records=pending),
-                                            start_to_close_timeout=timedelta(seconds=60), retry_policy=_RETRY)
-        except ActivityError as err:
-            return f"audit log not written ({err.cause or err}); the records stay in this incident's report"
+        why_not = await write_audit(pending)
+        if why_not:
+            return f"{why_not}; the records stay in this incident's report"
         self._written += len(pending)
         return None

@@ -7,11 +7,7 @@ its decisions are in history. It continues-as-new to keep that history short.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from goodput.models import Frozen, OperatorDecision
@@ -24,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
         decide,
         reset,
     )
-    from goodput.recover.incident import AuditInput
+    from workflows.audit_trail import write_audit
 
 CONTINUE_AS_NEW_AFTER = 500
 
@@ -58,12 +54,9 @@ class DrainBreakerWorkflow:
                 or workflow.info().is_continue_as_new_suggested())
             if self._pending and workflow.patched("audit-breaker"):
                 records, self._pending = tuple(self._pending), []
-                try:
-                    await workflow.execute_activity(
-                        "audit", AuditInput(records=records), start_to_close_timeout=timedelta(seconds=60),
-                        retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=30)))
-                except ActivityError as err:  # the trip or reset stands in this history either way
-                    workflow.logger.warning("breaker change not written to the audit log: %s", err)
+                why_not = await write_audit(records)
+                if why_not:
+                    workflow.logger.warning("breaker change: %s", why_not)
                 continue
             self._pending.clear()
             if self._decisions >= CONTINUE_AS_NEW_AFTER or workflow.info().is_continue_as_new_suggested():

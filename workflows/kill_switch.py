@@ -8,17 +8,13 @@ with an update (the CLI, the console); recovery workflows read it through the
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from goodput.models import Frozen, OperatorDecision
     from goodput.recover.audit import AuditAction, AuditRecord
-    from goodput.recover.incident import AuditInput
     from goodput.recover.kill_switch import KillSwitchState, switch
+    from workflows.audit_trail import write_audit
 
 CONTINUE_AS_NEW_AFTER = 200
 
@@ -53,13 +49,9 @@ class KillSwitchWorkflow:
                                           or workflow.info().is_continue_as_new_suggested())
             while self._pending:
                 records, self._pending = tuple(self._pending), []
-                # The change already stands (it is in this history); the log is best effort.
-                try:
-                    await workflow.execute_activity(
-                        "audit", AuditInput(records=records), start_to_close_timeout=timedelta(seconds=60),
-                        retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=30)))
-                except ActivityError as err:
-                    workflow.logger.warning("kill switch change not written to the audit log: %s", err)
+                why_not = await write_audit(records)
+                if why_not:
+                    workflow.logger.warning("kill switch change: %s", why_not)
             if self._changes >= CONTINUE_AS_NEW_AFTER or workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(start.model_copy(update={"state": self._state}))

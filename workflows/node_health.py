@@ -19,7 +19,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from goodput.models import Frozen
     from goodput.recover.audit import AuditAction, AuditRecord
-    from goodput.recover.incident import AuditInput, Notification
+    from goodput.recover.incident import Notification
     from goodput.recover.lifecycle import IncidentState
     from goodput.recover.node_health import (
         CheckResult,
@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         checked,
         drained,
     )
+    from workflows.audit_trail import write_audit
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                     maximum_interval=timedelta(seconds=60), maximum_attempts=10)
@@ -118,11 +119,9 @@ class NodeHealthWorkflow:
                              cluster=self._start.cluster, job_id="", nodes=(self._start.node,),
                              reason=f"quarantine over and health check passed: {self._state.last_check}"[:2000],
                              result=result[:2000])
-        try:
-            await workflow.execute_activity("audit", AuditInput(records=(record,)),
-                                            start_to_close_timeout=timedelta(seconds=60), retry_policy=RETRY)
-        except ActivityError as err:
-            workflow.logger.warning("node return not written to the audit log: %s", err)
+        why_not = await write_audit((record,))
+        if why_not:
+            workflow.logger.warning("node return: %s", why_not)
 
     async def _notify(self, state: IncidentState, summary: str) -> None:
         try:
