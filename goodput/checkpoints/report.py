@@ -37,30 +37,19 @@ def resume_hint(checkpoint: Checkpoint, root: str) -> str:
     return template.format(path=checkpoint.path, step=checkpoint.step, tag=checkpoint.tag, root=root)
 
 
-def _checkpoint_json(checkpoint: Checkpoint) -> dict[str, object]:
-    return {
-        "path": checkpoint.path, "step": checkpoint.step, "layout": checkpoint.layout, "tag": checkpoint.tag,
-        "complete": checkpoint.complete, "problems": list(checkpoint.problems), "pointer": checkpoint.pointer,
-        "files_checked": checkpoint.files_checked, "total_bytes": checkpoint.total_bytes,
-        "files_read": checkpoint.files_read, "bytes_read": checkpoint.bytes_read,
-        "unverified": list(checkpoint.unverified),
-        "mtime": checkpoint.mtime.isoformat() if checkpoint.mtime else None,
-    }
-
-
 def report_json(found: Discovery, choice: ResumeChoice) -> dict[str, object]:
     """The `--json` object; its keys are a public contract (add, never rename)."""
     chosen = choice.checkpoint
     return {
         "root": found.root,
         "layout": found.layout,
-        "resume_from": None if chosen is None else {**_checkpoint_json(chosen),
+        "resume_from": None if chosen is None else {**chosen.model_dump(mode="json"),
                                                     "how": resume_hint(chosen, found.root)},
         "explanation": choice.explanation,
         "recheck_after_s": choice.recheck_after_s,
         "skipped": [{"step": s.checkpoint.step, "path": s.checkpoint.path, "reason": s.reason}
                     for s in choice.skipped],
-        "checkpoints": [_checkpoint_json(c) for c in found.checkpoints],
+        "checkpoints": [c.model_dump(mode="json") for c in found.checkpoints],
         "problems": list(found.problems),
     }
 
