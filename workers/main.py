@@ -37,7 +37,7 @@ from goodput.diagnose.classify import run_classify
 from goodput.identifiers import InvalidIdentifierError, validate_cluster
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
 from goodput.recover.audit import AuditRecord, merged, parse_since, since
-from goodput.recover.incident import Decision, DecisionVerb
+from goodput.recover.incident import Decision, DecisionVerb, IncidentReport
 from goodput.recover.kill_switch import KillSwitchState
 from goodput.slurm.resubmit import ResubmitKey
 from workers import devserver
@@ -259,18 +259,10 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
         else:
             console.print(incidents_table(rows) if rows else "no incidents yet")
     elif args.command == "lost-work":
-        losses = []
-        unreadable = []
-        for row in await service.list_incidents(limit=args.limit, cluster=args.cluster):
-            try:
-                report = await service.get(row.incident_id)
-            except ServiceError as error:  # e.g. a running incident whose workers are all down
-                unreadable.append(f"{row.incident_id}: {error}")
-                continue
-            if report.lost_work is not None:
-                losses.append(IncidentLoss(cluster=report.key.cluster, job_id=report.key.job_id,
-                                           incident_id=report.incident_id, lost=report.lost_work))
-        summary = summarize_lost_work(losses)
+        reports, unreadable = await readable_reports(service, args.limit, args.cluster)
+        summary = summarize_lost_work([IncidentLoss(cluster=r.key.cluster, job_id=r.key.job_id,
+                                                    incident_id=r.incident_id, lost=r.lost_work)
+                                       for r in reports if r.lost_work is not None])
         if args.json:
             print(summary.model_dump_json())
         else:
@@ -278,13 +270,10 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
         for line in unreadable:
             Console(stderr=True).print(f"[yellow]skipped[/] {line}", highlight=False)
     elif args.command == "audit":
-        rebuilt: list[AuditRecord] = []
-        for row in await service.list_incidents(limit=args.limit):
-            try:
-                rebuilt.extend((await service.get(row.incident_id)).audit)
-            except ServiceError as error:
-                Console(stderr=True).print(f"[yellow]skipped[/] {row.incident_id}: {error}", highlight=False)
-        show_audit(args, settings, rebuilt)
+        reports, unreadable = await readable_reports(service, args.limit)
+        for line in unreadable:
+            Console(stderr=True).print(f"[yellow]skipped[/] {line}", highlight=False)
+        show_audit(args, settings, [record for r in reports for record in r.audit])
     elif args.command == "incident":
         report = await service.get(args.incident_id)
         if args.json:
@@ -328,6 +317,20 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
         state = await service.decide(args.incident_id, decision)
         console.print(f"{args.command} recorded; incident {args.incident_id} is now {state}")
     return 0
+
+
+async def readable_reports(service: TemporalIncidentService, limit: int,
+                           cluster: str | None = None) -> tuple[list[IncidentReport], list[str]]:
+    """The newest incidents' reports, and a line for each that could not be read (e.g. a running
+    incident whose workers are all down): a report that cannot be had never stops the others."""
+    reports: list[IncidentReport] = []
+    unreadable: list[str] = []
+    for row in await service.list_incidents(limit=limit, cluster=cluster):
+        try:
+            reports.append(await service.get(row.incident_id))
+        except ServiceError as error:
+            unreadable.append(f"{row.incident_id}: {error}")
+    return reports, unreadable
 
 
 def kill_switch_line(switch: KillSwitchState) -> str:
