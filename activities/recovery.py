@@ -4,7 +4,8 @@ Each activity validates nothing the domain does not already validate, decides no
 does not already decide, and is idempotent because Temporal runs activities at least once: every
 effect first checks the scheduler's state (a node drained with this incident's reason, a job whose
 restart count already moved, a resubmitted job carrying this incident's key). Scheduler errors are
-mapped to retryable or non-retryable ApplicationErrors here, in one place.
+mapped to retryable or non-retryable ApplicationErrors here, in one place. What the actions did is
+counted here too, once each however often an activity is retried (activities.metrics).
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import TypeVar
 
+from opentelemetry.metrics import Meter
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.adapters.audit_log import MemoryAuditLog
 from activities.adapters.checkpoint_reader import OwnerCheckpointFinder
 from activities.adapters.node_health import CommandNodeCheck
+from activities.metrics import RecoveryMetrics
 from activities.progress import ProgressReader, output_sizes
 from goodput.checkpoints import (
     CheckpointCommentError,
@@ -32,7 +35,7 @@ from goodput.diagnose.attribution import attribute
 from goodput.diagnose.node_memory import LocalNodeMemory, MemoryVerdict, NodeMemory
 from goodput.identifiers import InvalidIdentifierError
 from goodput.ownership import drain_reason, owning_incident
-from goodput.recover.audit import AuditLog
+from goodput.recover.audit import AuditAction, AuditLog
 from goodput.recover.breaker import DrainGate, DrainVerdict
 from goodput.recover.incident import (
     AttributeInput,
@@ -117,8 +120,10 @@ class RecoveryActivities:
     def __init__(self, scheduler: Scheduler, notifier: Notifier, gate: DrainGate,
                  checkpoint_finder: CheckpointFinder | None = None, memory: NodeMemory | None = None,
                  audit_log: AuditLog | None = None, kill_switch: KillSwitchReader | None = None,
-                 node_check: NodeCheck | None = None, node_health: NodeHealthStarter | None = None) -> None:
+                 node_check: NodeCheck | None = None, node_health: NodeHealthStarter | None = None,
+                 meter: Meter | None = None) -> None:
         self._scheduler = scheduler
+        self._metrics = RecoveryMetrics(meter)
         self._node_check = node_check or CommandNodeCheck()
         self._node_health = node_health
         self._kill_switch = kill_switch
@@ -174,6 +179,8 @@ class RecoveryActivities:
             for node in request.nodes:
                 result = await mapped(self._scheduler.drain_node(node, reason))
                 (drained if result.changed else already).append(node)
+                if result.changed:  # a retry finds it drained: counted by the attempt that drained it
+                    self._metrics.accepted(AuditAction.DRAIN, request.observed_at)
                 details.append(result.detail)
         return IsolateResult(drained=tuple(drained), already=tuple(already), details=tuple(details))
 
@@ -194,6 +201,8 @@ class RecoveryActivities:
                                 detail=f"job {job.job_id} already requeued (restarts={job.restart_count})",
                                 restart_count_before=request.restart_count_before, log_offsets=offsets)
         result = await mapped(self._scheduler.requeue_job(request.job_id))
+        if result.changed:
+            self._metrics.accepted(AuditAction.REQUEUE, request.observed_at)
         return ResumeResult(job_id=request.job_id, changed=result.changed, detail=result.detail,
                             restart_count_before=request.restart_count_before, log_offsets=offsets)
 
@@ -220,6 +229,10 @@ class RecoveryActivities:
             await mapped(self._scheduler.cancel_job(request.job_id))
         # Also after a retry that found a copy an earlier attempt held; a no-op when not held.
         await mapped(self._scheduler.release_job(result.new_job_id))
+        # Accepted once the copy is submitted, the original cancelled and the copy released;
+        # counted by the call that made the copy (a retry that found it only finishes the job).
+        if result.changed:
+            self._metrics.accepted(AuditAction.RESUBMIT, request.observed_at)
         return ResumeResult(job_id=result.new_job_id, changed=result.changed, detail=result.detail,
                             log_offsets=offsets)
 
@@ -274,6 +287,8 @@ class RecoveryActivities:
     @activity.defn(name="stop_job")
     async def stop_job(self, request: StopInput) -> str:
         result = await mapped(self._scheduler.cancel_job(request.job_id))
+        if result.changed:
+            self._metrics.accepted(AuditAction.STOP, request.observed_at)
         return result.detail
 
     @activity.defn(name="consult_kill_switch")
@@ -305,10 +320,12 @@ class RecoveryActivities:
 
     @activity.defn(name="audit")
     async def audit(self, request: AuditInput) -> None:
+        self._metrics.audited(request.records)  # before the write: a trip happened even if the log fails
         await asyncio.to_thread(self.audit_log.append, request.records)
 
     @activity.defn(name="notify")
     async def notify(self, notification: Notification) -> None:
+        self._metrics.notified(notification)  # before sending: a broken webhook closes incidents too
         await self._notifier.notify(notification)
 
     def all(self) -> list[Callable[..., Awaitable[object]]]:

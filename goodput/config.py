@@ -19,6 +19,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from goodput.console.auth import ConsoleUser
 from goodput.detect.agent import AgentConfig
 from goodput.detect.push import PushConfig
 from goodput.detect.watch import OptInRule, WatchClusterInput
@@ -62,6 +63,27 @@ class SlurmSettings(BaseModel):
     resubmit_path: str = Field(default=DEFAULT_PATH, min_length=1, max_length=4096, pattern=r"^[^\x00-\x1f,]+$")
 
 
+class ConsoleSettings(BaseModel):
+    """The Recovery Console and /metrics (docs/console.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    # Loopback unless the site says otherwise (allow_remote, with users configured, behind TLS).
+    host: str = "127.0.0.1"
+    port: int = Field(default=8900, ge=0, le=65535)
+    allow_remote: bool = False
+    # Who may log in and with which role; empty, `goodput up` makes one admin token in
+    # <data_dir>/console-admin.token (0600) for the embedded default.
+    users: tuple[ConsoleUser, ...] = ()
+    # Signs session cookies; every console of a deployment behind one address must share it.
+    # Unset, one is generated in <data_dir>/console-session.key.
+    session_secret: SecretStr | None = Field(default=None, min_length=32)
+    # Where the console's deep links to incidents point; default http://127.0.0.1:<temporal_ui_port>.
+    temporal_ui_url: str = ""
+    refresh_s: float = Field(default=1.0, gt=0, le=60)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GOODPUT_", env_nested_delimiter="__",
                                       toml_file="goodput.toml", extra="forbid")
@@ -87,6 +109,7 @@ class Settings(BaseSettings):
     log_poll_s: float = Field(default=0.25, gt=0)
     push: PushConfig = Field(default_factory=PushConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    console: ConsoleSettings = Field(default_factory=ConsoleSettings)
     # OpenTelemetry metrics (detection latency etc.) exported as JSON; `goodput up` defaults it
     # to <data_dir>/metrics.jsonl.
     metrics_file: Path | None = None
@@ -94,6 +117,10 @@ class Settings(BaseSettings):
     notify_webhook_url: str = ""
     notify_ui_url: str = ""
     metrics_interval_s: float = Field(default=30.0, gt=0)
+    # An OTLP/HTTP collector's base URL (`http://collector:4318`): when set, metrics are pushed to
+    # <url>/v1/metrics every metrics_interval_s and traces to <url>/v1/traces. Headers (a token),
+    # TLS files and timeouts come from the standard OTEL_EXPORTER_OTLP_* environment variables.
+    otlp_endpoint: str = Field(default="", pattern=r"^(https?://[^\s/]+(/\S*)?)?$")
 
     def watch_request(self) -> WatchClusterInput:
         return WatchClusterInput(cluster=self.cluster, opt_in=self.opt_in, poll_interval_s=self.scheduler_poll_s,

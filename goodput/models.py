@@ -215,3 +215,6 @@ class OperatorDecision(Frozen):
 
     who: str = Field(min_length=1, max_length=128)
     reason: str = Field(min_length=1, max_length=2000)
+    # Where it came from ("cli on host", "console 10.0.0.5"): recorded by the caller's side from
+    # the connection, never from the request's own claims.
+    origin: str = Field(default="", max_length=200)

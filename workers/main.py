@@ -12,18 +12,16 @@ import contextlib
 import json
 import logging
 import os
-import signal
+import socket
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
-from temporalio.client import Client
 
 from activities.adapters.audit_log import JsonlAuditLog
 from activities.adapters.gpu_nvml import NvmlUnavailableError
-from activities.adapters.node_agent import run_agent
 from goodput.checkpoints import LAYOUTS, IncidentLoss, summarize_lost_work
 from goodput.checkpoints.model import DEFAULT_SETTLE_S
 from goodput.checkpoints.report import run_checkpoints
@@ -32,23 +30,19 @@ from goodput.cli.audit import render as render_audit
 from goodput.cli.render import incident_detail, incidents_table, lost_work_table, nodes_table
 from goodput.cli.service import ServiceError
 from goodput.config import Settings
-from goodput.detect.agent import AgentConfig
 from goodput.diagnose.classify import run_classify
 from goodput.identifiers import InvalidIdentifierError, validate_cluster
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
 from goodput.recover.audit import AuditRecord, merged, parse_since, since
 from goodput.recover.incident import Decision, DecisionVerb, IncidentReport
 from goodput.recover.kill_switch import KillSwitchState
-from goodput.slurm.resubmit import ResubmitKey
 from workers import devserver
 from workers.client import TemporalIncidentService, connect
 from workers.logs import configure as configure_logs
-from workers.push_server import serve_push
-from workers.telemetry import setup_metrics
-from workers.watching import IncidentSink, start_cluster_watch
-from workers.worker import ensure_search_attributes, scheduler_from, worker_for
+from workers.serve import cmd_agent, cmd_console, cmd_up, cmd_worker
 
 log = logging.getLogger("goodput")
+CLI_ORIGIN = f"cli on {socket.gethostname()}"[:200]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = sub.add_parser("worker", help="run a worker against an external Temporal")
     worker.add_argument("--task-queue")
+
+    console = sub.add_parser("console", help="serve the Recovery Console (and /metrics) against a running goodput")
+    console.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    console.add_argument("--port", type=int, help="port (default 8900; 0 picks a free one)")
+    console.add_argument("--data-dir", type=Path, help="where the audit log and console keys live")
 
     inject = sub.add_parser("inject", help="submit an anomaly by hand")
     inject.add_argument("--file", type=Path, help="a JSON file holding one anomaly")
@@ -147,91 +146,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if getattr(args, "task_queue", None):
         overrides["task_queue"] = args.task_queue
     settings = Settings(**overrides)  # type: ignore[arg-type]
+    if args.command == "console" and (args.host or args.port is not None):
+        console = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+        settings = settings.model_copy(update={"console": settings.console.model_copy(update=console)})
     if getattr(args, "mode", None) and args.command == "up":
         settings = settings.model_copy(update={"policy": settings.policy.model_copy(
             update={"mode": Mode(args.mode)})})
     return settings
-
-
-async def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await main(stop)
-
-
-@contextlib.asynccontextmanager
-async def service_extras(settings: Settings, client: Client, console: Console) -> AsyncIterator[None]:
-    """What runs beside a worker: the cluster watcher and, when enabled, the log push endpoint."""
-    if settings.watch:
-        await start_cluster_watch(client, settings.task_queue, settings.watch_request())
-    if not settings.push.enabled:
-        yield
-        return
-    sink = IncidentSink(TemporalIncidentService(client, settings.task_queue), settings.policy)
-    async with serve_push(settings.push, sink, settings.cluster) as server:
-        console.print(f"log push endpoint at {server.url}")
-        yield
-
-
-async def cmd_up(settings: Settings, console: Console) -> int:
-    provider = setup_metrics(settings.metrics_file or settings.data_dir / "metrics.jsonl", settings.metrics_interval_s)
-    _, port = settings.temporal_host_port()
-    server = devserver.start(port=port, ui_port=settings.temporal_ui_port, db_file=settings.temporal_db,
-                             log_file=settings.data_dir / "temporal.log", wal=settings.temporal_sqlite_wal)
-    try:
-        client = await connect(settings.temporal_address, settings.namespace)
-        worker = worker_for(client, settings)
-
-        async def serve(stop: asyncio.Event) -> None:
-            async with worker, service_extras(settings, client, console):
-                console.print(f"goodput is up: Temporal at {settings.temporal_address}, "
-                              f"UI at http://127.0.0.1:{settings.temporal_ui_port} "
-                              f"(namespace {settings.namespace}), mode [bold]{settings.policy.mode}[/], "
-                              f"data in {settings.data_dir}. Ctrl-C stops.")
-                await stop.wait()
-                console.print("stopping…")
-
-        await run_until_signalled(serve)
-    finally:
-        provider.shutdown()  # flushes the last metrics export
-        devserver.stop(server)
-    return 0
-
-
-async def cmd_worker(settings: Settings, console: Console) -> int:
-    provider = setup_metrics(settings.metrics_file, settings.metrics_interval_s)
-    client = await connect(settings.temporal_address, settings.namespace)
-    await ensure_search_attributes(client, settings.namespace)
-    worker = worker_for(client, settings)
-
-    async def serve(stop: asyncio.Event) -> None:
-        async with worker, service_extras(settings, client, console):
-            console.print(f"goodput worker on {settings.temporal_address} queue {settings.task_queue}")
-            await stop.wait()
-
-    try:
-        await run_until_signalled(serve)
-    finally:
-        provider.shutdown()
-    return 0
-
-
-async def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
-    flags = {"probe": args.probe, "kernel_log": args.kernel_log, "node": args.node}
-    config = AgentConfig.model_validate({**settings.agent.model_dump(), **{k: v for k, v in flags.items() if v}})
-    client = await connect(settings.temporal_address, settings.namespace)
-    sink = IncidentSink(TemporalIncidentService(client, settings.task_queue), settings.policy)
-    # The agent drains nodes and never resubmits: no deployment key (nor key file) needed here.
-    scheduler = scheduler_from(settings, resubmit_key=ResubmitKey.ephemeral(settings.cluster))
-    provider = setup_metrics(settings.metrics_file, settings.metrics_interval_s)
-    try:
-        await run_until_signalled(lambda stop: run_agent(config, settings.cluster, scheduler, sink, stop,
-                                                         opt_in=settings.opt_in))
-    finally:
-        provider.shutdown()
-    return 0
 
 
 async def cmd_client(args: argparse.Namespace, settings: Settings, console: Console) -> int:
@@ -295,7 +216,7 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
         cluster = validate_cluster(args.cluster or settings.cluster)
         if args.action != "status" and not args.reason:
             raise AnomalyInputError(f"kill-switch {args.action} needs --reason")
-        by = OperatorDecision(who=args.who, reason=args.reason) if args.action != "status" else None
+        by = OperatorDecision(who=args.who, reason=args.reason, origin=CLI_ORIGIN) if args.action != "status" else None
         switch = await service.kill_switch(cluster, None if by is None else args.action == "on", by)
         console.print(f"kill switch of {cluster}: {kill_switch_line(switch)}", highlight=False)
     elif args.command == "breaker":
@@ -303,7 +224,7 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
         if args.action == "reset":
             if not args.reason:
                 raise AnomalyInputError("breaker reset needs --reason")
-            await service.breaker_reset(cluster, OperatorDecision(who=args.who, reason=args.reason))
+            await service.breaker_reset(cluster, OperatorDecision(who=args.who, reason=args.reason, origin=CLI_ORIGIN))
             console.print(f"drain breaker of {cluster} reset by {args.who}")
         else:
             status = await service.breaker_status(cluster)
@@ -313,7 +234,7 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
                           f"drained in window: {', '.join(drained) or 'none'}")
     else:
         decision = Decision(verb=DecisionVerb(args.command),
-                            by=OperatorDecision(who=args.who, reason=args.reason))
+                            by=OperatorDecision(who=args.who, reason=args.reason, origin=CLI_ORIGIN))
         state = await service.decide(args.incident_id, decision)
         console.print(f"{args.command} recorded; incident {args.incident_id} is now {state}")
     return 0
@@ -377,6 +298,8 @@ def dispatch(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(cmd_up(settings, console))
         if args.command == "worker":
             return asyncio.run(cmd_worker(settings, console))
+        if args.command == "console":
+            return asyncio.run(cmd_console(settings, console))
         if args.command == "agent":
             return asyncio.run(cmd_agent(args, settings))
         return asyncio.run(cmd_client(args, settings, console))

@@ -1,9 +1,12 @@
-"""OpenTelemetry metrics: detection latency and anomaly flow as histograms and counters.
+"""OpenTelemetry metrics and traces: where they go. Detection's instruments are defined here too.
 
-Instruments come from the global meter, so code records without knowing where metrics go.
-`setup_metrics` installs the SDK provider once per process; with `metrics_file` set, it exports
-every `interval_s` as JSON (one document per export) to that file — point a collector's file
-receiver at it, or swap the exporter for OTLP where the exporter package is installed.
+Instruments come from the global meter, so code records without knowing where metrics go (the
+recovery activities' own are in activities.metrics). `setup_metrics` installs the SDK provider
+once per process: always a Prometheus exposition for `/metrics` (workers.prometheus); with
+`metrics_file` set, JSON every `interval_s` to that file (one document per export); with an
+OTLP/HTTP endpoint, the same metrics pushed to a collector. `setup_tracing` installs a tracer
+provider exporting over OTLP, so the spans of temporalio's TracingInterceptor (workers.client)
+leave the process; without an endpoint there is none, and spans cost nothing.
 """
 
 from __future__ import annotations
@@ -12,11 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.metrics import Counter, Histogram, Meter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from workers.prometheus import Exposition, publish
+
+SERVICE = Resource.create({"service.name": "goodput"})
 
 # Seconds, with buckets where the interesting differences are (sub-second vs minutes).
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -43,15 +54,41 @@ def instruments(meter: Meter | None = None) -> Instruments:
     )
 
 
+def otlp_url(endpoint: str, signal: str) -> str:
+    """`http://collector:4318` + `metrics` → `http://collector:4318/v1/metrics`, as the
+    OTEL_EXPORTER_OTLP_ENDPOINT convention builds each signal's URL from one base."""
+    return f"{endpoint.rstrip('/')}/v1/{signal}"
+
+
 def setup_metrics(metrics_file: Path | None, interval_s: float = 30.0,
-                  readers: tuple[MetricReader, ...] = ()) -> MeterProvider:
-    all_readers = list(readers)
+                  readers: tuple[MetricReader, ...] = (), *, otlp_endpoint: str = "") -> MeterProvider:
+    """Installs the process's MeterProvider (the first call wins: OpenTelemetry keeps the first
+    global provider). Shut the returned provider down at exit: it flushes the last exports."""
+    exposition = Exposition()  # pull-based: costs nothing until something scrapes /metrics
+    all_readers = [*readers, exposition.reader]
     if metrics_file is not None:
         metrics_file.parent.mkdir(parents=True, exist_ok=True)
         out: TextIO = metrics_file.open("a", encoding="utf-8")  # lives as long as the process
         all_readers.append(PeriodicExportingMetricReader(
             ConsoleMetricExporter(out=out), export_interval_millis=int(interval_s * 1000)))
-    provider = MeterProvider(metric_readers=all_readers,
-                             resource=Resource.create({"service.name": "goodput"}))
+    if otlp_endpoint:
+        # Headers, TLS files, timeout and compression: the standard OTEL_EXPORTER_OTLP_* variables.
+        all_readers.append(PeriodicExportingMetricReader(
+            OTLPMetricExporter(endpoint=otlp_url(otlp_endpoint, "metrics")),
+            export_interval_millis=int(interval_s * 1000)))
+    provider = MeterProvider(metric_readers=all_readers, resource=SERVICE)
     metrics.set_meter_provider(provider)
+    if metrics.get_meter_provider() is provider:
+        publish(exposition)  # only the installed provider sees the global meter's instruments
+    return provider
+
+
+def setup_tracing(otlp_endpoint: str) -> TracerProvider | None:
+    """Installs a tracer provider exporting spans in batches to the OTLP/HTTP endpoint; None (and
+    nothing installed) without one. Shut it down at exit: it flushes the spans still queued."""
+    if not otlp_endpoint:
+        return None
+    provider = TracerProvider(resource=SERVICE)
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_url(otlp_endpoint, "traces"))))
+    trace.set_tracer_provider(provider)
     return provider

@@ -44,13 +44,13 @@ class AuditTrail:
         self._written = 0
 
     def add(self, key: IncidentKey, mode: Mode, action: AuditAction, *, actor: str = GOODPUT_ACTOR,
-            nodes: tuple[str, ...] = (), reason: str = "", result: str = "") -> int:
+            nodes: tuple[str, ...] = (), reason: str = "", result: str = "", origin: str = "") -> int:
         """Adds a record; its index, for `settle` once the action's result is known."""
         incident_id = workflow.info().workflow_id
         self.records.append(AuditRecord(
             id=f"{incident_id}#{len(self.records) + 1}", at=workflow.now(), actor=actor[:160], action=action,
             incident_id=incident_id, cluster=key.cluster, job_id=key.job_id, nodes=nodes,
-            reason=reason[:_CLIP], result=result[:_CLIP], mode=str(mode)))
+            reason=reason[:_CLIP], result=result[:_CLIP], mode=str(mode), origin=origin))
         return len(self.records) - 1
 
     def settle(self, index: int, result: str) -> None:

@@ -78,16 +78,18 @@ class DrainBreakerWorkflow:
     def reset(self, decision: OperatorDecision) -> None:
         workflow.logger.info("breaker reset by %s: %s", decision.who, decision.reason)
         self._state = reset(self._state)
-        self._audit(f"operator:{decision.who}", AuditAction.BREAKER_RESET, "", (), decision.reason, "drains allowed")
+        self._audit(f"operator:{decision.who}", AuditAction.BREAKER_RESET, "", (), decision.reason, "drains allowed",
+                    decision.origin)
 
     def _audit(self, actor: str, action: AuditAction, incident_id: str, nodes: tuple[str, ...], reason: str,
-               result: str) -> None:
+               result: str, origin: str = "") -> None:
         info = workflow.info()
         self._audits += 1
         self._pending.append(AuditRecord(
             id=f"{info.workflow_id}#{info.run_id}#{self._audits}",
             at=workflow.now(), actor=actor[:160], action=action, incident_id=incident_id,
-            cluster=self._start.cluster, job_id="", nodes=nodes, reason=reason[:2000], result=result))
+            cluster=self._start.cluster, job_id="", nodes=nodes, reason=reason[:2000], result=result,
+            origin=origin))
 
     @workflow.query
     def status(self) -> BreakerState:

@@ -65,7 +65,7 @@ class KillSwitchWorkflow:
             id=f"{workflow.info().workflow_id}#{workflow.info().run_id}#{self._changes}", at=workflow.now(),
             actor=f"operator:{request.by.who}"[:160],
             action=AuditAction.KILL_SWITCH_ON if request.engaged else AuditAction.KILL_SWITCH_OFF,
-            incident_id="", cluster=cluster, job_id="", reason=request.by.reason,
+            incident_id="", cluster=cluster, job_id="", reason=request.by.reason, origin=request.by.origin,
             result=("every partition of " + cluster + " in monitor mode") if request.engaged
             else ("partitions of " + cluster + " back to their configured modes")))
         return self._state

@@ -10,7 +10,7 @@ Operators steer it with `approve`/`cancel` signals (the Temporal UI can send tho
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -182,7 +182,8 @@ class RecoveryWorkflow(RecoverySteps):
                     raise Escalation(verdict.reason)
                 self._move(S.ISOLATING, f"draining {', '.join(action.nodes)} ({verdict.reason})")
                 isolated = await self._audited(AuditAction.DRAIN, action.nodes, action.reason, self._step(
-                    "isolate", IsolateInput(incident_id=self._id, nodes=action.nodes, summary=action.reason),
+                    "isolate", IsolateInput(incident_id=self._id, nodes=action.nodes, summary=action.reason,
+                                            observed_at=self._observed_at()),
                     IsolateResult), _drained)
                 self._done(_drained(isolated))
                 await self._return_to_service(isolated.drained)
@@ -190,7 +191,8 @@ class RecoveryWorkflow(RecoverySteps):
                 resumed = await self._resume(action.kind, job_id, action.exclude, restarts)
             elif action.kind is ActionKind.STOP_JOB:
                 detail = await self._audited(AuditAction.STOP, (), action.reason, self._step(
-                    "stop_job", StopInput(incident_id=self._id, job_id=job_id), str), str)
+                    "stop_job", StopInput(incident_id=self._id, job_id=job_id, observed_at=self._observed_at()),
+                    str), str)
                 self._done(detail)
         if resumed is None:
             self._move(S.STOPPED, plan.rationale)
@@ -219,7 +221,8 @@ class RecoveryWorkflow(RecoverySteps):
             self._move(S.RESUMING, f"{kind.value} job {job_id} (attempt {attempt})")
             resumed = await self._audited(AuditAction(kind.value), exclude, f"attempt {attempt}", self._step(
                 "resume", ResumeInput(incident_id=self._id, job_id=job_id, strategy=strategy, exclude=exclude,
-                                      restart_count_before=restarts, environment=environment), ResumeResult),
+                                      restart_count_before=restarts, environment=environment,
+                                      observed_at=self._observed_at()), ResumeResult),
                 lambda r: r.detail)
             self._resumed_job_id = resumed.job_id
             self._done(resumed.detail)
@@ -305,6 +308,10 @@ class RecoveryWorkflow(RecoverySteps):
 
     # -- helpers --------------------------------------------------------------------------
 
+    def _observed_at(self) -> datetime | None:
+        """When the failure was first observable: where the action-latency metric starts."""
+        return min((a.observed_at for a in self._anomalies), default=None)
+
     def _take(self, decision: Decision) -> None:
         if self._decision is None and not is_terminal(self._state):
             self._decision = decision
@@ -312,4 +319,5 @@ class RecoveryWorkflow(RecoverySteps):
             if workflow.patched("audit-trail"):
                 self._audit.add(self._start.key, self._mode, AuditAction(decision.verb.value),
                                 actor=f"operator:{decision.by.who}", reason=decision.by.reason,
+                                origin=decision.by.origin,
                                 result=f"taken while {self._state}")

@@ -19,6 +19,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from goodput.checkpoints import LostWork
     from goodput.models import Mode
     from goodput.recover.audit import AuditAction
     from goodput.recover.incident import (
@@ -61,6 +62,7 @@ class RecoverySteps:
     _attributed: AttributeResult | None
     _actions_done: list[str]
     _audit: AuditTrail
+    _lost_work: LostWork | None
 
     @property
     def _id(self) -> str:
@@ -143,8 +145,10 @@ class RecoverySteps:
 
     async def _notify(self, summary: str) -> None:
         try:
-            await self._step("notify", Notification(incident_id=self._id, state=self._state,
-                                                     summary=summary), type(None))
+            await self._step("notify", Notification(
+                incident_id=self._id, state=self._state, summary=summary,
+                category=self._attributed.attribution.category if self._attributed else None,
+                lost_work=self._lost_work), type(None))
         except Escalation as why:
             # A broken chat webhook must not turn a recovered incident into an escalated one.
             self._record(self._state, f"notification failed: {why}")

@@ -54,6 +54,7 @@ class AuditRecord(Frozen):
     reason: str = Field(default="", max_length=2000)
     result: str = Field(default="", max_length=2000)
     mode: str = ""
+    origin: str = Field(default="", max_length=200)  # where an operator acted from
 
 
 class AuditLog(Protocol):
@@ -64,7 +65,8 @@ class AuditLog(Protocol):
     def read(self) -> list[AuditRecord]: ...
 
 
-FIELDS = ("at", "actor", "action", "incident_id", "cluster", "job_id", "nodes", "reason", "result", "mode", "id")
+FIELDS = ("at", "actor", "action", "incident_id", "cluster", "job_id", "nodes", "reason", "result", "mode", "id",
+          "origin")
 
 
 def merged(*sources: Iterable[AuditRecord]) -> list[AuditRecord]:

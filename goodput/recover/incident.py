@@ -17,6 +17,7 @@ from goodput.diagnose.node_memory import NodeMemoryPolicy, Observation
 from goodput.models import (
     Anomaly,
     Attribution,
+    Category,
     Frozen,
     IncidentKey,
     Mode,
@@ -117,6 +118,10 @@ class IsolateInput(Frozen):
     incident_id: str
     nodes: tuple[str, ...]
     summary: str
+    # When the incident's failure was first observable (its earliest anomaly's `observed_at`): the
+    # action-latency metric runs from here to Slurm accepting the action. None from workflows
+    # that predate it (their histories replay unchanged): the action then records no latency.
+    observed_at: datetime | None = None
 
 
 class ReserveInput(Frozen):
@@ -157,6 +162,7 @@ class ResumeInput(Frozen):
     restart_count_before: int = 0
     # Exported to a resubmitted job (GOODPUT_RESUME_FROM / GOODPUT_RESUME_STEP).
     environment: dict[str, str] = Field(default_factory=dict)
+    observed_at: datetime | None = None  # as in IsolateInput
 
 
 class ResumeResult(Frozen):
@@ -189,6 +195,7 @@ class VerifyResult(Frozen):
 class StopInput(Frozen):
     incident_id: str
     job_id: str
+    observed_at: datetime | None = None  # as in IsolateInput
 
 
 class Notification(Frozen):
@@ -196,3 +203,7 @@ class Notification(Frozen):
     state: IncidentState
     summary: str
     detail: str = ""
+    # For the closed-incident metrics (a terminal state's notification): what failed and the work
+    # it cost. Defaults from workflows that predate them: counted under category "unknown".
+    category: Category | None = None
+    lost_work: LostWork | None = None

@@ -1,0 +1,53 @@
+"""What every console route needs, built once: the Temporal reader, the authenticator, the policy
+and cluster it shows, and the template environment (autoescaping everything: incidents carry
+job-controlled text — log lines, comments, node names a log claimed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+from goodput.console.auth import Role, TokenAuthenticator
+from goodput.recover.policy import Policy
+from goodput.scheduler import Scheduler
+from workers.console.backend import ConsoleBackend
+from workers.console.security import CSRF_FIELD, SECURITY_HEADERS, Caller
+
+HERE = Path(__file__).parent
+
+
+@dataclass
+class ConsoleContext:
+    backend: ConsoleBackend
+    auth: TokenAuthenticator
+    policy: Policy
+    cluster: str
+    audit_path: Path
+    temporal_ui_url: str
+    namespace: str
+    refresh_s: float = 1.0
+    # Read-only here (list_nodes): who drained each node. None where the console runs without it.
+    scheduler: Scheduler | None = None
+
+    def __post_init__(self) -> None:
+        self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(
+            enabled_extensions=("html",), default=True), trim_blocks=True, lstrip_blocks=True)
+
+    def temporal_link(self, incident_id: str) -> str:
+        return (f"{self.temporal_ui_url.rstrip('/')}/namespaces/{quote(self.namespace, safe='')}"
+                f"/workflows/{quote(incident_id, safe='')}")
+
+    def render(self, request: Request, template: str, who: Caller | None, status: int = 200,
+               **values: Any) -> HTMLResponse:
+        page = self.env.get_template(template).render(
+            request=request, who=who, csrf_field=CSRF_FIELD,
+            csrf=self.auth.csrf_token(who.principal) if who and who.principal.via_session else "",
+            can_operate=bool(who and who.principal.can(Role.OPERATOR)), cluster=self.cluster, **values)
+        return HTMLResponse(page, status_code=status, headers=SECURITY_HEADERS)

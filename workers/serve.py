@@ -1,0 +1,154 @@
+"""The long-running commands: `up` (dev server, worker, console), `worker`, `console`, `agent`.
+
+Each runs until SIGINT or SIGTERM and then stops what it started in reverse order, so a stopped
+`goodput up` leaves no dev server, port or half-written metrics export behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+from rich.console import Console
+from temporalio.client import Client
+
+from activities.adapters.node_agent import run_agent
+from goodput.config import Settings
+from goodput.detect.agent import AgentConfig
+from goodput.slurm.resubmit import ResubmitKey
+from workers import devserver
+from workers.client import TemporalIncidentService, connect
+from workers.console.server import serve_console
+from workers.console.wiring import console_context
+from workers.push_server import serve_push
+from workers.telemetry import setup_metrics, setup_tracing
+from workers.watching import IncidentSink, start_cluster_watch
+from workers.worker import ensure_search_attributes, scheduler_from, worker_for
+
+
+def start_telemetry(settings: Settings, metrics_file: Path | None) -> Callable[[], None]:
+    """Metrics (JSON file, /metrics, OTLP when configured) and traces (OTLP when configured); the
+    returned function flushes and stops both."""
+    metrics = setup_metrics(metrics_file, settings.metrics_interval_s, otlp_endpoint=settings.otlp_endpoint)
+    tracing = setup_tracing(settings.otlp_endpoint)
+
+    def stop() -> None:
+        metrics.shutdown()
+        if tracing is not None:
+            tracing.shutdown()
+
+    return stop
+
+
+async def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await main(stop)
+
+
+@contextlib.asynccontextmanager
+async def service_extras(settings: Settings, client: Client, console: Console) -> AsyncIterator[None]:
+    """What runs beside a worker: the cluster watcher and, when enabled, the log push endpoint."""
+    if settings.watch:
+        await start_cluster_watch(client, settings.task_queue, settings.watch_request())
+    if not settings.push.enabled:
+        yield
+        return
+    sink = IncidentSink(TemporalIncidentService(client, settings.task_queue), settings.policy)
+    async with serve_push(settings.push, sink, settings.cluster) as server:
+        console.print(f"log push endpoint at {server.url}")
+        yield
+
+
+@contextlib.asynccontextmanager
+async def console_if_enabled(settings: Settings, client: Client, console: Console) -> AsyncIterator[None]:
+    """The Recovery Console and /metrics, announced with where to log in (never the token)."""
+    if not settings.console.enabled:
+        yield
+        return
+    ctx, token_file = console_context(settings, client)
+    async with serve_console(ctx, settings.console, token_file) as served:
+        login = f" (log in with the token in {served.admin_token_file})" if served.admin_token_file else ""
+        console.print(f"console at {served.url}{login}; Prometheus metrics at {served.url}/metrics", highlight=False)
+        yield
+
+
+async def cmd_up(settings: Settings, console: Console) -> int:
+    stop_telemetry = start_telemetry(settings, settings.metrics_file or settings.data_dir / "metrics.jsonl")
+    _, port = settings.temporal_host_port()
+    server = devserver.start(port=port, ui_port=settings.temporal_ui_port, db_file=settings.temporal_db,
+                             log_file=settings.data_dir / "temporal.log", wal=settings.temporal_sqlite_wal)
+    try:
+        client = await connect(settings.temporal_address, settings.namespace)
+        worker = worker_for(client, settings)
+
+        async def serve(stop: asyncio.Event) -> None:
+            async with worker, service_extras(settings, client, console), console_if_enabled(
+                    settings, client, console):
+                console.print(f"goodput is up: Temporal at {settings.temporal_address}, "
+                              f"UI at http://127.0.0.1:{settings.temporal_ui_port} "
+                              f"(namespace {settings.namespace}), mode [bold]{settings.policy.mode}[/], "
+                              f"data in {settings.data_dir}. Ctrl-C stops.")
+                await stop.wait()
+                console.print("stopping…")
+
+        await run_until_signalled(serve)
+    finally:
+        stop_telemetry()  # flushes the last metrics export and queued spans
+        devserver.stop(server)
+    return 0
+
+
+async def cmd_worker(settings: Settings, console: Console) -> int:
+    stop_telemetry = start_telemetry(settings, settings.metrics_file)
+    client = await connect(settings.temporal_address, settings.namespace)
+    await ensure_search_attributes(client, settings.namespace)
+    worker = worker_for(client, settings)
+
+    async def serve(stop: asyncio.Event) -> None:
+        async with worker, service_extras(settings, client, console):
+            console.print(f"goodput worker on {settings.temporal_address} queue {settings.task_queue}")
+            await stop.wait()
+
+    try:
+        await run_until_signalled(serve)
+    finally:
+        stop_telemetry()
+    return 0
+
+
+async def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
+    flags = {"probe": args.probe, "kernel_log": args.kernel_log, "node": args.node}
+    config = AgentConfig.model_validate({**settings.agent.model_dump(), **{k: v for k, v in flags.items() if v}})
+    client = await connect(settings.temporal_address, settings.namespace)
+    sink = IncidentSink(TemporalIncidentService(client, settings.task_queue), settings.policy)
+    # The agent drains nodes and never resubmits: no deployment key (nor key file) needed here.
+    scheduler = scheduler_from(settings, resubmit_key=ResubmitKey.ephemeral(settings.cluster))
+    stop_telemetry = start_telemetry(settings, settings.metrics_file)
+    try:
+        await run_until_signalled(lambda stop: run_agent(config, settings.cluster, scheduler, sink, stop,
+                                                         opt_in=settings.opt_in))
+    finally:
+        stop_telemetry()
+    return 0
+
+
+
+
+async def cmd_console(settings: Settings, console: Console) -> int:
+    """The console alone, against a running service (its workers elsewhere)."""
+    client = await connect(settings.temporal_address, settings.namespace)
+    settings = settings.model_copy(update={"console": settings.console.model_copy(update={"enabled": True})})
+
+    async def serve(stop: asyncio.Event) -> None:
+        async with console_if_enabled(settings, client, console):
+            await stop.wait()
+
+    await run_until_signalled(serve)
+    return 0
