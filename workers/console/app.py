@@ -142,11 +142,17 @@ def _page_token(raw: str | None) -> bytes | None:
 
 async def _listing(ctx: ConsoleContext, request: Request) -> dict[str, object]:
     flt = IncidentFilter.from_params(request.query_params)
-    page = await ctx.backend.page(flt, _page_token(request.query_params.get("page")))
-    counts = await ctx.backend.counts(flt)
-    nxt = base64.urlsafe_b64encode(page.next_token).decode().rstrip("=") if page.next_token else ""
-    return {"flt": flt, "rows": page.rows, "counts": counts, "badges": earlier_failures(page.rows),
-            "next_page": nxt, "total": sum(counts.values())}
+    token = request.query_params.get("page")
+
+    async def fetch() -> dict[str, object]:
+        page = await ctx.backend.page(flt, _page_token(token))
+        counts = await ctx.backend.counts(flt)
+        nxt = base64.urlsafe_b64encode(page.next_token).decode().rstrip("=") if page.next_token else ""
+        return {"flt": flt, "rows": page.rows, "counts": counts, "badges": earlier_failures(page.rows),
+                "next_page": nxt, "total": sum(counts.values())}
+
+    # Views are keyed by their canonical form: the same filters in another order share a fetch.
+    return await ctx.listings.get(f"{flt.as_params()}#{token or ''}", fetch)
 
 
 async def incidents(ctx: ConsoleContext, request: Request) -> Response:

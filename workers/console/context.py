@@ -19,6 +19,7 @@ from goodput.recover.policy import Policy
 from goodput.scheduler import Scheduler
 from workers.console.backend import ConsoleBackend
 from workers.console.security import CSRF_FIELD, SECURITY_HEADERS, Caller
+from workers.console.shared import SharedRefresh
 
 HERE = Path(__file__).parent
 
@@ -37,6 +38,7 @@ class ConsoleContext:
     scheduler: Scheduler | None = None
 
     def __post_init__(self) -> None:
+        self.listings: SharedRefresh[dict[str, object]] = SharedRefresh(self.refresh_s)
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(
             enabled_extensions=("html",), default=True), trim_blocks=True, lstrip_blocks=True)
 
