@@ -217,6 +217,14 @@ class RecoveryActivities:
         """
         original = await mapped(self._scheduler.get_job(request.job_id))
         offsets = output_sizes(p for p in (original.stdout_path, original.stderr_path) if p)
+        if original.restart_count > request.restart_count_before and original.state in ACTIVE_JOB_STATES:
+            # The job restarted itself since the failure (submitit's signal handler, a
+            # `scontrol requeue` in its own script): a copy now would be a second restart.
+            return ResumeResult(job_id=original.job_id, changed=False,
+                                restart_count_before=request.restart_count_before,
+                                detail=f"job {original.job_id} requeued itself since the failure "
+                                       f"(restarts={original.restart_count}): not restarted a second time",
+                                log_offsets=offsets)
         # Two copies of one training run would fight over the same checkpoints: hold the copy
         # while the original still runs.
         active = original.state in ACTIVE_JOB_STATES
