@@ -28,9 +28,10 @@ CULPRIT_NODES = SearchAttributeKey.for_keyword_list("GoodputCulpritNodes")
 MODE = SearchAttributeKey.for_keyword("GoodputMode")
 OUTCOME = SearchAttributeKey.for_keyword("GoodputOutcome")
 STATE = SearchAttributeKey.for_keyword("GoodputState")
+PARTITION = SearchAttributeKey.for_keyword("GoodputPartition")
 
 ALL_KEYS: tuple[SearchAttributeKey[str] | SearchAttributeKey[Sequence[str]], ...] = (
-    JOB_ID, CLUSTER, CATEGORY, CULPRIT_NODES, MODE, OUTCOME, STATE)
+    JOB_ID, CLUSTER, CATEGORY, CULPRIT_NODES, MODE, OUTCOME, STATE, PARTITION)
 
 
 def at_start(key: IncidentKey, mode: Mode) -> TypedSearchAttributes:
@@ -51,6 +52,8 @@ def upsert(key: IncidentKey, state: IncidentState, mode: Mode, attributed: Attri
         nodes = list(attributed.attribution.culprit_nodes)
         if nodes:
             updates.append(CULPRIT_NODES.value_set(nodes))
+        if attributed.job is not None and attributed.job.partition:
+            updates.append(PARTITION.value_set(attributed.job.partition))
     if outcome is not None:
         updates.append(OUTCOME.value_set(outcome.value))
     workflow.upsert_search_attributes(updates)

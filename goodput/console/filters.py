@@ -15,7 +15,13 @@ from urllib.parse import urlencode
 
 from pydantic import Field, ValidationError
 
-from goodput.identifiers import InvalidIdentifierError, validate_cluster, validate_job_id, validate_node_name
+from goodput.identifiers import (
+    InvalidIdentifierError,
+    validate_cluster,
+    validate_job_id,
+    validate_node_name,
+    validate_partition,
+)
 from goodput.models import Category, Frozen, Mode
 from goodput.recover.audit import parse_since
 from goodput.recover.lifecycle import IncidentState
@@ -32,6 +38,7 @@ class IncidentFilter(Frozen):
     mode: Mode | None = None
     category: Category | None = None
     cluster: str | None = None
+    partition: str | None = None
     node: str | None = None
     job: str | None = None
     since: str | None = Field(default=None, max_length=40)
@@ -47,6 +54,7 @@ class IncidentFilter(Frozen):
                 "mode": Mode(raw["mode"]) if "mode" in raw else None,
                 "category": Category(raw["category"]) if "category" in raw else None,
                 "cluster": validate_cluster(raw["cluster"]) if "cluster" in raw else None,
+                "partition": validate_partition(raw["partition"]) if "partition" in raw else None,
                 "node": validate_node_name(raw["node"]) if "node" in raw else None,
                 "job": validate_job_id(raw["job"]) if "job" in raw else None,
                 "since": raw.get("since"),
@@ -76,7 +84,8 @@ class IncidentFilter(Frozen):
         """This view as a query string (a saved view), with some values replaced."""
         values: dict[str, object] = {
             "state": self.state, "mode": self.mode, "category": self.category, "cluster": self.cluster,
-            "node": self.node, "job": self.job, "since": self.since, "open": "1" if self.open_only else None,
+            "partition": self.partition, "node": self.node, "job": self.job, "since": self.since,
+            "open": "1" if self.open_only else None,
             "page_size": self.page_size if self.page_size != 50 else None, **override}
         return urlencode({k: str(v) for k, v in values.items() if v not in (None, "")})
 

@@ -30,7 +30,8 @@ def visibility_query(flt: IncidentFilter, now: datetime) -> str:
     (goodput.console.filters), so quoting cannot be escaped."""
     parts = [BASE_QUERY]
     for key, value in ((search.STATE, flt.state), (search.MODE, flt.mode), (search.CATEGORY, flt.category),
-                       (search.CLUSTER, flt.cluster), (search.JOB_ID, flt.job), (search.CULPRIT_NODES, flt.node)):
+                       (search.CLUSTER, flt.cluster), (search.PARTITION, flt.partition), (search.JOB_ID, flt.job),
+                       (search.CULPRIT_NODES, flt.node)):
         if value is not None:
             parts.append(f"{key.name} = '{value}'")
     start = flt.start(now)
