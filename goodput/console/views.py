@@ -208,3 +208,17 @@ def job_rows(summaries: Sequence[IncidentSummary]) -> list[JobRow]:
                            recovered=sum(s.state == IncidentState.RECOVERED.value for s in group),
                            open=sum(s.running for s in group), last_state=group[-1].state))
     return sorted(rows, key=lambda r: (-r.incidents, r.cluster, r.job_id))
+
+
+def gpu_hours_saved(report: IncidentReport, policy: Policy, manual_recovery_s: float) -> float | None:
+    """For a recovered incident: GPU-hours goodput saved against a person recovering the job by
+    hand in `manual_recovery_s` (an estimate; the baseline is the site's to set). None when the
+    incident did not recover or its job's size is unknown."""
+    if report.state is not IncidentState.RECOVERED or report.job is None or not report.anomalies:
+        return None
+    gpus = len(report.job.nodes) * policy.gpus_per_node
+    recovered_at = report.timeline[-1].at if report.timeline else None
+    if not gpus or recovered_at is None:
+        return None
+    downtime = (recovered_at - min(a.observed_at for a in report.anomalies)).total_seconds()
+    return max(0.0, manual_recovery_s - downtime) / 3600 * gpus

@@ -193,3 +193,22 @@ async def test_metrics_are_served_beside_the_console_without_a_login(client: Cli
         provider.shutdown()
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
     assert 'goodput_detection_latency_seconds_bucket{kind="crash",le="1.0",source="log"} 1.0' in response.text
+
+
+async def test_every_overview_page_renders_what_happened(client: Client, task_queue: str, tmp_path: Path) -> None:
+    async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(
+            base_url=console.url, headers=console.bearer(VIEWER_TOKEN)) as http:
+        done = await inject(client, task_queue, anomaly("1001", cluster=console.cluster), mode=Mode.AUTONOMOUS)
+        assert (await result(client, done)).state is S.RECOVERED
+        waiting = await awaiting(client, console, "1002")
+        pages = {path: await http.get(path) for path in (
+            "/inbox", "/nodes", "/jobs", "/goodput", "/audit", f"/jobs/{console.cluster}/1001/why",
+            f"/jobs/{console.cluster}/1002/why", f"/jobs/{console.cluster}/4242/why")}
+    assert {path: r.status_code for path, r in pages.items()} == dict.fromkeys(pages, 200)
+    assert waiting in pages["/inbox"].text and "requeue job 1002" in pages["/inbox"].text
+    assert "node2" in pages["/nodes"].text and "goodput (incident" in pages["/nodes"].text  # who drained it
+    assert "1001" in pages["/jobs"].text and "GPU-hours saved" in pages["/goodput"].text
+    assert "It did" in pages[f"/jobs/{console.cluster}/1001/why"].text
+    assert "Stopped at <b>gate</b>" in pages[f"/jobs/{console.cluster}/1002/why"].text
+    assert "Stopped at <b>job seen</b>" in pages[f"/jobs/{console.cluster}/4242/why"].text
+    assert "drain" in pages["/audit"].text

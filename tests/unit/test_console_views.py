@@ -13,6 +13,7 @@ from goodput.console.filters import FilterError, IncidentFilter
 from goodput.console.views import (
     approval_deadline,
     earlier_failures,
+    gpu_hours_saved,
     job_rows,
     node_grid,
     partition_modes,
@@ -146,3 +147,17 @@ def test_filters_take_only_their_vocabulary_and_round_trip_as_a_url() -> None:
                     {"page_size": "100000"}, {"since": "last tuesday"}, {"mode": "root"}):
         with pytest.raises(FilterError):
             IncidentFilter.from_params(hostile)
+
+
+def test_gpu_hours_saved_compare_the_downtime_with_a_manual_recovery() -> None:
+    from goodput.models import Anomaly, AnomalyKind, AnomalySource
+    from goodput.scheduler import JobInfo, JobState
+
+    seen = Anomaly(id="a1", source=AnomalySource.LOG, kind=AnomalyKind.CRASH, job_id="1001", observed_at=T0,
+                   detected_at=T0)
+    done = report(S.RECOVERED, timeline=((S.DETECTED, 0, ""), (S.RECOVERED, 600, ""))).model_copy(update={
+        "anomalies": (seen,), "job": JobInfo(job_id="1001", state=JobState.RUNNING, nodes=("n1", "n2"))})
+    policy = Policy(gpus_per_node=8)
+    assert gpu_hours_saved(done, policy, manual_recovery_s=3600) == pytest.approx(16 * 50 / 60)
+    assert gpu_hours_saved(done, policy, manual_recovery_s=300) == 0.0  # slower than the baseline
+    assert gpu_hours_saved(report(S.ESCALATED), policy, 3600) is None

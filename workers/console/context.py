@@ -36,6 +36,8 @@ class ConsoleContext:
     refresh_s: float = 1.0
     # Read-only here (list_nodes): who drained each node. None where the console runs without it.
     scheduler: Scheduler | None = None
+    # The baseline "GPU-hours saved" is measured against: a person recovering the job by hand.
+    manual_recovery_s: float = 3600.0
 
     def __post_init__(self) -> None:
         self.listings: SharedRefresh[dict[str, object]] = SharedRefresh(self.refresh_s)

@@ -20,7 +20,7 @@ from activities.adapters.audit_log import JsonlAuditLog
 from goodput.cli.service import IncidentSummary, ServiceError
 from goodput.console.auth import Role
 from goodput.console.filters import IncidentFilter
-from goodput.console.views import job_rows, node_grid, partition_modes, recovery_ladder
+from goodput.console.views import gpu_hours_saved, job_rows, node_grid, partition_modes, recovery_ladder
 from goodput.identifiers import validate_cluster, validate_job_id
 from goodput.models import OperatorDecision
 from goodput.ownership import owning_incident
@@ -160,7 +160,7 @@ async def goodput(ctx: ConsoleContext, request: Request) -> Response:
             by_day[s.started_at.strftime("%Y-%m-%d")][s.category or "unattributed"] += 1
     detection: list[float] = []
     action: list[float] = []
-    lost_gpu_hours = 0.0
+    lost_gpu_hours = saved_gpu_hours = 0.0
     recovered = 0
     for s in rows[:REPORT_WINDOW]:
         try:
@@ -175,9 +175,11 @@ async def goodput(ctx: ConsoleContext, request: Request) -> Response:
         if report.lost_work is not None:
             lost_gpu_hours += report.lost_work.gpu_hours
         recovered += report.state.value == "recovered"
+        saved_gpu_hours += gpu_hours_saved(report, ctx.policy, ctx.manual_recovery_s) or 0.0
     switch = await ctx.backend.service.kill_switch(ctx.cluster)
     categories = sorted({c for day in by_day.values() for c in day})
     return ctx.render(request, "goodput.html", who, detection=_distribution(detection),
                       action=_distribution(action), days=sorted(by_day.items())[-30:], categories=categories,
-                      lost_gpu_hours=lost_gpu_hours, recovered=recovered, window=len(rows),
+                      lost_gpu_hours=lost_gpu_hours, recovered=recovered,
+                      saved_gpu_hours=saved_gpu_hours, manual_recovery_min=ctx.manual_recovery_s / 60, window=len(rows),
                       report_window=min(len(rows), REPORT_WINDOW), modes=partition_modes(ctx.policy, switch))
