@@ -108,10 +108,10 @@ class TokenAuthenticator:
             body = base64.urlsafe_b64decode(encoded.encode("ascii") + b"==").decode("utf-8")
         except (ValueError, UnicodeError):
             return None
-        if not hmac.compare_digest(signature, self._sign(body)):
+        if not _same(signature, self._sign(body)):
             return None
         name, expires, session_id = [*body.split("|"), "", "", ""][:3]
-        if not expires.isdigit() or int(expires) < now.timestamp():
+        if not (expires.isascii() and expires.isdigit()) or int(expires) < now.timestamp():
             return None
         user = next((u for u in self._users if u.name == name), None)
         if user is None:
@@ -125,7 +125,7 @@ class TokenAuthenticator:
     def csrf_ok(self, principal: Principal, presented: str) -> bool:
         if not principal.via_session:
             return True
-        return bool(principal.session_id) and hmac.compare_digest(presented, self.csrf_token(principal))
+        return bool(principal.session_id) and _same(presented, self.csrf_token(principal))
 
     def _sign(self, body: str) -> str:
         return _b64(hmac.new(self._secret, body.encode("utf-8"), hashlib.sha256).digest())
@@ -135,6 +135,12 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
     value = headers.get("authorization", "")
     scheme, _, token = value.partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def _same(presented: str, expected: str) -> bool:
+    """Constant-time equality that also takes what a client made up: compare_digest refuses
+    non-ASCII str (a TypeError, i.e. a 500 for one odd byte), so compare bytes."""
+    return hmac.compare_digest(presented.encode("utf-8", "surrogateescape"), expected.encode("utf-8"))
 
 
 def _b64(data: bytes) -> str:

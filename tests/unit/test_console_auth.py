@@ -80,3 +80,12 @@ def test_csrf_tokens_belong_to_one_session() -> None:
 def test_the_session_secret_must_be_long() -> None:
     with pytest.raises(ValueError, match="32 bytes"):
         TokenAuthenticator((VERA,), b"short")
+
+
+def test_odd_bytes_in_a_cookie_or_csrf_token_are_nobody_not_a_crash() -> None:
+    """Found by the console fuzz target: compare_digest raised TypeError on non-ASCII text."""
+    a = auth()
+    assert a.from_session("0aDCg0.\x80", NOW) is None
+    assert a.from_session(a.new_session(OLGA, NOW).rpartition(".")[0] + ".é", NOW) is None
+    who = a.from_session(a.new_session(OLGA, NOW), NOW)
+    assert who is not None and not a.csrf_ok(who, "é\udcff")
