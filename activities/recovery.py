@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 from activities.adapters.audit_log import MemoryAuditLog
 from activities.adapters.checkpoint_reader import OwnerCheckpointFinder
 from activities.adapters.node_health import CommandNodeCheck
+from activities.job_chains import hold_successors, repoint_successors
 from activities.metrics import RecoveryMetrics
 from activities.progress import ProgressReader, output_sizes
 from goodput.checkpoints import (
@@ -233,6 +234,8 @@ class RecoveryActivities:
             incident_id=request.incident_id)))
         if not result.new_job_id:
             raise ApplicationError(f"resubmit of {request.job_id} returned no job id", non_retryable=True)
+        # Before the original goes: cancelling it would start an `afterany` successor at once.
+        chain = await repoint_successors(self._scheduler, original, result.new_job_id)
         if active:
             await mapped(self._scheduler.cancel_job(request.job_id))
         # Also after a retry that found a copy an earlier attempt held; a no-op when not held.
@@ -241,8 +244,8 @@ class RecoveryActivities:
         # counted by the call that made the copy (a retry that found it only finishes the job).
         if result.changed:
             self._metrics.accepted(AuditAction.RESUBMIT, request.observed_at)
-        return ResumeResult(job_id=result.new_job_id, changed=result.changed, detail=result.detail,
-                            log_offsets=offsets)
+        return ResumeResult(job_id=result.new_job_id, changed=result.changed, log_offsets=offsets,
+                            detail=result.detail + (f"; {chain}" if chain else ""))
 
     @activity.defn(name="verify")
     async def verify(self, request: VerifyInput) -> VerifyResult:
@@ -294,10 +297,12 @@ class RecoveryActivities:
 
     @activity.defn(name="stop_job")
     async def stop_job(self, request: StopInput) -> str:
+        # Successors first: once the job is cancelled an `afterany` one would start at once.
+        chain = await hold_successors(self._scheduler, await mapped(self._scheduler.get_job(request.job_id)))
         result = await mapped(self._scheduler.cancel_job(request.job_id))
         if result.changed:
             self._metrics.accepted(AuditAction.STOP, request.observed_at)
-        return result.detail
+        return result.detail + (f"; {chain}" if chain else "")
 
     @activity.defn(name="consult_kill_switch")
     async def consult_kill_switch(self, cluster: str) -> KillSwitchState:

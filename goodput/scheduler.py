@@ -58,6 +58,8 @@ class JobInfo(Frozen):
     work_dir: str = ""
     excluded_nodes: tuple[str, ...] = ()
     held: bool = False
+    # What it waits on, as Slurm prints it (`afterok:12(unfulfilled)`); the owner's text.
+    dependency: str = Field(default="", max_length=4096)
     # The job's owner as Slurm records it (never as the job describes itself): resubmissions run
     # as this user and checkpoint trees are read with this user's permissions. Empty/None when
     # the backend did not say; goodput then refuses what would need it.
@@ -152,3 +154,7 @@ class Scheduler(Protocol):
     async def release_job(self, job_id: str) -> ActionResult: ...
 
     async def cancel_job(self, job_id: str) -> ActionResult: ...
+
+    async def update_dependency(self, job_id: str, dependency: str) -> ActionResult:
+        """Point a queued job's dependency elsewhere (job chains, goodput.slurm.dependencies)."""
+        ...

@@ -267,6 +267,10 @@ class SlurmCliBackend:
         await self._run(commands.release(job_id))
         return ActionResult(changed=True, detail=f"released {job_id}")
 
+    async def update_dependency(self, job_id: str, dependency: str) -> ActionResult:
+        await self._run(commands.update_dependency(job_id, dependency))
+        return ActionResult(changed=True, detail=f"job {job_id} now waits on {dependency}")
+
     async def cancel_job(self, job_id: str) -> ActionResult:
         noop = rules.cancel_noop(await self._opted_in_job(job_id))
         if noop is not None:

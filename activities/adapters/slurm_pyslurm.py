@@ -291,6 +291,11 @@ class PyslurmBackend:
         await self._call(f"Job.release {job_id}", self._m.Job(number).release)
         return ActionResult(changed=True, detail=f"released {job_id}")
 
+    async def update_dependency(self, job_id: str, dependency: str) -> ActionResult:
+        validate_job_id(job_id)
+        # pyslurm's modify path for dependencies is not wired here; the chain is reported instead.
+        raise PermanentSchedulerError(f"the pyslurm backend does not update dependencies (job {job_id})")
+
     async def cancel_job(self, job_id: str) -> ActionResult:
         number, job = await self._opted_in(job_id)
         noop = rules.cancel_noop(job)

@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 
 from goodput.identifiers import validate_job_id, validate_node_name, validate_reason
 from goodput.scheduler import (
+    ACTIVE_JOB_STATES,
     ActionResult,
     JobInfo,
     JobState,
@@ -37,6 +38,8 @@ from goodput.scheduler import (
 )
 from goodput.slurm import rules
 from goodput.slurm.commands import validate_environment
+from goodput.slurm.dependencies import DependencyError
+from goodput.slurm.dependencies import parse as parse_dependency
 from goodput.slurm.optin import DEFAULT_MARKER, NotOptedInError, is_opted_in
 from goodput.slurm.resubmit import ResubmitKey, find_copy, tag_comment
 from goodput.slurm.submit_as import Account, job_owner, submission_environment
@@ -277,6 +280,16 @@ class FakeScheduler:
 
         return self._read(apply)
 
+    async def update_dependency(self, job_id: str, dependency: str) -> ActionResult:
+        validate_job_id(job_id)
+
+        def apply(s: FakeClusterState) -> ActionResult:
+            s.jobs[job_id] = _job(s, job_id).model_copy(update={"dependency": dependency})
+            s.journal.append(JournalEntry(op="dependency", target=job_id, detail=dependency))
+            return ActionResult(changed=True, detail=f"job {job_id} now waits on {dependency}")
+
+        return self._read(apply)
+
     # -- test and demo helpers (not part of the Protocol) ---------------------------------
 
     def set_job_state(self, job_id: str, state: JobState, **update: Any) -> None:
@@ -327,12 +340,28 @@ def _schedule_pending(s: FakeClusterState) -> None:
     """What slurmctld's scheduler does: start pending jobs once healthy nodes are free."""
     for job in list(s.jobs.values()):
         if job.state is JobState.PENDING and not job.held:
+            if _waiting(s, job):
+                s.jobs[job.job_id] = job.model_copy(update={"state_reason": "Dependency"})
+                continue
             nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=())
             if nodes:
                 s.jobs[job.job_id] = job.model_copy(update={"state": JobState.RUNNING, "nodes": nodes,
                                                             "state_reason": ""})
             elif not job.state_reason:
                 s.jobs[job.job_id] = job.model_copy(update={"state_reason": "Resources"})
+
+
+def _waiting(s: FakeClusterState, job: JobInfo) -> bool:
+    """A job waits while a job it depends on is still queued or running (a simplification of
+    Slurm's dependency types: enough for chains in the demo and the tests)."""
+    try:
+        dependency = parse_dependency(job.dependency)
+    except DependencyError:
+        return True
+    if dependency is None:
+        return False
+    return any((other := s.jobs.get(target.split("_")[0])) is not None and other.state in ACTIVE_JOB_STATES
+               for condition in dependency.conditions for target, _ in condition.targets)
 
 
 def _place(s: FakeClusterState, count: int, exclude: Sequence[str],

@@ -85,6 +85,17 @@ def release(job_id: str) -> Argv:
     return ["scontrol", "release", validate_job_id(job_id)]
 
 
+_DEPENDENCY = re.compile(r"^[a-z0-9_:,?+*]{1,1024}$")
+
+
+def update_dependency(job_id: str, dependency: str) -> Argv:
+    """`dependency` is goodput's rendering of a parsed dependency (goodput.slurm.dependencies);
+    the character check is the last guard that it can only ever be one scontrol argument."""
+    if not _DEPENDENCY.fullmatch(dependency):
+        raise ValueError(f"refusing to write dependency {dependency[:60]!r}")
+    return ["scontrol", "update", f"JobId={validate_job_id(job_id)}", f"Dependency={dependency}"]
+
+
 def cancel(job_id: str) -> Argv:
     return ["scancel", validate_job_id(job_id)]
 

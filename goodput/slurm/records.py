@@ -251,6 +251,7 @@ def job_from_record(record: Mapping[str, str]) -> JobInfo:
         work_dir=clean(record.get("WorkDir")),
         excluded_nodes=hostnames(record, "ExcNodeList"),
         held=held,
+        dependency=clean(record.get("Dependency"))[:4096],
         user=user,
         user_id=user_id,
         group_id=group_id,
