@@ -198,14 +198,31 @@ class RecoveryActivities:
         # lines (it prints more); it never counts the old attempt's steps as new progress.
         offsets = output_sizes(p for p in (job.stdout_path, job.stderr_path) if p)
         if job.restart_count > request.restart_count_before:
+            # Also a retry whose first attempt requeued the job held and stopped before release.
+            excluded = await self._exclude_and_release(job, request.exclude) if job.held else ""
             return ResumeResult(job_id=job.job_id, changed=False,
-                                detail=f"job {job.job_id} already requeued (restarts={job.restart_count})",
+                                detail=f"job {job.job_id} already requeued (restarts={job.restart_count}){excluded}",
                                 restart_count_before=request.restart_count_before, log_offsets=offsets)
-        result = await mapped(self._scheduler.requeue_job(request.job_id))
+        # With nodes to avoid: requeue held, exclude them, release, so the job cannot start on a
+        # node goodput distrusts in the moment between the requeue and the exclusion.
+        hold = bool(request.exclude)
+        result = await mapped(self._scheduler.requeue_job(request.job_id, hold=hold))
+        excluded = await self._exclude_and_release(job, request.exclude) if hold else ""
         if result.changed:
             self._metrics.accepted(AuditAction.REQUEUE, request.observed_at)
-        return ResumeResult(job_id=request.job_id, changed=result.changed, detail=result.detail,
+        return ResumeResult(job_id=request.job_id, changed=result.changed, detail=result.detail + excluded,
                             restart_count_before=request.restart_count_before, log_offsets=offsets)
+
+    async def _exclude_and_release(self, job: JobInfo, exclude: tuple[str, ...]) -> str:
+        note = ""
+        if exclude:
+            try:
+                done = await self._scheduler.exclude_nodes(job.job_id, exclude)
+                note = f"; {done.detail}"
+            except PermanentSchedulerError as err:  # released anyway: held forever is worse
+                note = f"; could not exclude {', '.join(exclude)}: {err}"
+        await mapped(self._scheduler.release_job(job.job_id))
+        return note
 
     async def _resubmit(self, request: ResumeInput) -> ResumeResult:
         """Copy first (held), cancel the original, then release the copy.

@@ -155,6 +155,10 @@ class Scheduler(Protocol):
 
     async def cancel_job(self, job_id: str) -> ActionResult: ...
 
+    async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
+        """Add nodes to a queued job's excluded nodes (a requeue away from distrusted nodes)."""
+        ...
+
     async def update_dependency(self, job_id: str, dependency: str) -> ActionResult:
         """Point a queued job's dependency elsewhere (job chains, goodput.slurm.dependencies)."""
         ...

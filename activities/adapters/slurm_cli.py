@@ -267,6 +267,14 @@ class SlurmCliBackend:
         await self._run(commands.release(job_id))
         return ActionResult(changed=True, detail=f"released {job_id}")
 
+    async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
+        job = await self._opted_in_job(job_id)
+        merged = tuple(dict.fromkeys([*job.excluded_nodes, *(validate_node_name(n) for n in nodes)]))
+        if merged == job.excluded_nodes:
+            return ActionResult(changed=False, detail=f"job {job_id} already excludes {','.join(nodes)}")
+        await self._run(commands.exclude_nodes(job_id, merged))
+        return ActionResult(changed=True, detail=f"job {job_id} now excludes {','.join(merged)}")
+
     async def update_dependency(self, job_id: str, dependency: str) -> ActionResult:
         await self._run(commands.update_dependency(job_id, dependency))
         return ActionResult(changed=True, detail=f"job {job_id} now waits on {dependency}")

@@ -291,6 +291,10 @@ class PyslurmBackend:
         await self._call(f"Job.release {job_id}", self._m.Job(number).release)
         return ActionResult(changed=True, detail=f"released {job_id}")
 
+    async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
+        validate_job_id(job_id)
+        raise PermanentSchedulerError(f"the pyslurm backend does not update excluded nodes (job {job_id})")
+
     async def update_dependency(self, job_id: str, dependency: str) -> ActionResult:
         validate_job_id(job_id)
         # pyslurm's modify path for dependencies is not wired here; the chain is reported instead.

@@ -279,6 +279,10 @@ class SlurmRestBackend:
     async def release_job(self, job_id: str) -> ActionResult:
         return await self._update_hold(job_id, False)
 
+    async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
+        validate_job_id(job_id)
+        return await self._need_fallback("update excluded nodes").exclude_nodes(job_id, nodes)
+
     async def update_dependency(self, job_id: str, dependency: str) -> ActionResult:
         validate_job_id(job_id)
         return await self._need_fallback("update job dependencies").update_dependency(job_id, dependency)

@@ -280,6 +280,20 @@ class FakeScheduler:
 
         return self._read(apply)
 
+    async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
+        validate_job_id(job_id)
+        names = [validate_node_name(n) for n in nodes]
+
+        def apply(s: FakeClusterState) -> ActionResult:
+            job = self._opted_in(_job(s, job_id))
+            merged = tuple(dict.fromkeys([*job.excluded_nodes, *names]))
+            s.jobs[job_id] = job.model_copy(update={"excluded_nodes": merged})
+            s.journal.append(JournalEntry(op="exclude", target=job_id, detail=",".join(merged)))
+            return ActionResult(changed=merged != job.excluded_nodes,
+                                detail=f"job {job_id} now excludes {','.join(merged)}")
+
+        return self._read(apply)
+
     async def update_dependency(self, job_id: str, dependency: str) -> ActionResult:
         validate_job_id(job_id)
 

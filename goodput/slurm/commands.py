@@ -96,6 +96,11 @@ def update_dependency(job_id: str, dependency: str) -> Argv:
     return ["scontrol", "update", f"JobId={validate_job_id(job_id)}", f"Dependency={dependency}"]
 
 
+def exclude_nodes(job_id: str, nodes: Sequence[str]) -> Argv:
+    names = ",".join(validate_node_name(n) for n in nodes)
+    return ["scontrol", "update", f"JobId={validate_job_id(job_id)}", f"ExcNodeList={names}"]
+
+
 def cancel(job_id: str) -> Argv:
     return ["scancel", validate_job_id(job_id)]
 
