@@ -21,6 +21,7 @@ from pydantic_settings import (
 
 from goodput.console.auth import ConsoleUser
 from goodput.detect.agent import AgentConfig
+from goodput.detect.nvsentinel import NvSentinelSettings
 from goodput.detect.push import PushConfig
 from goodput.detect.watch import OptInRule, WatchClusterInput
 from goodput.recover.policy import Policy
@@ -112,6 +113,8 @@ class Settings(BaseSettings):
     log_poll_s: float = Field(default=0.25, gt=0)
     push: PushConfig = Field(default_factory=PushConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    # Receive NVSentinel's health events (gRPC platform connector, CloudEvents); docs/nvsentinel.md.
+    nvsentinel: NvSentinelSettings = Field(default_factory=NvSentinelSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)
     # OpenTelemetry metrics (detection latency etc.) exported as JSON; `goodput up` defaults it
     # to <data_dir>/metrics.jsonl.

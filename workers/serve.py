@@ -24,6 +24,7 @@ from workers import devserver
 from workers.client import TemporalIncidentService, connect
 from workers.console.server import serve_console
 from workers.console.wiring import console_context
+from workers.nvsentinel_server import serve_nvsentinel
 from workers.push_server import serve_push
 from workers.telemetry import setup_metrics, setup_tracing
 from workers.watching import IncidentSink, start_cluster_watch
@@ -54,15 +55,24 @@ async def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) 
 
 @contextlib.asynccontextmanager
 async def service_extras(settings: Settings, client: Client, console: Console) -> AsyncIterator[None]:
-    """What runs beside a worker: the cluster watcher and, when enabled, the log push endpoint."""
+    """What runs beside a worker: the cluster watcher and, when enabled, the log push endpoint and
+    the NVSentinel receivers."""
     if settings.watch:
         await start_cluster_watch(client, settings.task_queue, settings.watch_request())
-    if not settings.push.enabled:
+    if not (settings.push.enabled or settings.nvsentinel.enabled):
         yield
         return
     sink = IncidentSink(TemporalIncidentService(client, settings.task_queue), settings.policy)
-    async with serve_push(settings.push, sink, settings.cluster) as server:
-        console.print(f"log push endpoint at {server.url}")
+    async with contextlib.AsyncExitStack() as stack:
+        if settings.push.enabled:
+            server = await stack.enter_async_context(serve_push(settings.push, sink, settings.cluster))
+            console.print(f"log push endpoint at {server.url}")
+        if settings.nvsentinel.enabled:
+            # The receivers read Slurm (node, jobs) and never resubmit: no deployment key needed.
+            scheduler = scheduler_from(settings, resubmit_key=ResubmitKey.ephemeral(settings.cluster))
+            receivers = await stack.enter_async_context(serve_nvsentinel(
+                settings.nvsentinel, scheduler, sink, settings.cluster, settings.opt_in))
+            console.print(receivers.describe(), highlight=False)
         yield
 
 

@@ -22,6 +22,7 @@ from activities.adapters.kill_switch_gate import TemporalKillSwitch
 from activities.adapters.node_health import TemporalNodeHealth
 from activities.adapters.node_memory_gate import TemporalNodeMemory
 from activities.adapters.notify_webhook import FanOutNotifier, WebhookNotifier
+from activities.adapters.nvsentinel import VerdictPushBack
 from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_owner import OwnerSubmission
 from activities.adapters.slurm_pyslurm import PyslurmBackend
@@ -127,8 +128,11 @@ def worker_for(client: Client, settings: Settings) -> Worker:
     if settings.notify_webhook_url:
         notifier = FanOutNotifier(notifier, WebhookNotifier(settings.notify_webhook_url,
                                                             ui_url=settings.notify_ui_url or None))
+    audit_log: AuditLog = JsonlAuditLog(settings.audit_path)
+    if settings.nvsentinel.push_back.enabled:  # drains are also told to NVSentinel, as STORE_ONLY events
+        audit_log = VerdictPushBack(audit_log, settings.nvsentinel.push_back, node_names=settings.nvsentinel.node_names)
     return build_worker(client, settings.task_queue, scheduler_from(settings), notifier, policy=settings.policy,
-                        audit_log=JsonlAuditLog(settings.audit_path))
+                        audit_log=audit_log)
 
 
 async def ensure_search_attributes(client: Client, namespace: str) -> None:
