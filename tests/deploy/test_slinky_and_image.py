@@ -1,0 +1,138 @@
+"""The Slinky prolog/epilog snippet (deploy/helm/slinky) and the controller's Dockerfile (deploy/docker).
+
+The snippet is read back with Helm's own YAML parser (helm_python.values_from_yaml), the way
+`helm upgrade slurm -f snippet.yaml` reads it: the scripts must arrive byte for byte. The image is
+not built here (no registry); its Dockerfile is checked for the properties the docs promise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import tomllib
+from pathlib import Path
+from types import ModuleType
+
+import helm_python
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+GENERATOR = REPO / "deploy" / "helm" / "slinky" / "prolog_epilog_values.py"
+DOCKERFILE = REPO / "deploy" / "docker" / "Dockerfile"
+
+
+def load_generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("prolog_epilog_values", GENERATOR)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+gen = load_generator()
+
+PROLOG = """#!/bin/bash
+# goodput prolog (a stand-in with the awkward bits: quotes, $vars, tabs, blank lines, UTF-8)
+set -u
+\tlayout="${SLURM_JOB_ID:-0}: 'rank' \\"gpu\\" ✓"
+
+echo "$layout" >/dev/null""" + "   " + """
+exit 0
+"""
+EPILOG = "#!/bin/sh\n: epilog\nexit 0"  # no final newline: not a literal block, still exact
+
+
+def generate(tmp_path: Path, capsys: pytest.CaptureFixture[str], prolog: str | None, epilog: str | None,
+             *extra: str) -> tuple[int, str, str]:
+    argv = list(extra)
+    for flag, text in (("--prolog", prolog), ("--epilog", epilog)):
+        if text is not None:
+            path = tmp_path / flag.strip("-")
+            path.write_text(text, encoding="utf-8", newline="")
+            argv += [flag, str(path)]
+    code = gen.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_snippet_carries_the_scripts_exactly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = generate(tmp_path, capsys, PROLOG, EPILOG)
+    assert code == 0
+    values = helm_python.values_from_yaml(out)
+    # slurm-operator's `slurm` chart: top-level maps of file name -> script, run on every NodeSet.
+    assert values == {"prologScripts": {"90-goodput.sh": PROLOG}, "epilogScripts": {"90-goodput.sh": EPILOG}}
+    assert "prologScripts:\n  \"90-goodput.sh\": |\n    #!/bin/bash\n" in out  # readable where it can be
+
+
+def test_snippet_with_one_script_and_another_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = generate(tmp_path, capsys, None, "#!/bin/bash\nexit 0\n", "--name", "50-goodput.sh")
+    assert code == 0
+    assert helm_python.values_from_yaml(out) == {"epilogScripts": {"50-goodput.sh": "#!/bin/bash\nexit 0\n"}}
+
+
+@pytest.mark.parametrize(("script", "why"), [("echo no shebang\n", "shebang"), ("#!/bin/sh\r\nexit 0\r\n", "carriage")])
+def test_scripts_slurmd_could_not_run_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  script: str, why: str) -> None:
+    code, out, err = generate(tmp_path, capsys, script, None)
+    assert code == 2 and not out and why in err
+
+
+def test_goodputs_own_scripts_make_a_valid_snippet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Once deploy/slurm/ holds goodput's prolog and epilog, they go through the generator too."""
+    slurm = REPO / "deploy" / "slurm"
+    prologs = sorted(slurm.glob("*prolog*")) if slurm.is_dir() else []
+    epilogs = sorted(slurm.glob("*epilog*")) if slurm.is_dir() else []
+    if not prologs or not epilogs:
+        pytest.skip("deploy/slurm/ has no prolog and epilog yet")
+    code = gen.main(["--prolog", str(prologs[0]), "--epilog", str(epilogs[0])])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    values = helm_python.values_from_yaml(out)
+    assert values["prologScripts"]["90-goodput.sh"] == prologs[0].read_bytes().decode()
+    assert values["epilogScripts"]["90-goodput.sh"] == epilogs[0].read_bytes().decode()
+
+
+# -- the Dockerfile ---------------------------------------------------------------------------------
+
+def stages(text: str) -> list[list[str]]:
+    """Instructions per stage (continuation lines joined, comments dropped)."""
+    joined = re.sub(r"\\\n", " ", text)
+    lines = [line.strip() for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    out: list[list[str]] = []
+    for line in lines:
+        if line.upper().startswith("FROM "):
+            out.append([])
+        if out:
+            out[-1].append(line)
+    return out
+
+
+def test_dockerfile_is_multi_stage_pinned_and_non_root() -> None:
+    text = DOCKERFILE.read_text()
+    build, runtime = stages(text)
+    (base,) = re.findall(r"^ARG PYTHON_IMAGE=(\S+)$", text, flags=re.M)
+    # A full version (major.minor.patch) on a named Debian release, never a moving tag.
+    assert re.fullmatch(r"python:\d+\.\d+\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?", base)
+    assert "latest" not in text
+    assert build[0].startswith("FROM ${PYTHON_IMAGE} AS build") and runtime[0] == "FROM ${PYTHON_IMAGE}"
+    # The runtime stage takes only the virtual environment from the build stage, and runs as a numeric
+    # non-root user (runAsNonRoot can check a number, not a name) matching the chart's default.
+    assert [i for i in runtime if i.startswith("COPY")] == ["COPY --from=build /opt/goodput /opt/goodput"]
+    users = [i.split()[1] for i in runtime if i.startswith("USER ")]
+    assert users == ["10001:10001"]
+    assert "ENTRYPOINT [\"goodput\"]" in runtime and "CMD [\"worker\"]" in runtime
+
+
+def test_dockerfile_copies_what_the_wheel_packages() -> None:
+    """The packages the build copies are those pyproject.toml puts in the wheel, so a new package
+    cannot be silently left out of the image."""
+    build, _ = stages(DOCKERFILE.read_text())
+    copied = {i.split()[1] for i in build if i.startswith("COPY ") and not i.startswith("COPY pyproject")}
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"][
+        "packages"]
+    assert copied == set(packages)
+    assert all((REPO / p).is_dir() for p in copied)
+    ignore = (DOCKERFILE.parent / "Dockerfile.dockerignore").read_text().split()
+    assert {f"!{p}/" for p in packages} <= set(ignore)
