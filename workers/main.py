@@ -15,7 +15,7 @@ import os
 import socket
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from rich.console import Console
@@ -27,9 +27,10 @@ from goodput.checkpoints.model import DEFAULT_SETTLE_S
 from goodput.checkpoints.report import run_checkpoints
 from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_file
 from goodput.cli.audit import render as render_audit
-from goodput.cli.render import incident_detail, incidents_table, lost_work_table, nodes_table
+from goodput.cli.render import faults_table, incident_detail, incidents_table, lost_work_table, nodes_table
 from goodput.cli.service import ServiceError
 from goodput.config import Settings
+from goodput.console.faults import node_faults
 from goodput.diagnose.classify import run_classify
 from goodput.identifiers import InvalidIdentifierError, validate_cluster
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
@@ -77,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     incidents = sub.add_parser("incidents", help="list incidents")
     incidents.add_argument("--limit", type=int, default=50)
     incidents.add_argument("--json", action="store_true")
+
+    faults = sub.add_parser("faults", help="one fault, many jobs: incidents grouped by the node they blame")
+    faults.add_argument("--limit", type=int, default=2000, help="newest incidents to group")
+    faults.add_argument("--window", type=float, default=10.0, help="minutes between incidents of one fault")
+    faults.add_argument("--json", action="store_true")
 
     lost = sub.add_parser("lost-work", help="work redone after failures, per job and cluster")
     lost.add_argument("--limit", type=int, default=200, help="newest incidents to include")
@@ -179,6 +185,14 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
                 print(row.model_dump_json())
         else:
             console.print(incidents_table(rows) if rows else "no incidents yet")
+    elif args.command == "faults":
+        found = node_faults(await service.list_incidents(limit=args.limit), timedelta(minutes=args.window))
+        if args.json:
+            for fault in found:
+                print(json.dumps({**fault.model_dump(mode="json", exclude={"incidents"}), "jobs": fault.jobs,
+                                  "incidents": [s.incident_id for s in fault.incidents]}))
+        else:
+            console.print(faults_table(found) if found else "no incident blamed a node")
     elif args.command == "lost-work":
         reports, unreadable = await readable_reports(service, args.limit, args.cluster)
         summary = summarize_lost_work([IncidentLoss(cluster=r.key.cluster, job_id=r.key.job_id,

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from goodput.checkpoints import LostWorkSummary
 from goodput.cli.service import IncidentSummary
+from goodput.console.faults import NodeFault
 from goodput.diagnose.node_memory import NodeStanding
 from goodput.recover.incident import IncidentReport
 
@@ -105,4 +106,15 @@ def lost_work_table(summary: LostWorkSummary) -> Table:
         table.add_row(cluster, "[bold]all[/]", str(per.iterations), f"{per.seconds / 3600:.2f}", f"{per.gpu_hours:.1f}")
     table.add_row("[bold]total[/]", "", str(summary.total.iterations), f"{summary.total.seconds / 3600:.2f}",
                   f"{summary.total.gpu_hours:.1f}")
+    return table
+
+
+def faults_table(faults: Sequence[NodeFault]) -> Table:
+    """`goodput faults`: one row per node fault, with every job it hit."""
+    table = Table(title="faults: incidents that blamed the same node, close together")
+    for column in ("node", "from", "to", "jobs", "categories", "incidents"):
+        table.add_column(column)
+    for f in faults:
+        table.add_row(f.node, _when(f.first_at), _when(f.last_at), f"{len(f.jobs)}: {', '.join(f.jobs)}",
+                      ", ".join(f.categories), "\n".join(f"{s.incident_id} ({s.state})" for s in f.incidents))
     return table

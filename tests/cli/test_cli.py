@@ -14,9 +14,11 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from temporalio.client import Client
 
+from goodput.demo.scheduler import FakeScheduler
 from goodput.models import AnomalyKind, Category, Mode
 from goodput.recover.lifecycle import IncidentState
 from tests.workflows.helpers import (
@@ -115,7 +117,8 @@ def test_server_down_is_a_clear_error(cli_env: dict[str, str]) -> None:
 def up_env(tmp_path: Path) -> Iterator[dict[str, str]]:
     yield {**os.environ, "GOODPUT_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}",
            "GOODPUT_TEMPORAL_UI_PORT": str(free_port()), "GOODPUT_DATA_DIR": str(tmp_path / "data"),
-           "GOODPUT_CONFIG": str(tmp_path / "none.toml"), "GOODPUT_POLICY__COALESCE_WINDOW_S": "0.2"}
+           "GOODPUT_CONFIG": str(tmp_path / "none.toml"), "GOODPUT_POLICY__COALESCE_WINDOW_S": "0.2",
+           "GOODPUT_CONSOLE__PORT": str(free_port())}
 
 
 def start_up(env: dict[str, str]) -> subprocess.Popen[str]:
@@ -149,12 +152,22 @@ def test_up_runs_monitor_mode_and_keeps_incidents_across_restart(up_env: dict[st
         injected = run("inject", "--job", "1001", "--kind", "gpu-fault", "--node", "node2", env=up_env)
         assert injected.returncode == 0, injected.stderr
         incident = injected.stdout.split("incident ")[-1].split()[0]
+        # The console and /metrics come up with the service; the embedded default's admin token
+        # is in a private file, never printed.
+        console = f"http://127.0.0.1:{up_env['GOODPUT_CONSOLE__PORT']}"
+        token_file = Path(up_env["GOODPUT_DATA_DIR"]) / "console-admin.token"
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        page = httpx.get(f"{console}/incidents", headers={"authorization": f"Bearer {token_file.read_text()}"})
+        assert page.status_code == 200 and "Incidents" in page.text
+        assert httpx.get(f"{console}/incidents").status_code == 401
         deadline = time.monotonic() + 30
         shown = run("incident", incident, "--json", env=up_env)
         while json.loads(shown.stdout or "{}").get("state") != "recommended-only":
             assert time.monotonic() < deadline, shown.stdout + shown.stderr
             time.sleep(0.2)
             shown = run("incident", incident, "--json", env=up_env)
+        scraped = httpx.get(f"{console}/metrics").text  # what the worker in this process recorded
+        assert 'goodput_incidents_closed_total{category="gpu-hardware",outcome="recommended-only"} 1.0' in scraped
     finally:
         stop_up(proc)
     assert not (Path(up_env["GOODPUT_DATA_DIR"]) / "fake-cluster.json").read_text().count('"op"')
@@ -191,6 +204,21 @@ async def test_nodes_shows_what_unrelated_incidents_say(client: Client, task_que
     rows = {row["node"]: row for row in json.loads(listed.stdout)}
     assert rows["node1"]["suspect"] and rows["node1"]["users"] == ["alice", "mallory"]
     assert not rows["node2"]["suspect"]
+
+
+async def test_faults_group_the_incidents_that_blamed_one_node(client: Client, task_queue: str,
+                                                             cli_env: dict[str, str]) -> None:
+    fake = FakeScheduler()
+    fake.add_job(fake.snapshot().jobs["1002"].model_copy(update={"job_id": "1004", "nodes": ("node3",)}))
+    async with running_worker(client, task_queue, fake):
+        for job in ("1002", "1004"):
+            await result(client, await inject(client, task_queue, anomaly(job, cluster=cli_env["GOODPUT_CLUSTER"],
+                                                                          nodes=("node3",))))
+        shown = await arun("faults", "--json", env=cli_env)
+    assert shown.returncode == 0, shown.stderr
+    faults = [f for f in map(json.loads, shown.stdout.splitlines()) if f["node"] == "node3"]
+    cluster = cli_env["GOODPUT_CLUSTER"]
+    assert [f["jobs"] for f in faults][:1] == [[f"{cluster}/1002", f"{cluster}/1004"]]
 
 
 async def test_kill_switch_from_the_command_line(client: Client, task_queue: str, cli_env: dict[str, str]) -> None:

@@ -212,3 +212,18 @@ async def test_every_overview_page_renders_what_happened(client: Client, task_qu
     assert "Stopped at <b>gate</b>" in pages[f"/jobs/{console.cluster}/1002/why"].text
     assert "Stopped at <b>job seen</b>" in pages[f"/jobs/{console.cluster}/4242/why"].text
     assert "drain" in pages["/audit"].text
+
+
+async def test_one_node_fault_that_hit_two_jobs_is_shown_as_one(client: Client, task_queue: str,
+                                                              tmp_path: Path) -> None:
+    async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(
+            base_url=console.url, headers=console.bearer(VIEWER_TOKEN)) as http:
+        shared = console.fake.snapshot().jobs["1002"]
+        console.fake.add_job(shared.model_copy(update={"job_id": "1004", "nodes": ("node3",)}))  # beside 1002
+        for job in ("1002", "1004"):
+            await result(client, await inject(client, task_queue, anomaly(job, cluster=console.cluster,
+                                                                          nodes=("node3",))))
+        page = await http.get("/faults")
+    rows = re.findall(r"<tr class=\"storm\">(.*?)</tr>", page.text, re.S)
+    assert len(rows) == 1 and "node3" in rows[0]
+    assert f"<b>2</b>: {console.cluster}/1002, {console.cluster}/1004" in rows[0]

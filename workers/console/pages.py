@@ -19,6 +19,7 @@ from starlette.routing import Route
 from activities.adapters.audit_log import JsonlAuditLog
 from goodput.cli.service import IncidentSummary, ServiceError
 from goodput.console.auth import Role
+from goodput.console.faults import DEFAULT_WINDOW, node_faults
 from goodput.console.filters import IncidentFilter
 from goodput.console.views import gpu_hours_saved, job_rows, node_grid, partition_modes, recovery_ladder
 from goodput.identifiers import validate_cluster, validate_job_id
@@ -38,6 +39,7 @@ def routes(ctx: ConsoleContext) -> list[Route]:
         Route("/kill-switch", partial(kill_switch, ctx), methods=["GET"]),
         Route("/kill-switch", partial(flip_kill_switch, ctx), methods=["POST"]),
         Route("/nodes", partial(nodes, ctx)),
+        Route("/faults", partial(faults, ctx)),
         Route("/jobs", partial(jobs, ctx)),
         Route("/jobs/{cluster}/{job_id}/why", partial(why, ctx)),
         Route("/why", partial(why_form, ctx)),
@@ -92,6 +94,14 @@ async def nodes(ctx: ConsoleContext, request: Request) -> Response:
     days = [(now - timedelta(days=13 - i)).strftime("%m-%d") for i in range(14)]
     return ctx.render(request, "nodes.html", who, grid=node_grid(rows, now), days=days, standing=standing,
                       health=health, drained=sorted(drained), scheduler=ctx.scheduler is not None)
+
+
+async def faults(ctx: ConsoleContext, request: Request) -> Response:
+    """One fault, many jobs: incidents grouped by the node they blame, close together in time."""
+    who = require(request, ctx.auth)
+    rows = await _newest(ctx)
+    return ctx.render(request, "faults.html", who, faults=node_faults(rows), window=WINDOW,
+                      window_min=int(DEFAULT_WINDOW.total_seconds() // 60))
 
 
 async def jobs(ctx: ConsoleContext, request: Request) -> Response:
