@@ -1,0 +1,192 @@
+"""The HTTP side of the NVSentinel integration: CloudEvents from NVSentinel's event exporter, and its OAuth login.
+
+NVSentinel's event exporter POSTs CloudEvents 1.0 in structured mode
+(`application/cloudevents+json`), the event under `data.healthEvent`. 401 without a valid
+token, 415 for another content type, 413 over `max_message_bytes`, 400 for a body that is not a
+CloudEvent carrying a health event, 422 for an event that cannot be used (malformed, a node
+Slurm does not know), 503 with Retry-After when the scheduler or Temporal failed. The exporter
+always logs in with OAuth 2.0 client credentials; with `oauth_clients` configured this server
+is its token endpoint too (`POST <oauth_token_path>`), minting tokens the events endpoint accepts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import urllib.parse
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from activities.adapters.nvsentinel import JsonIncoming, NvSentinelIntake, Received
+from goodput.detect.nvsentinel import (
+    CLOUDEVENTS_TYPE,
+    CloudEventError,
+    NvSentinelSettings,
+    access_token_valid,
+    client_credentials,
+    mint_access_token,
+    parse_cloudevent,
+    token_accepted,
+)
+
+log = logging.getLogger("goodput.nvsentinel")
+
+HEALTH_PATH = "/healthz"
+RETRY_AFTER_S = 5
+MAX_TOKEN_REQUEST = 8192
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.json_response({"error": message}, status=status, headers=headers)
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: _Handler) -> web.StreamResponse:
+    """aiohttp's own refusals (404, 405, 413 while reading) in the same JSON shape."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        kept = {k: exc.headers[k] for k in ("Allow", "WWW-Authenticate", "Retry-After") if k in exc.headers}
+        return _error(exc.status, exc.text or exc.reason, kept)
+
+
+async def _plain_server_header(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers["Server"] = "goodput"
+
+
+class NvSentinelHttpServer:
+    """`POST <http_path>` (CloudEvents), `POST <oauth_token_path>` (when OAuth clients are configured)
+    and `GET /healthz` on `http_host:http_port`."""
+
+    def __init__(self, settings: NvSentinelSettings, intake: NvSentinelIntake, tokens: Sequence[str]) -> None:
+        self.settings = settings
+        self._intake = intake
+        self._tokens = tuple(tokens)
+        self._clients = {client: secret.get_secret_value() for client, secret in settings.oauth_clients.items()}
+        self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
+        self.app = web.Application(client_max_size=settings.max_message_bytes, middlewares=[_json_errors])
+        self.app.on_response_prepare.append(_plain_server_header)
+        self.app.router.add_post(settings.http_path, self._events)
+        if self._clients:
+            self.app.router.add_post(settings.oauth_token_path, self._token)
+        self.app.router.add_get(HEALTH_PATH, self._health)
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the NVSentinel HTTP receiver is not started")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """What NVSentinel's event exporter should POST to."""
+        return f"http://{_host(self.settings.http_host)}:{self.port}{self.settings.http_path}"
+
+    async def start(self) -> None:
+        if self._runner is not None:
+            return
+        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=5.0)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.settings.http_host, self.settings.http_port).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self._port = int(runner.addresses[0][1])
+        log.info("NVSentinel CloudEvents receiver on %s", self.url)
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+        self._port = None
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    @property
+    def token_url(self) -> str:
+        """What NVSentinel's event exporter should use as its OIDC tokenUrl."""
+        return f"http://{_host(self.settings.http_host)}:{self.port}{self.settings.oauth_token_path}"
+
+    def _authorized(self, header: str | None) -> bool:
+        """A configured token, or an access token minted for a configured OAuth client; with
+        neither configured, anyone (the settings allow that only on loopback or deliberately)."""
+        if not self._tokens and not self._clients:
+            return True
+        if self._tokens and token_accepted(header, self._tokens):
+            return True
+        scheme, _, token = (header or "").strip().partition(" ")
+        return (bool(self._clients) and scheme.lower() == "bearer"
+                and access_token_valid(token.strip(), self._clients, datetime.now(UTC)))
+
+    async def _token(self, request: web.Request) -> web.Response:
+        """OAuth 2.0 client credentials (RFC 6749 4.4): the client authenticates with HTTP Basic or
+        form fields and gets a bearer token for the events endpoint."""
+        no_store = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+        if request.content_length is not None and request.content_length > MAX_TOKEN_REQUEST:
+            return _error(413, f"a token request is at most {MAX_TOKEN_REQUEST} bytes")
+        if request.content_type != "application/x-www-form-urlencoded":
+            return web.json_response({"error": "invalid_request",
+                                      "error_description": "send application/x-www-form-urlencoded"}, status=400)
+        body = await request.read()
+        if len(body) > MAX_TOKEN_REQUEST:
+            return _error(413, f"a token request is at most {MAX_TOKEN_REQUEST} bytes")
+        try:
+            fields = urllib.parse.parse_qs(body.decode("utf-8"), max_num_fields=20)
+        except (UnicodeDecodeError, ValueError):
+            return web.json_response({"error": "invalid_request"}, status=400)
+        form = {key: values[0] for key, values in fields.items() if values}
+        if form.get("grant_type") != "client_credentials":
+            return web.json_response({"error": "unsupported_grant_type"}, status=400, headers=no_store)
+        client = client_credentials(form, request.headers.get("Authorization"), self._clients)
+        if client is None:
+            log.warning("NVSentinel: OAuth token refused (invalid client credentials)")
+            return web.json_response({"error": "invalid_client"}, status=401,
+                                     headers={**no_store, "WWW-Authenticate": 'Basic realm="goodput"'})
+        token, expires_in = mint_access_token(client, self._clients[client], datetime.now(UTC),
+                                              self.settings.oauth_token_ttl_s)
+        answer: dict[str, Any] = {"access_token": token, "token_type": "Bearer", "expires_in": expires_in}
+        if form.get("scope"):
+            answer["scope"] = form["scope"][:200]
+        return web.json_response(answer, headers=no_store)
+
+    async def _events(self, request: web.Request) -> web.Response:
+        if not self._authorized(request.headers.get("Authorization")):
+            return _error(401, "missing or invalid token: send 'Authorization: Bearer <token>'",
+                          {"WWW-Authenticate": 'Bearer realm="goodput"'})
+        if request.content_type != CLOUDEVENTS_TYPE:
+            return _error(415, f"unsupported content type {request.content_type[:100]!r}: send one CloudEvent "
+                               f"in structured mode as {CLOUDEVENTS_TYPE}")
+        limit = self.settings.max_message_bytes
+        if request.content_length is not None and request.content_length > limit:
+            return _error(413, f"body is {request.content_length} bytes (limit {limit})")
+        async with self._slots:
+            body = await request.read()  # bounded by client_max_size, chunked or not
+            try:
+                cloud_event = parse_cloudevent(body)
+            except CloudEventError as err:
+                return _error(400, str(err))
+            del body
+            received = await self._intake.receive([JsonIncoming(cloud_event.event)], "http")
+        return self._answer(received)
+
+    def _answer(self, received: Received) -> web.Response:
+        if received.retry is not None:
+            return _error(503, received.retry, {"Retry-After": str(RETRY_AFTER_S)})
+        if received.rejected:
+            return _error(422, received.rejected[0])
+        return web.json_response({"outcome": received.outcome.value, "anomalies": received.anomalies})
