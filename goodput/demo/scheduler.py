@@ -326,7 +326,9 @@ class FakeScheduler:
                 return noop
             update: dict[str, Any] = {"held": held}
             if not held and job.state is JobState.PENDING:
-                nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=())
+                # Its remembered nodes are its own last allocation (a requeue held it): as free
+                # to it as they were to a plain requeue.
+                nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=job.nodes)
                 if nodes:
                     update |= {"state": JobState.RUNNING, "nodes": nodes, "state_reason": ""}
             s.jobs[job_id] = job.model_copy(update=update)
