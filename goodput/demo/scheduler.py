@@ -329,8 +329,11 @@ class FakeScheduler:
                 # Its remembered nodes are its own last allocation (a requeue held it): as free
                 # to it as they were to a plain requeue.
                 nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=job.nodes)
-                if nodes:
-                    update |= {"state": JobState.RUNNING, "nodes": nodes, "state_reason": ""}
+                # Released but short of nodes: it waits for resources, as slurmctld would say.
+                update |= ({"state": JobState.RUNNING, "nodes": nodes, "state_reason": ""} if nodes
+                           else {"state_reason": "Resources"})
+            elif held:
+                update["state_reason"] = "JobHeldUser"
             s.jobs[job_id] = job.model_copy(update=update)
             s.journal.append(JournalEntry(op=op, target=job_id))
             return ActionResult(changed=True, detail=f"{op} {job_id}")
