@@ -14,10 +14,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# The test suite also needs the e2e extra (CPU torch for the DDP training job); `make up` does not.
+# The test suite also needs the e2e extra (CPU torch for the DDP training job) and NVRx's
+# ft_launcher (scripts/install-nvrx.sh, into $(VENV)/nvrx); `make up` needs neither.
 E2E_STAMP := $(VENV)/.installed-e2e
-$(E2E_STAMP): $(STAMP)
+$(E2E_STAMP): $(STAMP) scripts/install-nvrx.sh
 	$(BIN)/python -m pip install -q -e '.[dev,e2e]'
+	PYTHON=$(BIN)/python bash scripts/install-nvrx.sh $(VENV)/nvrx
 	touch $(E2E_STAMP)
 
 install: $(STAMP)

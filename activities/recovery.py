@@ -32,6 +32,7 @@ from goodput.checkpoints import (
     config_from_comment,
     request_for,
 )
+from goodput.detect.nvrx_cycles import cycle_note
 from goodput.diagnose.attribution import attribute
 from goodput.diagnose.node_memory import LocalNodeMemory, MemoryVerdict, NodeMemory
 from goodput.identifiers import InvalidIdentifierError
@@ -153,7 +154,9 @@ class RecoveryActivities:
             if err.type != UnknownJobError.__name__:
                 raise
             note = f"scheduler does not know job {request.key.job_id}: {err.message}"
-        return AttributeResult(attribution=attribute(request.anomalies, job), job=job, note=note)
+        # The launcher's own record of its restart cycles, for a job whose comment names it.
+        launcher = await asyncio.to_thread(cycle_note, job) if job is not None else ""
+        return AttributeResult(attribution=attribute(request.anomalies, job), job=job, note=note, launcher=launcher)
 
     @activity.defn(name="find_checkpoint")
     async def find_checkpoint(self, request: CheckpointInput) -> CheckpointResult:

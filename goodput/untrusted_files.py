@@ -23,14 +23,16 @@ class UnsafeFileError(PermissionError):
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
 
 
-def open_job_file(path: str | os.PathLike[str], *, owner_uid: int | None = None) -> int:
-    """A read-only descriptor of the regular file at `path`; FileNotFoundError passes through.
+def open_job_file(path: str | os.PathLike[str], *, owner_uid: int | None = None,
+                  dir_fd: int | None = None) -> int:
+    """A read-only descriptor of the regular file at `path` (relative to the directory `dir_fd`
+    when given); FileNotFoundError passes through.
 
     Raises UnsafeFileError for a symlink, a FIFO, a device, a directory or socket, or a file
     not owned by `owner_uid` (when given).
     """
     try:
-        fd = os.open(path, _FLAGS)
+        fd = os.open(path, _FLAGS, dir_fd=dir_fd)
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise UnsafeFileError(f"{os.fspath(path)} is a symbolic link; job files are read only "

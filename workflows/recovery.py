@@ -10,6 +10,7 @@ Operators steer it with `approve`/`cancel` signals (the Temporal UI can send tho
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -18,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from goodput.checkpoints import Checkpoint, LostWork, lost_work_of
     from goodput.diagnose.node_memory import MemoryVerdict, observation_of, with_memory
-    from goodput.models import ActionKind, Anomaly, Attribution, Mode, OperatorDecision, RecoveryPlan
+    from goodput.models import ActionKind, Anomaly, Attribution, Mode, OperatorDecision, RecoveryPlan, RestartEffect
     from goodput.recover.audit import AuditAction
     from goodput.recover.breaker import DrainRequest, DrainVerdict
     from goodput.recover.incident import (
@@ -45,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.recover.kill_switch import effective_mode
     from goodput.recover.lifecycle import OUTCOME_OF, IncidentState, is_terminal
     from goodput.recover.policy import ResumeStrategy, plan_recovery
-    from goodput.scheduler import JobInfo
+    from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
     from workflows.audit_trail import AuditTrail
     from workflows.recovery_steps import CancelledByOperator, Escalation, RecoverySteps
 
@@ -101,11 +102,54 @@ class RecoveryWorkflow(RecoverySteps):
         return self.report()
 
     async def _recover(self, start: RecoveryStart) -> None:
-        if self._cancelled_here():
-            return
-        self._attributed = await self._step(
-            "attribute", AttributeInput(incident_id=self._id, key=start.key,
-                                        anomalies=tuple(self._anomalies)), AttributeResult)
+        attributed: AttributeResult | None = None
+        while True:
+            if self._cancelled_here():
+                return
+            if attributed is None:
+                attributed = await self._attribute(start)
+            elif self._decision is not None and self._decision.verb is DecisionVerb.APPROVE:
+                self._decision = None  # approving the in-job plan approved nothing that came after it
+            attributed = await self._let_the_job_end(start, attributed)
+            if attributed is None:
+                return
+            following = await self._recover_once(start, attributed)
+            if not following:
+                return
+            attributed = await self._follow_launcher(start)
+            if attributed is None:
+                return
+
+    async def _attribute(self, start: RecoveryStart) -> AttributeResult:
+        return await self._step("attribute", AttributeInput(incident_id=self._id, key=start.key,
+                                                            anomalies=tuple(self._anomalies)), AttributeResult)
+
+    async def _let_the_job_end(self, start: RecoveryStart, attributed: AttributeResult) -> AttributeResult | None:
+        """A job that asked not to be restarted while it still runs is ending by itself (NVRx's
+        launchers log their verdict, then all exit 93): give it the policy's grace to end with its
+        own exit code, which outer tooling reads, before the plan stops it. None: cancelled."""
+        grace = start.policy.never_restart_grace_s
+        job = attributed.job
+        if (attributed.attribution.restart_effect is not RestartEffect.NEVER or job is None
+                or job.state not in ACTIVE_JOB_STATES or grace <= 0 or not workflow.patched("let-the-job-end")):
+            return attributed
+        self._record(self._state, f"job {job.job_id} asked not to be restarted and is still {job.state}: it gets "
+                                  f"{grace:.0f} s to end by itself, with its own exit code, before goodput stops it")
+        deadline = workflow.now() + timedelta(seconds=grace)
+        while attributed.job is not None and attributed.job.state in ACTIVE_JOB_STATES:
+            left = (deadline - workflow.now()).total_seconds()
+            more = left > 0 and await self._wait(self._evidence_past(self._anomaly_count), left)
+            if self._cancelled_here():
+                return None
+            attributed = await self._attribute(start)
+            if not more:
+                break
+        return attributed
+
+    async def _recover_once(self, start: RecoveryStart, attributed: AttributeResult) -> bool:
+        """Attribute, plan and act once; True when the plan left the job to its own launcher's
+        in-job restart and the incident goes on following the job."""
+        self._attributed = attributed
         attribution, job = self._attributed.attribution, self._attributed.job
         if job is not None and start.policy.node_memory.enabled and workflow.patched("node-memory"):
             attribution = await self._remember(attribution, job)
@@ -113,13 +157,15 @@ class RecoveryWorkflow(RecoverySteps):
             self._mode = start.policy.mode_for(job.partition)
         self._move(S.ATTRIBUTED, attribution.explanation + (f" ({self._attributed.note})"
                                                             if self._attributed.note else ""))
+        if self._attributed.launcher:
+            self._record(S.ATTRIBUTED, self._attributed.launcher)
         self._upsert()
 
         self._plan = plan_recovery(attribution, job, start.policy)
         self._move(S.PLANNED, self._plan.rationale)
         self._upsert()
         if self._cancelled_here():
-            return
+            return False
         if self._plan.blocked_by_blast_radius:
             raise Escalation(self._plan.rationale)
         if job is None:
@@ -132,7 +178,7 @@ class RecoveryWorkflow(RecoverySteps):
         if self._mode is Mode.MONITOR:
             self._move(S.RECOMMENDED_ONLY, f"monitor mode: recommended — {self._plan.rationale}")
             await self._notify(f"recommendation: {self._plan.rationale}")
-            return
+            return False
         if self._mode is Mode.APPROVE:
             self._move(S.AWAITING_APPROVAL, "waiting for an operator to approve or cancel")
             self._upsert()
@@ -142,12 +188,46 @@ class RecoveryWorkflow(RecoverySteps):
             if not decided:
                 raise Escalation(f"no decision within {start.policy.approval_timeout_s:.0f}s")
             if self._cancelled_here():
-                return
+                return False
             if workflow.patched("kill-switch"):
                 _, why = effective_mode(self._mode, await self._kill_switch())
                 if why:  # engaged while the plan waited: it wins over the approval
                     raise Escalation(f"approved, but not carried out: {why}")
-        await self._execute(self._plan, job.job_id, job.restart_count)
+        follow = (attribution.restart_effect is RestartEffect.IN_JOB and start.policy.in_job_follow_s > 0
+                  and workflow.patched("follow-in-job-restarts"))
+        await self._execute(self._plan, job.job_id, job.restart_count, follow=follow)
+        return follow and self._state is S.FOLLOWING_LAUNCHER
+
+    async def _follow_launcher(self, start: RecoveryStart) -> AttributeResult | None:
+        """While the job's launcher restarts it in-job, wait for later evidence of the same job
+        attempt and weigh all of it again. Returns the attribution to act on once the launcher
+        gave up, asked not to be restarted or the job ended; None when the incident closed
+        (cancelled, or the launcher kept the job running for the whole window)."""
+        window = start.policy.in_job_follow_s
+        while True:
+            seen = self._anomaly_count
+            arrived = await self._wait(self._evidence_past(seen), window)
+            if self._cancelled_here():
+                return None
+            if not arrived:
+                self._move(S.STOPPED, f"no further evidence for {window:.0f} s: the job's launcher handled the "
+                                      "failure in-job; goodput took no recovery action")
+                await self._notify("handled in-job by the job's launcher; goodput took no recovery action")
+                return None
+            if start.policy.coalesce_window_s > 0:
+                await self._wait(lambda: self._cancel_requested(), start.policy.coalesce_window_s)
+            if self._cancelled_here():
+                return None
+            attributed = await self._attribute(start)
+            effect = attributed.attribution.restart_effect
+            if effect is not RestartEffect.IN_JOB:
+                self._record(S.FOLLOWING_LAUNCHER, f"{self._anomaly_count - seen} more anomalies: restart effect "
+                                                   f"now {effect}; weighing the evidence again")
+                return attributed
+            self._attributed = attributed
+            self._record(S.FOLLOWING_LAUNCHER, f"{self._anomaly_count - seen} more anomalies: still restarted "
+                                               "in-job by the job's launcher; following on"
+                         + (f" ({attributed.launcher})" if attributed.launcher else ""))
 
     async def _remember(self, attribution: Attribution, job: JobInfo) -> Attribution:
         """The cluster's memory of nodes weighs in on what this incident could not settle alone."""
@@ -169,7 +249,10 @@ class RecoveryWorkflow(RecoverySteps):
             self._attributed = self._attributed.model_copy(update={"attribution": remembered})
         return remembered
 
-    async def _execute(self, plan: RecoveryPlan, job_id: str, restarts: int) -> None:
+    def _evidence_past(self, seen: int) -> Callable[[], bool]:
+        return lambda: self._anomaly_count > seen or self._cancel_requested()
+
+    async def _execute(self, plan: RecoveryPlan, job_id: str, restarts: int, *, follow: bool = False) -> None:
         resumed: ResumeResult | None = None
         for action in plan.actions:
             if self._cancelled_here():
@@ -194,6 +277,13 @@ class RecoveryWorkflow(RecoverySteps):
                     "stop_job", StopInput(incident_id=self._id, job_id=job_id, observed_at=self._observed_at()),
                     str), str)
                 self._done(detail)
+        if resumed is None and follow:
+            self._move(S.FOLLOWING_LAUNCHER, f"{plan.rationale}; following the job for "
+                                             f"{self._start.policy.in_job_follow_s:.0f} s past its latest "
+                                             "evidence, to act if the launcher gives up")
+            self._upsert()
+            await self._notify(f"restarted in-job by the job's launcher, goodput follows: {plan.rationale}")
+            return
         if resumed is None:
             self._move(S.STOPPED, plan.rationale)
             await self._notify(f"stopped: {plan.rationale}")

@@ -46,6 +46,11 @@ class ProgressState(Frozen):
     step_times: tuple[float, ...] = ()
     checkpoint_since: datetime | None = None
 
+    def restarted(self, at: datetime) -> ProgressState:
+        """The job's launcher restarted its workers in-job at `at`: they start up again and replay
+        the steps since their checkpoint, so the step count starts over (the step times stay)."""
+        return ProgressState(started_at=at, step_times=self.step_times)
+
     def observe(self, event: ProgressEvent, at: datetime,
                 config: HangConfig = DEFAULT_HANG_CONFIG) -> ProgressState:
         if event.kind is ProgressKind.CHECKPOINT_START:

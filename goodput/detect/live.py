@@ -105,6 +105,8 @@ class LiveLogDetector:
                     first = first or line
                 elif match.signature.restart_effect is not RestartEffect.NONE:
                     effect_line = effect_line or line
+                if match.signature.restart_effect is RestartEffect.IN_JOB:
+                    progress = progress.restarted(observed_at)  # replayed steps are progress again
                 matches.append(match)
         self.state = self.state.model_copy(update={"progress": progress, "rank_steps": steps, "rank_hosts": hosts})
         first = first or effect_line

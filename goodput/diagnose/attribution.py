@@ -9,6 +9,7 @@ blamed (and no node drained) when the evidence says the application is at fault.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from goodput.diagnose.signatures import ROLE_ORDER, Catalogue, Role, Signature, default_catalogue
 from goodput.models import (
@@ -21,7 +22,7 @@ from goodput.models import (
     CulpritKind,
     RestartEffect,
 )
-from goodput.scheduler import JobInfo
+from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
 
 # For anomalies that carry no category of their own: what their kind most likely means.
 _KIND_DEFAULTS: dict[AnomalyKind, tuple[Category, bool, bool]] = {
@@ -134,11 +135,32 @@ _EFFECT_WHY = {
 }
 
 
-def _weight(anomaly: Anomaly, catalogue: Catalogue) -> tuple[int, int]:
+# A launcher that kills a hung rank itself (NVRx's rank monitor) leaves exit code -9 behind: in a
+# later batch of lines than the timeout it answers, that -9 is the launcher's kill, not the OOM
+# killer (the verdict of one batch applies the same rule line by line).
+_LAUNCHER_KILLS = frozenset({"nvrx-heartbeat-timeout", "nvrx-section-timeout"})
+_SIGKILL_ID = "torchrun-exit-sigkill"
+
+
+def _who_said_never(anomalies: Sequence[Anomaly], catalogue: Catalogue) -> str:
+    """Where the first `never` came from: the signature's own words, or the scheduler's evidence."""
+    for anomaly in sorted(anomalies, key=lambda a: a.observed_at):
+        if effect_of(anomaly, catalogue) is not RestartEffect.NEVER:
+            continue
+        for sig in (catalogue.get(i) for i in anomaly.signature_ids):
+            if sig is not None and sig.restart_effect is RestartEffect.NEVER:
+                return f" ({sig.id}: {sig.explanation})"
+        return f" ({anomaly.evidence[0][:200]})" if anomaly.evidence else ""
+    return ""
+
+
+def _weight(anomaly: Anomaly, catalogue: Catalogue, launcher_kill_at: datetime | None = None) -> tuple[int, int]:
     """(role, precedence): a root cause outranks any knock-on effect, then precedence decides."""
     sig = lead_signature(anomaly, catalogue)
     if sig is None:
         return ROLE_ORDER[Role.ROOT], PRECEDENCE[category_of(anomaly, catalogue)]
+    if sig.id == _SIGKILL_ID and launcher_kill_at is not None and anomaly.observed_at >= launcher_kill_at:
+        return ROLE_ORDER[Role.KNOCK_ON], sig.precedence
     return sig.rank_key
 
 
@@ -148,9 +170,13 @@ def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
     if not anomalies:
         return Attribution(category=Category.UNKNOWN, explanation="no evidence", restart=False)
     cat = catalogue or default_catalogue()
+    kill_at = min((a.observed_at for a in anomalies if _LAUNCHER_KILLS.intersection(a.signature_ids)), default=None)
+
+    def weight(a: Anomaly) -> tuple[int, int]:
+        return _weight(a, cat, kill_at)
 
     def key(a: Anomaly) -> tuple[int, int, object, str]:
-        role, precedence = _weight(a, cat)
+        role, precedence = weight(a)
         return (-role, -precedence, a.observed_at, a.id)
 
     ranked = sorted(anomalies, key=key)
@@ -162,8 +188,8 @@ def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
     else:
         restart, drain = _CATEGORY_DEFAULTS[category]
     # Knock-on anomalies never contribute culprits: a socket closed on node X says X's peer died.
-    lead_role = _weight(lead, cat)[0]
-    supporting = [a for a in ranked if category_of(a, cat) == category and _weight(a, cat)[0] == lead_role]
+    lead_role = weight(lead)[0]
+    supporting = [a for a in ranked if category_of(a, cat) == category and weight(a)[0] == lead_role]
 
     vouched = {a.id: vouched_nodes(a, job) for a in supporting}
     unverified = tuple(dict.fromkeys(n for a in supporting for n in vouched[a.id][1]))
@@ -188,9 +214,17 @@ def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
     signatures = tuple(dict.fromkeys(s for a in ranked for s in a.signature_ids))
     explanation = _explain(category, lead, culprits, len(anomalies), drain, sig)
     effect = net_effect(anomalies, cat)
+    if effect is RestartEffect.IN_JOB and job is not None and job.state not in ACTIVE_JOB_STATES:
+        # A launcher restarts workers inside a running job; once the job itself ended, nothing
+        # in it restarts anything any more, whatever its last line said.
+        effect = RestartEffect.GAVE_UP
+        explanation += (f"; the job's launcher had restarted it in-job, but job {job.job_id} has since ended "
+                        f"({job.state}): no launcher restarts it now")
     if effect in _EFFECT_WHY:
         restart = False
         explanation += f"; {_EFFECT_WHY[effect]}"
+        if effect is RestartEffect.NEVER:
+            explanation += _who_said_never(anomalies, cat)
     if unverified:
         explanation += (f"; the job's own output names {', '.join(unverified)}, not allocated to "
                         f"{'job ' + job.job_id if job is not None else 'this job (no scheduler record)'}: "

@@ -112,6 +112,8 @@ class AttributeResult(Frozen):
     attribution: Attribution
     job: JobInfo | None = None
     note: str = ""
+    # What the job's own launcher recorded (NVRx's cycle info, when the job's comment names it).
+    launcher: str = ""
 
 
 class IsolateInput(Frozen):

@@ -25,6 +25,8 @@ class IncidentState(StrEnum):
     ESCALATED = "escalated"
     CANCELLED = "cancelled"
     RECOMMENDED_ONLY = "recommended-only"
+    # The job's own launcher restarted it in-job: goodput watches for the launcher giving up.
+    FOLLOWING_LAUNCHER = "following-launcher"
 
 
 S = IncidentState
@@ -40,10 +42,14 @@ TRANSITIONS: dict[IncidentState, frozenset[IncidentState]] = {
     S.DETECTED: frozenset({S.ATTRIBUTED} | _ALWAYS),
     S.ATTRIBUTED: frozenset({S.PLANNED} | _ALWAYS),
     S.PLANNED: frozenset(
-        {S.AWAITING_APPROVAL, S.RECOMMENDED_ONLY, S.ISOLATING, S.RESUMING, S.STOPPED} | _ALWAYS
+        {S.AWAITING_APPROVAL, S.RECOMMENDED_ONLY, S.ISOLATING, S.RESUMING, S.STOPPED, S.FOLLOWING_LAUNCHER}
+        | _ALWAYS
     ),
-    S.AWAITING_APPROVAL: frozenset({S.ISOLATING, S.RESUMING, S.STOPPED} | _ALWAYS),
-    S.ISOLATING: frozenset({S.RESUMING, S.STOPPED} | _ALWAYS),
+    S.AWAITING_APPROVAL: frozenset({S.ISOLATING, S.RESUMING, S.STOPPED, S.FOLLOWING_LAUNCHER} | _ALWAYS),
+    S.ISOLATING: frozenset({S.RESUMING, S.STOPPED, S.FOLLOWING_LAUNCHER} | _ALWAYS),
+    # Later evidence (the launcher gave up, exit code 93, the job ended) is weighed again; a
+    # launcher that keeps the job running past the policy's window closes the incident.
+    S.FOLLOWING_LAUNCHER: frozenset({S.ATTRIBUTED, S.STOPPED} | _ALWAYS),
     S.RESUMING: frozenset({S.VERIFYING} | _ALWAYS),
     # A failed verification may spend another attempt from the retry budget.
     S.VERIFYING: frozenset({S.RECOVERED, S.RESUMING} | _ALWAYS),

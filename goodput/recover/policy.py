@@ -57,6 +57,14 @@ class Policy(Frozen):
     # A job that ends FAILED with one of these exit statuses asked not to be restarted: goodput
     # stops it instead (NVRx's launcher exits 93 after its attribution or no-progress verdict).
     never_restart_exit_codes: tuple[int, ...] = (93,)
+    # After the job's own launcher restarted it in-job (torchrun elastic, NVRx's ft_launcher), the
+    # incident follows the job this long past its latest evidence, so that the launcher giving up
+    # (or its exit code 93) is acted on then; 0 closes the incident at once, as before.
+    in_job_follow_s: float = Field(default=3600.0, ge=0.0, le=7 * 24 * 3600.0)
+    # A job that asked not to be restarted (exit code 93, NVRx's verdict in its log) while it still
+    # runs gets this long to end by itself, so that its own exit code reaches Slurm, before goodput
+    # stops it; 0 stops it at once.
+    never_restart_grace_s: float = Field(default=60.0, ge=0.0, le=3600.0)
     # Nodes goodput drained come back after a quarantine and the site's health check.
     return_to_service: ReturnToServicePolicy = Field(default_factory=ReturnToServicePolicy)
     # A closed incident keeps accepting late evidence of its job attempt this long, so the tail

@@ -22,6 +22,11 @@ HAPPY_PATHS = [
      S.VERIFYING, S.RESUMING, S.VERIFYING, S.RECOVERED],
     [S.DETECTED, S.ATTRIBUTED, S.PLANNED, S.AWAITING_APPROVAL, S.CANCELLED],
     [S.DETECTED, S.ATTRIBUTED, S.PLANNED, S.ISOLATING, S.STOPPED],
+    # restarted in-job by the job's launcher: followed until it gives up, then recovered by goodput
+    [S.DETECTED, S.ATTRIBUTED, S.PLANNED, S.FOLLOWING_LAUNCHER, S.ATTRIBUTED, S.PLANNED, S.RESUMING,
+     S.VERIFYING, S.RECOVERED],
+    # ... or the launcher kept the job running: nothing for goodput to do
+    [S.DETECTED, S.ATTRIBUTED, S.PLANNED, S.ISOLATING, S.FOLLOWING_LAUNCHER, S.STOPPED],
 ]
 
 
@@ -40,6 +45,7 @@ def test_legal_paths(path: list[IncidentState]) -> None:
     (S.RECOVERED, S.RESUMING),           # terminal states are final
     (S.CANCELLED, S.ISOLATING),
     (S.RECOMMENDED_ONLY, S.ISOLATING),
+    (S.FOLLOWING_LAUNCHER, S.RESUMING),  # a launcher's later verdict is attributed before any action
 ])
 def test_illegal_moves_raise(current: IncidentState, target: IncidentState) -> None:
     with pytest.raises(IllegalTransitionError, match=f"{current} -> {target}"):

@@ -118,7 +118,15 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("Section 'step' has been open for 31.02 seconds. Timeout is 30.00 seconds.", "nvrx-section-timeout",
      {"detail": "step"}),
     ("Some rank(s) exited with non-zero exit code: {0: 7}. Agent's exit code = 1", "nvrx-gave-up", {}),
-    ("Training cycle #1 made NO progress (iteration 120 -> 120)", "nvrx-no-progress", {}),
+    ("Training cycle #1 made NO progress (iteration 120 -> 120)", "nvrx-cycle-without-progress", {}),
+    ("EARLY TERMINATION: 1 consecutive training cycles without progress (threshold: 1).", "nvrx-no-progress", {}),
+    ("launcher.py:3740 NVRx decided the job must not be restarted (no_progress): Progress tracker detected no "
+     "progress across restarts.. Agent's exit code = 93", "nvrx-no-progress", {}),
+    ("[default] Another launcher reported a no-restart decision (no_progress); terminating workers.",
+     "nvrx-no-progress", {}),
+    ("ft_rendezvous_barrier.py:1624 [node2_7743_0] [Step 2] Detected multiple participants on the same node "
+     "(127.0.0.1) in round 0. This indicates more than one ft_launcher per node (misconfiguration). Permanently "
+     "closing the rendezvous.", "nvrx-rendezvous-closed", {}),
     ("slurmstepd: error: *** STEP 63532.0 ON cn106 CANCELLED AT 2020-12-14T09:43:55 ***", "slurm-step-cancelled", {}),
     ("n1:4:4 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 169.254.20.10<43369> failed : "
      "Software caused connection abort", "nccl-bootstrap-connect-failed", {"peer": "169.254.20.10"}),
@@ -312,6 +320,10 @@ NEAR_MISSES = [
     "slurmstepd: error: *** JOB 77 ON hx-1 COMPLETED ***",
     "Received keep-alive from node hx-4",
     "rank 3 reached a timeout-free barrier",
+    # NVRx 0.7 logs these on every in-job restart and every successful exit.
+    "ft_rendezvous_barrier.py:1372 [node2_9328_0] [Step 0] Round 0 closed (training in progress), waiting for "
+    "next round...",
+    "ft_rendezvous_barrier.py:2991 The node 'node1_9325_0' has permanently closed the rendezvous '3'.",
 ]
 
 
