@@ -15,6 +15,7 @@ BENCHMARKS = {
     "watch": "benchmarks.watch_capacity",
     "diagnosis": "benchmarks.diagnosis",
     "checkpoints": "benchmarks.checkpoint_cost",
+    "console": "benchmarks.console_scale",
 }
 
 

@@ -83,6 +83,10 @@ class ConsoleSettings(BaseModel):
     # Where the console's deep links to incidents point; default http://127.0.0.1:<temporal_ui_port>.
     temporal_ui_url: str = ""
     refresh_s: float = Field(default=1.0, gt=0, le=60)
+    # Counts per state (one query per state) and the overview pages' 2,000-incident window cost
+    # far more than a page of rows at scale (docs/benchmarks.md): they refresh less often.
+    counts_refresh_s: float = Field(default=10.0, gt=0, le=600)
+    overview_refresh_s: float = Field(default=30.0, gt=0, le=3600)
     # The Goodput page's "GPU-hours saved" compares each recovery with a person doing it by hand
     # in this many minutes (detect, diagnose, drain, resubmit): an estimate, the site's baseline.
     manual_recovery_min: float = Field(default=60.0, gt=0, le=7 * 24 * 60)

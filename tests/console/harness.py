@@ -52,6 +52,6 @@ async def served_console(client: Client, task_queue: str, tmp_path: Path,
         ctx = ConsoleContext(backend=ConsoleBackend(client, task_queue),
                              auth=TokenAuthenticator(USERS, b"s" * 32), policy=policy, cluster=cluster,
                              audit_path=audit.path, temporal_ui_url="http://127.0.0.1:8233", namespace="default",
-                             refresh_s=0.2, scheduler=fake)
+                             refresh_s=0.2, counts_refresh_s=0.2, overview_refresh_s=0.2, scheduler=fake)
         async with serve_console(ctx, settings, None) as served:
             yield Console(url=served.url, cluster=cluster, task_queue=task_queue, fake=fake, audit=audit, ctx=ctx)

@@ -45,7 +45,8 @@ async def awaiting(client: Client, console: Console, job: str = "1001", evidence
 
 async def test_without_credentials_every_page_is_401_and_a_browser_gets_the_login_form(
         client: Client, task_queue: str, tmp_path: Path) -> None:
-    async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(base_url=console.url) as http:
+    async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(
+            base_url=console.url, timeout=30) as http:
         for path in ("/incidents", "/inbox", "/nodes", "/jobs", "/audit", "/goodput", "/kill-switch",
                      "/incidents/stream"):
             response = await http.get(path)
@@ -61,7 +62,8 @@ async def test_without_credentials_every_page_is_401_and_a_browser_gets_the_logi
 
 
 async def test_a_viewer_reads_but_every_action_is_403(client: Client, task_queue: str, tmp_path: Path) -> None:
-    async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(base_url=console.url) as http:
+    async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(
+            base_url=console.url, timeout=30) as http:
         incident = await awaiting(client, console)
         csrf = await login(http, VIEWER_TOKEN)
         page = await http.get(f"/incidents/{incident}")
@@ -79,7 +81,8 @@ async def test_a_viewer_reads_but_every_action_is_403(client: Client, task_queue
 
 async def test_an_operator_session_needs_its_csrf_token_and_the_same_origin(
         client: Client, task_queue: str, tmp_path: Path) -> None:
-    async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(base_url=console.url) as http:
+    async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(
+            base_url=console.url, timeout=30) as http:
         incident = await awaiting(client, console)
         csrf = await login(http, OPERATOR_TOKEN)
         missing = await http.post(f"/incidents/{incident}/approve", data={"reason": "go"})
@@ -107,7 +110,8 @@ async def test_an_operator_session_needs_its_csrf_token_and_the_same_origin(
 
 async def test_a_tampered_or_foreign_session_cookie_is_not_a_login(client: Client, task_queue: str,
                                                                   tmp_path: Path) -> None:
-    async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(base_url=console.url) as http:
+    async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(
+            base_url=console.url, timeout=30) as http:
         await login(http, VIEWER_TOKEN)
         cookie = http.cookies["goodput_session"]
         body, _, signature = cookie.rpartition(".")
@@ -122,7 +126,7 @@ async def test_a_tampered_or_foreign_session_cookie_is_not_a_login(client: Clien
 async def test_an_operator_by_bearer_token_acts_without_csrf_and_job_text_stays_text(
         client: Client, task_queue: str, tmp_path: Path) -> None:
     async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(
-            base_url=console.url, headers=console.bearer()) as http:
+            base_url=console.url, headers=console.bearer(), timeout=30) as http:
         incident = await awaiting(client, console, evidence=(f"NCCL WARN {EVIL}", "Xid 79 on node2"))
         page = await http.get(f"/incidents/{incident}")
         assert EVIL not in page.text and "&lt;script&gt;" in page.text
@@ -140,7 +144,7 @@ async def test_an_operator_by_bearer_token_acts_without_csrf_and_job_text_stays_
 async def test_filters_are_validated_and_a_saved_view_is_a_url(client: Client, task_queue: str,
                                                               tmp_path: Path) -> None:
     async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(
-            base_url=console.url, headers=console.bearer(VIEWER_TOKEN)) as http:
+            base_url=console.url, headers=console.bearer(VIEWER_TOKEN), timeout=30) as http:
         first = await awaiting(client, console, "1001")
         other = await inject(client, task_queue, anomaly("1002", cluster=console.cluster, nodes=("node3",)))
         await result(client, other)
@@ -155,7 +159,8 @@ async def test_filters_are_validated_and_a_saved_view_is_a_url(client: Client, t
 
 async def test_kill_switch_by_form_is_audited_with_who_and_where_and_exported_as_csv(
         client: Client, task_queue: str, tmp_path: Path) -> None:
-    async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(base_url=console.url) as http:
+    async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(
+            base_url=console.url, timeout=30) as http:
         csrf = await login(http, OPERATOR_TOKEN)
         flipped = await http.post("/kill-switch", data={"action": "on", "reason": "storm of drains",
                                                         "csrf_token": csrf})
@@ -186,7 +191,7 @@ async def test_metrics_are_served_beside_the_console_without_a_login(client: Cli
     publish(exposition)
     try:
         async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(
-                base_url=console.url) as http:
+                base_url=console.url, timeout=30) as http:
             response = await http.get("/metrics")
     finally:
         publish(None)
@@ -197,7 +202,7 @@ async def test_metrics_are_served_beside_the_console_without_a_login(client: Cli
 
 async def test_every_overview_page_renders_what_happened(client: Client, task_queue: str, tmp_path: Path) -> None:
     async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(
-            base_url=console.url, headers=console.bearer(VIEWER_TOKEN)) as http:
+            base_url=console.url, headers=console.bearer(VIEWER_TOKEN), timeout=30) as http:
         done = await inject(client, task_queue, anomaly("1001", cluster=console.cluster), mode=Mode.AUTONOMOUS)
         assert (await result(client, done)).state is S.RECOVERED
         waiting = await awaiting(client, console, "1002")
@@ -217,7 +222,7 @@ async def test_every_overview_page_renders_what_happened(client: Client, task_qu
 async def test_one_node_fault_that_hit_two_jobs_is_shown_as_one(client: Client, task_queue: str,
                                                               tmp_path: Path) -> None:
     async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(
-            base_url=console.url, headers=console.bearer(VIEWER_TOKEN)) as http:
+            base_url=console.url, headers=console.bearer(VIEWER_TOKEN), timeout=30) as http:
         shared = console.fake.snapshot().jobs["1002"]
         console.fake.add_job(shared.model_copy(update={"job_id": "1004", "nodes": ("node3",)}))  # beside 1002
         for job in ("1002", "1004"):

@@ -146,7 +146,10 @@ async def _listing(ctx: ConsoleContext, request: Request) -> dict[str, object]:
 
     async def fetch() -> dict[str, object]:
         page = await ctx.backend.page(flt, _page_token(token))
-        counts = await ctx.backend.counts(flt)
+        # Counts cost a query per state (the server groups only by execution status) and change
+        # only as incidents move: refreshed on their own, slower period (docs/benchmarks.md).
+        unstated = flt.model_copy(update={"state": None})
+        counts = await ctx.counts.get(unstated.as_params(), lambda: ctx.backend.counts(unstated))
         nxt = base64.urlsafe_b64encode(page.next_token).decode().rstrip("=") if page.next_token else ""
         return {"flt": flt, "rows": page.rows, "counts": counts, "badges": earlier_failures(page.rows),
                 "next_page": nxt, "total": sum(counts.values())}
@@ -248,15 +251,15 @@ def _operator(who: Caller, reason: str) -> OperatorDecision:
 async def inbox(ctx: ConsoleContext, request: Request) -> Response:
     """Incidents waiting for a person, oldest first, each with its deadline."""
     who = require(request, ctx.auth)
-    flt = IncidentFilter(state=IncidentState.AWAITING_APPROVAL, open_only=True, page_size=200)
+    flt = IncidentFilter(state=IncidentState.AWAITING_APPROVAL, cluster=ctx.cluster, open_only=True, page_size=200)
     rows = sorted(await ctx.backend.all(flt, limit=2000), key=lambda s: s.started_at or datetime.min.replace(
         tzinfo=UTC))
+    reports = await ctx.backend.reports([row.incident_id for row in rows[:200]])
     waiting: list[tuple[IncidentSummary, datetime | None, list[str]]] = []
     for row in rows[:200]:
-        try:
-            report = await ctx.backend.service.get(row.incident_id)
-        except ServiceError:
-            waiting.append((row, None, ["(report unavailable)"]))
+        report = reports[row.incident_id]
+        if report is None:
+            waiting.append((row, None, ["(report unavailable: are its workers up?)"]))
             continue
         waiting.append((row, approval_deadline(report, ctx.policy), planned_effects(report.plan, row.job_id)))
     return ctx.render(request, "inbox.html", who, waiting=waiting, now=datetime.now(UTC), more=len(rows) > 200)

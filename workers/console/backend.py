@@ -9,6 +9,7 @@ and a hundred thousand closed incidents.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,8 +17,9 @@ from datetime import UTC, datetime
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, RPCError, WorkflowExecution, WorkflowExecutionStatus
 
-from goodput.cli.service import IncidentSummary, ServiceUnavailableError
+from goodput.cli.service import IncidentSummary, ServiceError, ServiceUnavailableError
 from goodput.console.filters import IncidentFilter
+from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from workers.client import RPC_TIMEOUT, TemporalIncidentService
 from workflows import search
@@ -107,6 +109,23 @@ class ConsoleBackend:
         except RPCError as err:
             raise ServiceUnavailableError(f"cannot count incidents: {err}") from err
         return counts
+
+    async def reports(self, incident_ids: Sequence[str], timeout_s: float = 3.0,
+                      concurrency: int = 16) -> dict[str, IncidentReport | None]:
+        """Many incidents' reports at once, each given `timeout_s`: a running incident whose
+        workers are down cannot answer its query, and one such must not hold up a page of many
+        (None for it; the page says so)."""
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(incident_id: str) -> IncidentReport | None:
+            async with gate:
+                try:
+                    return await asyncio.wait_for(self.service.get(incident_id), timeout_s)
+                except (ServiceError, TimeoutError):
+                    return None
+
+        found = await asyncio.gather(*(one(i) for i in incident_ids))
+        return dict(zip(incident_ids, found, strict=True))
 
     async def steps(self, incident_id: str) -> list[ActivityStep]:
         """The incident's activities from its workflow history, with retries counted."""

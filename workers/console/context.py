@@ -14,6 +14,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from goodput.cli.service import IncidentSummary
 from goodput.console.auth import Role, TokenAuthenticator
 from goodput.recover.policy import Policy
 from goodput.scheduler import Scheduler
@@ -34,6 +35,8 @@ class ConsoleContext:
     temporal_ui_url: str
     namespace: str
     refresh_s: float = 1.0
+    counts_refresh_s: float = 10.0
+    overview_refresh_s: float = 30.0
     # Read-only here (list_nodes): who drained each node. None where the console runs without it.
     scheduler: Scheduler | None = None
     # The baseline "GPU-hours saved" is measured against: a person recovering the job by hand.
@@ -41,6 +44,8 @@ class ConsoleContext:
 
     def __post_init__(self) -> None:
         self.listings: SharedRefresh[dict[str, object]] = SharedRefresh(self.refresh_s)
+        self.counts: SharedRefresh[dict[str, int]] = SharedRefresh(self.counts_refresh_s)
+        self.overviews: SharedRefresh[list[IncidentSummary]] = SharedRefresh(self.overview_refresh_s)
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(
             enabled_extensions=("html",), default=True), trim_blocks=True, lstrip_blocks=True)
 

@@ -72,7 +72,10 @@ async def flip_kill_switch(ctx: ConsoleContext, request: Request) -> Response:
 
 
 async def _newest(ctx: ConsoleContext) -> list[IncidentSummary]:
-    return await ctx.backend.all(IncidentFilter(cluster=ctx.cluster, page_size=200), limit=WINDOW)
+    """The overview pages' window: 2,000 rows take seconds at scale (docs/benchmarks.md, "Console
+    at scale"), so every page and browser shares one read per overview period."""
+    return await ctx.overviews.get(ctx.cluster, lambda: ctx.backend.all(
+        IncidentFilter(cluster=ctx.cluster, page_size=200), limit=WINDOW))
 
 
 async def nodes(ctx: ConsoleContext, request: Request) -> Response:
@@ -172,10 +175,9 @@ async def goodput(ctx: ConsoleContext, request: Request) -> Response:
     action: list[float] = []
     lost_gpu_hours = saved_gpu_hours = 0.0
     recovered = 0
-    for s in rows[:REPORT_WINDOW]:
-        try:
-            report = await ctx.backend.service.get(s.incident_id)
-        except ServiceError:
+    reports = await ctx.backend.reports([s.incident_id for s in rows[:REPORT_WINDOW]])
+    for report in reports.values():
+        if report is None:
             continue
         detection += [(a.detected_at - a.observed_at).total_seconds() for a in report.anomalies]
         acted = [r.at for r in report.audit if r.actor == "goodput" and r.action.value in ("drain", "requeue",

@@ -23,6 +23,7 @@ def console_context(settings: Settings, client: Client) -> tuple[ConsoleContext,
         backend=ConsoleBackend(client, settings.task_queue), auth=auth, policy=settings.policy,
         cluster=settings.cluster, audit_path=settings.audit_path, namespace=settings.namespace,
         temporal_ui_url=settings.console.temporal_ui_url or f"http://127.0.0.1:{settings.temporal_ui_port}",
-        refresh_s=settings.console.refresh_s, scheduler=scheduler,
+        refresh_s=settings.console.refresh_s, counts_refresh_s=settings.console.counts_refresh_s,
+        overview_refresh_s=settings.console.overview_refresh_s, scheduler=scheduler,
         manual_recovery_s=settings.console.manual_recovery_min * 60)
     return ctx, token_file
