@@ -32,6 +32,7 @@ from activities.adapters.nvsentinel import (
 )
 from activities.adapters.nvsentinel_proto import health_event_pb2 as pb
 from goodput.detect.nvsentinel import NvSentinelSettings, token_accepted
+from workers.http_site import bracketed
 
 log = logging.getLogger("goodput.nvsentinel")
 
@@ -46,10 +47,6 @@ if TYPE_CHECKING:  # the stubs make gRPC's handler types generic; the runtime cl
 def _ascii(text: str, limit: int = 300) -> str:
     """gRPC metadata values are printable ASCII."""
     return "".join(ch if " " <= ch <= "~" else "?" for ch in text[:limit])
-
-
-def _host(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def _decode(data: bytes) -> pb.HealthEvents | None:
@@ -119,7 +116,7 @@ class NvSentinelGrpcServer:
     @property
     def target(self) -> str:
         """What NVSentinel's grpcSinkConnector.target should say (host:port)."""
-        return f"{_host(self.settings.grpc_host)}:{self.port}"
+        return f"{bracketed(self.settings.grpc_host)}:{self.port}"
 
     async def start(self) -> None:
         if self._server is not None:
@@ -137,7 +134,7 @@ class NvSentinelGrpcServer:
                     for name in (METHOD, LEGACY_METHOD)}
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(PLATFORM_CONNECTOR, handlers),))
         try:
-            port = server.add_insecure_port(f"{_host(self.settings.grpc_host)}:{self.settings.grpc_port}")
+            port = server.add_insecure_port(f"{bracketed(self.settings.grpc_host)}:{self.settings.grpc_port}")
         except RuntimeError as err:
             raise OSError(f"cannot listen on {self.settings.grpc_host}:{self.settings.grpc_port}: {err}") from None
         if not port:

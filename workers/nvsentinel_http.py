@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,37 +31,12 @@ from goodput.detect.nvsentinel import (
     parse_cloudevent,
     token_accepted,
 )
+from workers.http_site import Listener, application, bracketed, json_error
 
 log = logging.getLogger("goodput.nvsentinel")
 
-HEALTH_PATH = "/healthz"
 RETRY_AFTER_S = 5
 MAX_TOKEN_REQUEST = 8192
-_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _host(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> web.Response:
-    return web.json_response({"error": message}, status=status, headers=headers)
-
-
-@web.middleware
-async def _json_errors(request: web.Request, handler: _Handler) -> web.StreamResponse:
-    """aiohttp's own refusals (404, 405, 413 while reading) in the same JSON shape."""
-    try:
-        return await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        kept = {k: exc.headers[k] for k in ("Allow", "WWW-Authenticate", "Retry-After") if k in exc.headers}
-        return _error(exc.status, exc.text or exc.reason, kept)
-
-
-async def _plain_server_header(request: web.Request, response: web.StreamResponse) -> None:
-    response.headers["Server"] = "goodput"
 
 
 class NvSentinelHttpServer:
@@ -74,53 +49,34 @@ class NvSentinelHttpServer:
         self._tokens = tuple(tokens)
         self._clients = {client: secret.get_secret_value() for client, secret in settings.oauth_clients.items()}
         self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
-        self.app = web.Application(client_max_size=settings.max_message_bytes, middlewares=[_json_errors])
-        self.app.on_response_prepare.append(_plain_server_header)
+        self.app = application(settings.max_message_bytes)
         self.app.router.add_post(settings.http_path, self._events)
         if self._clients:
             self.app.router.add_post(settings.oauth_token_path, self._token)
-        self.app.router.add_get(HEALTH_PATH, self._health)
-        self._runner: web.AppRunner | None = None
-        self._port: int | None = None
+        self._listener = Listener(self.app, "NVSentinel HTTP receiver")
 
     @property
     def port(self) -> int:
-        if self._port is None:
-            raise RuntimeError("the NVSentinel HTTP receiver is not started")
-        return self._port
+        return self._listener.port
 
     @property
     def url(self) -> str:
         """What NVSentinel's event exporter should POST to."""
-        return f"http://{_host(self.settings.http_host)}:{self.port}{self.settings.http_path}"
+        return f"http://{bracketed(self.settings.http_host)}:{self.port}{self.settings.http_path}"
 
     async def start(self) -> None:
-        if self._runner is not None:
+        if self._listener.started:
             return
-        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=5.0)
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, self.settings.http_host, self.settings.http_port).start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self._port = int(runner.addresses[0][1])
+        await self._listener.start(self.settings.http_host, self.settings.http_port)
         log.info("NVSentinel CloudEvents receiver on %s", self.url)
 
     async def stop(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
-        self._port = None
-
-    async def _health(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+        await self._listener.stop()
 
     @property
     def token_url(self) -> str:
         """What NVSentinel's event exporter should use as its OIDC tokenUrl."""
-        return f"http://{_host(self.settings.http_host)}:{self.port}{self.settings.oauth_token_path}"
+        return f"http://{bracketed(self.settings.http_host)}:{self.port}{self.settings.oauth_token_path}"
 
     def _authorized(self, header: str | None) -> bool:
         """A configured token, or an access token minted for a configured OAuth client; with
@@ -138,13 +94,13 @@ class NvSentinelHttpServer:
         form fields and gets a bearer token for the events endpoint."""
         no_store = {"Cache-Control": "no-store", "Pragma": "no-cache"}
         if request.content_length is not None and request.content_length > MAX_TOKEN_REQUEST:
-            return _error(413, f"a token request is at most {MAX_TOKEN_REQUEST} bytes")
+            return json_error(413, f"a token request is at most {MAX_TOKEN_REQUEST} bytes")
         if request.content_type != "application/x-www-form-urlencoded":
             return web.json_response({"error": "invalid_request",
                                       "error_description": "send application/x-www-form-urlencoded"}, status=400)
         body = await request.read()
         if len(body) > MAX_TOKEN_REQUEST:
-            return _error(413, f"a token request is at most {MAX_TOKEN_REQUEST} bytes")
+            return json_error(413, f"a token request is at most {MAX_TOKEN_REQUEST} bytes")
         try:
             fields = urllib.parse.parse_qs(body.decode("utf-8"), max_num_fields=20)
         except (UnicodeDecodeError, ValueError):
@@ -166,27 +122,27 @@ class NvSentinelHttpServer:
 
     async def _events(self, request: web.Request) -> web.Response:
         if not self._authorized(request.headers.get("Authorization")):
-            return _error(401, "missing or invalid token: send 'Authorization: Bearer <token>'",
+            return json_error(401, "missing or invalid token: send 'Authorization: Bearer <token>'",
                           {"WWW-Authenticate": 'Bearer realm="goodput"'})
         if request.content_type != CLOUDEVENTS_TYPE:
-            return _error(415, f"unsupported content type {request.content_type[:100]!r}: send one CloudEvent "
+            return json_error(415, f"unsupported content type {request.content_type[:100]!r}: send one CloudEvent "
                                f"in structured mode as {CLOUDEVENTS_TYPE}")
         limit = self.settings.max_message_bytes
         if request.content_length is not None and request.content_length > limit:
-            return _error(413, f"body is {request.content_length} bytes (limit {limit})")
+            return json_error(413, f"body is {request.content_length} bytes (limit {limit})")
         async with self._slots:
             body = await request.read()  # bounded by client_max_size, chunked or not
             try:
                 cloud_event = parse_cloudevent(body)
             except CloudEventError as err:
-                return _error(400, str(err))
+                return json_error(400, str(err))
             del body
             received = await self._intake.receive([JsonIncoming(cloud_event.event)], "http")
         return self._answer(received)
 
     def _answer(self, received: Received) -> web.Response:
         if received.retry is not None:
-            return _error(503, received.retry, {"Retry-After": str(RETRY_AFTER_S)})
+            return json_error(503, received.retry, {"Retry-After": str(RETRY_AFTER_S)})
         if received.rejected:
-            return _error(422, received.rejected[0])
+            return json_error(422, received.rejected[0])
         return web.json_response({"outcome": received.outcome.value, "anomalies": received.anomalies})

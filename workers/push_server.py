@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
@@ -34,41 +34,19 @@ from goodput.detect.push import (
 )
 from goodput.detect.watch import AnomalySink
 from goodput.identifiers import validate_cluster
+from workers.http_site import Listener, application, bracketed, json_error
 
 log = logging.getLogger("goodput.push")
 
 LOGS_PATH = "/v1/logs"
-HEALTH_PATH = "/healthz"
 ACCEPTED_TYPES = frozenset({"application/json", "application/x-ndjson", "application/jsonl",
                             "application/x-jsonlines", "text/plain"})
 RETRY_AFTER_S = 5
 SUBMIT_TIMEOUT_S = 30.0  # shippers give up on a request after about this long anyway
-_KEPT_HEADERS = ("Allow", "WWW-Authenticate", "Retry-After")
-_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> web.Response:
-    return web.json_response({"error": message}, status=status, headers=headers)
-
-
-async def _plain_server_header(request: web.Request, response: web.StreamResponse) -> None:
-    response.headers["Server"] = "goodput"  # not the Python and aiohttp versions
-
-
-@web.middleware
-async def _json_errors(request: web.Request, handler: _Handler) -> web.StreamResponse:
-    """aiohttp's own refusals (405, 404, 413 while reading) in the same JSON shape as ours."""
-    try:
-        return await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        headers = {k: exc.headers[k] for k in _KEPT_HEADERS if k in exc.headers}
-        return _error(exc.status, exc.text or exc.reason, headers)
 
 
 class PushServer:
@@ -85,45 +63,27 @@ class PushServer:
         # A threading lock, not an asyncio one: a cancelled request must not free the router while
         # its worker thread is still inside it.
         self._route_lock = threading.Lock()
-        self.app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_json_errors])
-        self.app.on_response_prepare.append(_plain_server_header)
+        self.app = application(config.max_body_bytes)
         self.app.router.add_post(LOGS_PATH, self._logs)
-        self.app.router.add_get(HEALTH_PATH, self._health)
-        self._runner: web.AppRunner | None = None
-        self._port: int | None = None
+        self._listener = Listener(self.app, "push server")
 
     @property
     def port(self) -> int:
         """The bound port, once started."""
-        if self._port is None:
-            raise RuntimeError("the push server is not started")
-        return self._port
+        return self._listener.port
 
     @property
     def url(self) -> str:
-        host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
-        return f"http://{host}:{self.port}"
+        return f"http://{bracketed(self.config.host)}:{self.port}"
 
     async def start(self) -> None:
-        if self._runner is not None:
+        if self._listener.started:
             return
-        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=5.0)
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, self.config.host, self.config.port)
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self._port = int(runner.addresses[0][1])
+        await self._listener.start(self.config.host, self.config.port)
         log.info("log push listening on %s%s", self.url, LOGS_PATH)
 
     async def stop(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
-        self._port = None
+        await self._listener.stop()
 
     async def __aenter__(self) -> PushServer:
         await self.start()
@@ -134,9 +94,6 @@ class PushServer:
         await self.stop()
 
     # -- handlers -------------------------------------------------------------------------
-
-    async def _health(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
 
     def _authorized(self, request: web.Request) -> bool:
         header = request.headers.get("Authorization")
@@ -151,23 +108,23 @@ class PushServer:
 
     async def _logs(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
-            return _error(401, "missing or invalid token: send 'Authorization: Bearer <token>'",
+            return json_error(401, "missing or invalid token: send 'Authorization: Bearer <token>'",
                           {"WWW-Authenticate": 'Bearer realm="goodput"'})
         if request.content_type not in ACCEPTED_TYPES:
-            return _error(415, f"unsupported content type {request.content_type[:100]!r}; "
+            return json_error(415, f"unsupported content type {request.content_type[:100]!r}; "
                                f"send one of {', '.join(sorted(ACCEPTED_TYPES))}")
         limit = self.config.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
-            return _error(413, f"body is {request.content_length} bytes (limit {limit})")
+            return json_error(413, f"body is {request.content_length} bytes (limit {limit})")
         async with self._slots:
             body = await request.read()  # bounded by client_max_size, chunked or not
             try:
                 batch = await asyncio.to_thread(parse_batch, body, self.config, cluster=self.cluster,
                                                 received_at=self._clock())
             except BodyTooLargeError as err:
-                return _error(413, str(err))
+                return json_error(413, str(err))
             except PushBodyError as err:
-                return _error(400, str(err))
+                return json_error(400, str(err))
             del body
             routed = await asyncio.to_thread(self._route, batch, self._clock())
         for key, failure in routed.failures:
@@ -181,7 +138,7 @@ class PushServer:
             except Exception:
                 log.warning("log push: could not submit anomaly %s for job %s; asking the shipper to retry",
                             anomaly.id, anomaly.job_id, exc_info=True)
-                return _error(503, "could not record the anomalies of this batch; retry later",
+                return json_error(503, "could not record the anomalies of this batch; retry later",
                               {"Retry-After": str(RETRY_AFTER_S)})
         rejected = sorted([*batch.rejected, *routed.rejected], key=lambda r: r.line)[:self.config.max_rejections]
         rejected_total = batch.rejected_total + len(routed.rejected)
