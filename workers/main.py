@@ -27,6 +27,8 @@ from goodput.checkpoints.model import DEFAULT_SETTLE_S
 from goodput.checkpoints.report import run_checkpoints
 from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_file
 from goodput.cli.audit import render as render_audit
+from goodput.cli.doctor import exit_code as doctor_exit_code
+from goodput.cli.doctor import render as render_doctor
 from goodput.cli.render import faults_table, incident_detail, incidents_table, lost_work_table, nodes_table
 from goodput.cli.service import ServiceError
 from goodput.config import Settings
@@ -39,6 +41,7 @@ from goodput.recover.incident import Decision, DecisionVerb, IncidentReport
 from goodput.recover.kill_switch import KillSwitchState
 from workers import devserver
 from workers.client import TemporalIncidentService, connect
+from workers.doctor import run_checks
 from workers.logs import configure as configure_logs
 from workers.serve import cmd_agent, cmd_console, cmd_up, cmd_worker
 
@@ -78,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     incidents = sub.add_parser("incidents", help="list incidents")
     incidents.add_argument("--limit", type=int, default=50)
     incidents.add_argument("--json", action="store_true")
+
+    doctor = sub.add_parser("doctor", help="check this host's set-up (Temporal, Slurm, rights, data dir) "
+                                           "and say what to fix")
+    doctor.add_argument("--json", action="store_true")
 
     faults = sub.add_parser("faults", help="one fault, many jobs: incidents grouped by the node they blame")
     faults.add_argument("--limit", type=int, default=2000, help="newest incidents to group")
@@ -286,6 +293,16 @@ def show_audit(args: argparse.Namespace, settings: Settings, rebuilt: Sequence[A
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    results = asyncio.run(run_checks(settings))
+    if args.json:
+        for result in results:
+            print(result.model_dump_json())
+    else:
+        render_doctor(results, sys.stdout)
+    return doctor_exit_code(results)
+
+
 def cmd_classify(args: argparse.Namespace) -> int:
     return run_classify(args.paths, args.json, sys.stdout, sys.stderr)
 
@@ -308,6 +325,8 @@ def dispatch(argv: Sequence[str] | None = None) -> int:
         settings = settings_from(args)
         if args.command == "audit" and not args.from_histories:
             return show_audit(args, settings)
+        if args.command == "doctor":
+            return cmd_doctor(args, settings)
         if args.command == "up":
             return asyncio.run(cmd_up(settings, console))
         if args.command == "worker":

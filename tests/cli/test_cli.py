@@ -221,6 +221,24 @@ async def test_faults_group_the_incidents_that_blamed_one_node(client: Client, t
     assert [f["jobs"] for f in faults][:1] == [[f"{cluster}/1002", f"{cluster}/1004"]]
 
 
+def test_doctor_passes_on_a_working_setup_and_names_each_broken_piece(cli_env: dict[str, str],
+                                                                     tmp_path: Path) -> None:
+    healthy = run("doctor", "--json", env=cli_env)
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    found = {r["name"]: r["status"] for r in map(json.loads, healthy.stdout.splitlines())}
+    assert found["temporal"] == found["slurm nodes"] == found["data dir"] == "ok"
+    assert found["search attributes"] == "ok"
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    broken = run("doctor", env={**cli_env, "GOODPUT_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}",
+                                "GOODPUT_DATA_DIR": str(blocker / "data")})
+    assert broken.returncode == 1
+    assert "[FAIL] temporal" in broken.stdout and "[FAIL] data dir" in broken.stdout
+    assert "[skip] search attributes" in broken.stdout and "problem(s): data dir, temporal" in broken.stdout
+    assert "fix: start `goodput up`" in broken.stdout
+
+
 async def test_kill_switch_from_the_command_line(client: Client, task_queue: str, cli_env: dict[str, str]) -> None:
     async with running_worker(client, task_queue):
         refused = await arun("kill-switch", "on", env=cli_env)
