@@ -11,7 +11,7 @@ import os
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -64,6 +64,26 @@ class SlurmSettings(BaseModel):
     resubmit_path: str = Field(default=DEFAULT_PATH, min_length=1, max_length=4096, pattern=r"^[^\x00-\x1f,]+$")
 
 
+class TemporalTlsSettings(BaseModel):
+    """TLS to a production Temporal cluster: the CA that signs its certificate and, for mTLS, this
+    client's certificate and key (PEM files). Temporal Cloud takes an API key instead, or both."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    ca_file: Path | None = None  # None: the system's trust store
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    # When the certificate names another host than the address dialled (a load balancer, an IP).
+    server_name: str = Field(default="", max_length=253, pattern=r"^[A-Za-z0-9.\-]*$")
+
+    @model_validator(mode="after")
+    def _pair(self) -> TemporalTlsSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("temporal_tls: cert_file and key_file go together (mTLS), or neither")
+        return self
+
+
 class ConsoleSettings(BaseModel):
     """The Recovery Console and /metrics (docs/console.md)."""
 
@@ -99,6 +119,9 @@ class Settings(BaseSettings):
     cluster: str = "default"
     temporal_address: str = "127.0.0.1:7233"
     namespace: str = "default"
+    temporal_tls: TemporalTlsSettings = Field(default_factory=TemporalTlsSettings)
+    # Sent as a bearer token on every call (Temporal Cloud API keys); implies TLS.
+    temporal_api_key: SecretStr | None = None
     task_queue: str = "goodput-recovery"
     data_dir: Path = Path(".goodput")
     temporal_ui_port: int = Field(default=8233, ge=1, le=65535)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 
 from opentelemetry.trace import Tracer
 from temporalio.client import (
@@ -22,7 +23,7 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
-from temporalio.service import RPCStatusCode
+from temporalio.service import RPCStatusCode, TLSConfig
 
 from activities.adapters.entity_query import query_or_empty
 from activities.adapters.kill_switch_gate import TemporalKillSwitch
@@ -33,6 +34,7 @@ from goodput.cli.service import (
     ServiceUnavailableError,
     UnknownIncidentError,
 )
+from goodput.config import Settings, TemporalTlsSettings
 from goodput.diagnose.node_memory import NodeStanding
 from goodput.identifiers import validate_cluster
 from goodput.models import Anomaly, Mode, OperatorDecision
@@ -52,16 +54,44 @@ from workflows.recovery import RecoveryWorkflow
 RPC_TIMEOUT = timedelta(seconds=10)
 
 
-async def connect(address: str, namespace: str = "default", tracer: Tracer | None = None) -> Client:
+async def connect(address: str, namespace: str = "default", tracer: Tracer | None = None, *,
+                  tls: TLSConfig | bool = False, api_key: str | None = None) -> Client:
     """A client whose workflow starts, signals and queries carry the caller's trace context, and
     whose workers (built on it) continue it in workflow and activity spans: one recovery, one
     trace. Without a configured OpenTelemetry tracer provider the spans cost nothing."""
     try:
         return await Client.connect(address, namespace=namespace, data_converter=pydantic_data_converter,
-                                    interceptors=[TracingInterceptor(tracer)])
+                                    interceptors=[TracingInterceptor(tracer)], tls=tls, api_key=api_key)
     except RuntimeError as err:
         raise ServiceUnavailableError(
             f"cannot reach Temporal at {address}: {err}. Is `goodput up` running?") from err
+
+
+def tls_config(settings: TemporalTlsSettings, api_key: bool) -> TLSConfig | bool:
+    """The client's TLS from settings: the CA and, for mTLS, the client pair, read now so a
+    missing or unreadable file is one clear error at start-up rather than a handshake failure."""
+    if not settings.enabled:
+        return api_key  # an API key is never sent in the clear: it turns TLS on with the system CAs
+
+    def read(path: Path | None, what: str) -> bytes | None:
+        if path is None:
+            return None
+        try:
+            return path.expanduser().read_bytes()
+        except OSError as err:
+            raise ServiceUnavailableError(f"temporal_tls.{what} {path}: {err.strerror or err}") from err
+
+    return TLSConfig(server_root_ca_cert=read(settings.ca_file, "ca_file"),
+                     client_cert=read(settings.cert_file, "cert_file"),
+                     client_private_key=read(settings.key_file, "key_file"),
+                     domain=settings.server_name or None)
+
+
+async def connect_from(settings: Settings, tracer: Tracer | None = None) -> Client:
+    """`connect` with the deployment's address, namespace, TLS and API key."""
+    key = settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None
+    return await connect(settings.temporal_address, settings.namespace, tracer,
+                         tls=tls_config(settings.temporal_tls, api_key=key is not None), api_key=key)
 
 
 class TemporalIncidentService:

@@ -21,7 +21,7 @@ from activities.adapters.slurm_runner import LocalRunner
 from goodput.cli.doctor import CheckResult, Status
 from goodput.config import SchedulerKind, Settings
 from goodput.slurm.resubmit import ResubmitKey
-from workers.client import connect
+from workers.client import connect_from
 from workers.console.server import ConsoleConfigError, check_bind
 from workers.worker import scheduler_from
 from workflows import search
@@ -52,7 +52,7 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
 
     async def temporal() -> CheckResult:
         nonlocal client
-        client = await connect(settings.temporal_address, settings.namespace)
+        client = await connect_from(settings)
         await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=settings.namespace))
         return CheckResult(name="temporal", status=Status.OK,
                            found=f"{settings.temporal_address}, namespace {settings.namespace}")

@@ -40,7 +40,7 @@ from goodput.recover.audit import AuditRecord, merged, parse_since, since
 from goodput.recover.incident import Decision, DecisionVerb, IncidentReport
 from goodput.recover.kill_switch import KillSwitchState
 from workers import devserver
-from workers.client import TemporalIncidentService, connect
+from workers.client import TemporalIncidentService, connect_from
 from workers.doctor import run_checks
 from workers.logs import configure as configure_logs
 from workers.serve import cmd_agent, cmd_console, cmd_up, cmd_worker
@@ -169,7 +169,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 async def cmd_client(args: argparse.Namespace, settings: Settings, console: Console) -> int:
-    service = TemporalIncidentService(await connect(settings.temporal_address, settings.namespace),
+    service = TemporalIncidentService(await connect_from(settings),
                                       settings.task_queue)
     if args.command == "inject":
         now = datetime.now(UTC)

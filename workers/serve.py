@@ -21,7 +21,7 @@ from goodput.config import Settings
 from goodput.detect.agent import AgentConfig
 from goodput.slurm.resubmit import ResubmitKey
 from workers import devserver
-from workers.client import TemporalIncidentService, connect
+from workers.client import TemporalIncidentService, connect_from
 from workers.console.server import serve_console
 from workers.console.wiring import console_context
 from workers.nvsentinel_server import serve_nvsentinel
@@ -95,7 +95,7 @@ async def cmd_up(settings: Settings, console: Console) -> int:
     server = devserver.start(port=port, ui_port=settings.temporal_ui_port, db_file=settings.temporal_db,
                              log_file=settings.data_dir / "temporal.log", wal=settings.temporal_sqlite_wal)
     try:
-        client = await connect(settings.temporal_address, settings.namespace)
+        client = await connect_from(settings)
         worker = worker_for(client, settings)
 
         async def serve(stop: asyncio.Event) -> None:
@@ -117,7 +117,7 @@ async def cmd_up(settings: Settings, console: Console) -> int:
 
 async def cmd_worker(settings: Settings, console: Console) -> int:
     stop_telemetry = start_telemetry(settings, settings.metrics_file)
-    client = await connect(settings.temporal_address, settings.namespace)
+    client = await connect_from(settings)
     await ensure_search_attributes(client, settings.namespace)
     worker = worker_for(client, settings)
 
@@ -136,7 +136,7 @@ async def cmd_worker(settings: Settings, console: Console) -> int:
 async def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
     flags = {"probe": args.probe, "kernel_log": args.kernel_log, "node": args.node}
     config = AgentConfig.model_validate({**settings.agent.model_dump(), **{k: v for k, v in flags.items() if v}})
-    client = await connect(settings.temporal_address, settings.namespace)
+    client = await connect_from(settings)
     sink = IncidentSink(TemporalIncidentService(client, settings.task_queue), settings.policy)
     # The agent drains nodes and never resubmits: no deployment key (nor key file) needed here.
     scheduler = scheduler_from(settings, resubmit_key=ResubmitKey.ephemeral(settings.cluster))
@@ -153,7 +153,7 @@ async def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
 
 async def cmd_console(settings: Settings, console: Console) -> int:
     """The console alone, against a running service (its workers elsewhere)."""
-    client = await connect(settings.temporal_address, settings.namespace)
+    client = await connect_from(settings)
     settings = settings.model_copy(update={"console": settings.console.model_copy(update={"enabled": True})})
 
     async def serve(stop: asyncio.Event) -> None:
