@@ -23,8 +23,10 @@ from rich.console import Console
 from activities.adapters.audit_log import JsonlAuditLog
 from activities.adapters.gpu_nvml import NvmlUnavailableError
 from goodput.checkpoints import LAYOUTS, IncidentLoss, summarize_lost_work
+from goodput.checkpoints.advice import node_failure_rate_per_hour
 from goodput.checkpoints.model import DEFAULT_SETTLE_S
 from goodput.checkpoints.report import run_checkpoints
+from goodput.cli.advise import run_advise
 from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_file
 from goodput.cli.audit import render as render_audit
 from goodput.cli.doctor import exit_code as doctor_exit_code
@@ -139,6 +141,20 @@ def build_parser() -> argparse.ArgumentParser:
     classify.add_argument("--json", action="store_true")
     classify.add_argument("paths", nargs="+")
 
+    adv = sub.add_parser("advise", help="the checkpoint interval a job should use (Young-Daly), from its "
+                                        "checkpoints")
+    adv.add_argument("root", help="the job's checkpoint root")
+    adv.add_argument("--layout", help="auto-detected unless named")
+    adv.add_argument("--step-time", type=float, required=True, help="seconds per training step")
+    adv.add_argument("--gpus", type=int, required=True, help="GPUs the job uses")
+    adv.add_argument("--mtbf-hours", type=float, help="the job's mean time between failures, if known")
+    adv.add_argument("--nodes", type=int, help="nodes the job uses (with --cluster-nodes: MTBF from goodput's "
+                                              "incidents of the last --window)")
+    adv.add_argument("--cluster-nodes", type=int, help="nodes in the cluster")
+    adv.add_argument("--window", default="30d", help="how far back incidents count (default 30d)")
+    adv.add_argument("--restart-s", type=float, default=600.0, help="time from a failure to training again")
+    adv.add_argument("--json", action="store_true")
+
     checkpoints = sub.add_parser("checkpoints", help="which checkpoint goodput would resume from, and why")
     checkpoints.add_argument("root", help="the checkpoint root (as in goodput:ckpt=<layout>:<root>)")
     checkpoints.add_argument("--layout", help="auto-detected unless named: " + ", ".join(LAYOUTS))
@@ -192,6 +208,14 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
                 print(row.model_dump_json())
         else:
             console.print(incidents_table(rows) if rows else "no incidents yet")
+    elif args.command == "advise":
+        now = datetime.now(UTC)
+        window = now - parse_since(args.window, now)
+        rate = node_failure_rate_per_hour(await service.list_incidents(limit=10_000), args.cluster_nodes, now,
+                                          window)
+        if rate <= 0:
+            raise AnomalyInputError(f"no node failure in the last {args.window}: give --mtbf-hours")
+        return cmd_advise(args, 1 / (rate * args.nodes))
     elif args.command == "faults":
         found = node_faults(await service.list_incidents(limit=args.limit), timedelta(minutes=args.window))
         if args.json:
@@ -307,6 +331,12 @@ def cmd_classify(args: argparse.Namespace) -> int:
     return run_classify(args.paths, args.json, sys.stdout, sys.stderr)
 
 
+def cmd_advise(args: argparse.Namespace, mtbf_hours: float) -> int:
+    return run_advise(os.path.abspath(args.root), args.layout, step_time_s=args.step_time, mtbf_hours=mtbf_hours,
+                      gpus=args.gpus, restart_s=args.restart_s, as_json=args.json, out=sys.stdout, err=sys.stderr,
+                      now=datetime.now(UTC))
+
+
 def cmd_checkpoints(args: argparse.Namespace) -> int:
     return run_checkpoints(os.path.abspath(args.root), args.layout, args.json, sys.stdout, sys.stderr,
                            datetime.now(UTC), settle_s=args.settle)
@@ -322,6 +352,10 @@ def dispatch(argv: Sequence[str] | None = None) -> int:
             return cmd_classify(args)
         if args.command == "checkpoints":
             return cmd_checkpoints(args)
+        if args.command == "advise" and args.mtbf_hours is not None:
+            return cmd_advise(args, args.mtbf_hours)
+        if args.command == "advise" and not (args.nodes and args.cluster_nodes):
+            raise AnomalyInputError("advise needs --mtbf-hours, or --nodes and --cluster-nodes (MTBF from incidents)")
         settings = settings_from(args)
         if args.command == "audit" and not args.from_histories:
             return show_audit(args, settings)
