@@ -39,6 +39,7 @@ from goodput.identifiers import InvalidIdentifierError
 from goodput.ownership import drain_reason, owning_incident
 from goodput.recover.audit import AuditAction, AuditLog
 from goodput.recover.breaker import DrainGate, DrainVerdict
+from goodput.recover.capacity import capacity_note
 from goodput.recover.incident import (
     AttributeInput,
     AttributeResult,
@@ -75,6 +76,7 @@ from goodput.scheduler import (
     PermanentSchedulerError,
     ResubmitRequest,
     Scheduler,
+    SchedulerError,
     TransientSchedulerError,
     UnknownJobError,
 )
@@ -84,6 +86,9 @@ HEARTBEAT_EVERY_S = 1.0
 # Slurm's pending reasons that mean "no healthy nodes free yet", not "something is wrong".
 CAPACITY_REASONS = frozenset({"Resources", "Priority", "ReqNodeNotAvail", "Nodes_required_for_job_are_DOWN",
                               "NodeDown", "PartitionNodeLimit", "QOSGrpNodeLimit", "BeginTime"})
+
+
+CAPACITY_NOTE_EVERY_S = 30.0
 
 
 def waiting_for_capacity(reason: str) -> bool:
@@ -276,13 +281,16 @@ class RecoveryActivities:
         # the job waits for resources, up to the policy's capacity wait.
         capacity_deadline = deadline + request.capacity_wait_s
         last = "not polled yet"
+        missing, missing_at = "", -1e9
         while True:
             activity.heartbeat(last)
             job = await mapped(self._scheduler.get_job(request.job_id))
             restarted = not request.same_job or job.restart_count > request.restart_count_before
             last = f"job {job.job_id} is {job.state} (restarts={job.restart_count})"
             if job.state is JobState.PENDING and waiting_for_capacity(job.state_reason):
-                last += f", waiting for capacity ({job.state_reason})"
+                if loop.time() - missing_at >= CAPACITY_NOTE_EVERY_S:  # the node list is not free to read
+                    missing, missing_at = await self._missing(job), loop.time()
+                last += f", waiting for capacity ({job.state_reason}: {missing})"
                 deadline = max(deadline, min(loop.time() + request.poll_interval_s * 2, capacity_deadline))
             if job.state is JobState.RUNNING and restarted:
                 running = f"{last} on {','.join(job.nodes) or '?'}"
@@ -295,6 +303,13 @@ class RecoveryActivities:
             if loop.time() >= deadline:
                 return VerifyResult(ok=False, detail=f"not running within {request.timeout_s:.0f}s: {last}")
             await asyncio.sleep(request.poll_interval_s)
+
+    async def _missing(self, job: JobInfo) -> str:
+        try:
+            nodes = await self._scheduler.list_nodes()
+        except SchedulerError as err:
+            return f"node list unavailable: {str(err)[:100]}"
+        return capacity_note(nodes, job.excluded_nodes, len(job.nodes) or None)
 
     async def _progress(self, request: VerifyInput, job: JobInfo, running: str) -> VerifyResult:
         """Running is not recovered: wait for a step past the checkpoint in the new attempt's output."""
