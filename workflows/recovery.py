@@ -65,6 +65,7 @@ class RecoveryWorkflow(RecoverySteps):
         self._start = start
         self._anomalies: list[Anomaly] = []
         self._anomaly_count = 0
+        self._weighed = 0  # how many anomalies the latest attribution saw
         self._seen_ids: set[str] = set()
         self._state = S.DETECTED
         self._mode = start.mode or start.policy.mode
@@ -121,6 +122,7 @@ class RecoveryWorkflow(RecoverySteps):
                 return
 
     async def _attribute(self, start: RecoveryStart) -> AttributeResult:
+        self._weighed = self._anomaly_count
         return await self._step("attribute", AttributeInput(incident_id=self._id, key=start.key,
                                                             anomalies=tuple(self._anomalies)), AttributeResult)
 
@@ -205,7 +207,9 @@ class RecoveryWorkflow(RecoverySteps):
         (cancelled, or the launcher kept the job running for the whole window)."""
         window = start.policy.in_job_follow_s
         while True:
-            seen = self._anomaly_count
+            # Counted from what the latest attribution weighed, not from now: evidence that came
+            # in while the plan ran (its notification, say) is new evidence too.
+            seen = self._weighed
             arrived = await self._wait(self._evidence_past(seen), window)
             if self._cancelled_here():
                 return None

@@ -140,6 +140,10 @@ _EFFECT_WHY = {
 # killer (the verdict of one batch applies the same rule line by line).
 _LAUNCHER_KILLS = frozenset({"nvrx-heartbeat-timeout", "nvrx-section-timeout"})
 _SIGKILL_ID = "torchrun-exit-sigkill"
+# So are the peers' tracebacks that follow the kill: a rank that lost its peer reports the lost
+# connection (and the traceback that carries it); blaming the application for that would turn a
+# hang the launcher handled into an application error that is never restarted.
+_AFTER_LAUNCHER_KILL = frozenset({_SIGKILL_ID, "dist-connection-lost", "python-traceback"})
 
 
 def _who_said_never(anomalies: Sequence[Anomaly], catalogue: Catalogue) -> str:
@@ -159,7 +163,7 @@ def _weight(anomaly: Anomaly, catalogue: Catalogue, launcher_kill_at: datetime |
     sig = lead_signature(anomaly, catalogue)
     if sig is None:
         return ROLE_ORDER[Role.ROOT], PRECEDENCE[category_of(anomaly, catalogue)]
-    if sig.id == _SIGKILL_ID and launcher_kill_at is not None and anomaly.observed_at >= launcher_kill_at:
+    if sig.id in _AFTER_LAUNCHER_KILL and launcher_kill_at is not None and anomaly.observed_at >= launcher_kill_at:
         return ROLE_ORDER[Role.KNOCK_ON], sig.precedence
     return sig.rank_key
 
