@@ -19,6 +19,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from workers import devserver
+from workers.prometheus import Exposition, publish, published
 from workflows import search
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,3 +61,16 @@ def task_queue() -> Iterator[str]:
 @pytest.fixture
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+@pytest.fixture
+def exposition() -> Iterator[Exposition]:
+    """An exposition published for `/metrics`, as `setup_metrics` publishes the process's, and
+    the one before it put back afterwards."""
+    before = published()
+    exposition = Exposition()
+    publish(exposition)
+    try:
+        yield exposition
+    finally:
+        publish(before)

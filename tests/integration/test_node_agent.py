@@ -18,9 +18,9 @@ from goodput.demo.scheduler import FakeScheduler, demo_cluster
 from goodput.detect.agent import AgentCheckpoint, AgentConfig
 from goodput.detect.gpu import GpuProbe, GpuSample, XidEvent
 from goodput.detect.watch import OptInRule
-from goodput.models import Anomaly
 from goodput.scheduler import JobInfo
 from tests.fakes.gpu import FakeGpuProbe, healthy_gpus
+from tests.fakes.sink import RecordingSink
 
 pytestmark = pytest.mark.timeout(30)
 NODE = "node1"  # demo_cluster runs opted-in job 1001 on node1 and node2
@@ -34,22 +34,6 @@ def xid_line(code: int, bus: str = "48", message: str = "GPU has fallen off the 
 def append(path: Path, text: str) -> None:
     with open(path, "a") as f:
         f.write(text)
-
-
-class RecordingSink:
-    def __init__(self) -> None:
-        self.anomalies: list[Anomaly] = []
-        self.failing = False
-        self.attempts = 0
-
-    async def submit(self, anomaly: Anomaly) -> None:
-        self.attempts += 1
-        if self.failing:
-            raise RuntimeError("temporal is unreachable")
-        self.anomalies.append(anomaly)
-
-    def rules(self) -> list[str]:
-        return [a.id.split(":")[1] for a in self.anomalies]
 
 
 async def until(condition: Callable[[], object], what: str, timeout_s: float = 5.0) -> None:

@@ -28,8 +28,8 @@ from activities.adapters.nvsentinel_proto import health_event_pb2 as pb
 from activities.adapters.nvsentinel_proto import health_event_pb2_grpc as pb_grpc
 from goodput.demo.scheduler import FakeScheduler
 from goodput.detect.nvsentinel import NvSentinelPushBack, NvSentinelSettings, parse_event
-from goodput.models import Anomaly
 from goodput.recover.audit import AuditAction, AuditRecord
+from tests.fakes.sink import RecordingSink
 from workers.nvsentinel_server import REJECTED_KEY, REJECTION_KEY, NvSentinelReceivers, serve_nvsentinel
 
 TOKEN = "nvsentinel-token-0123456789"
@@ -38,17 +38,6 @@ METHOD = "/datamodels.PlatformConnector/HealthEventOccurredV1"
 LEGACY = "/datamodels.PlatformConnector/HealthEventOccuredV1"
 UUID = "GPU-8d0c5a7e-1f2b-4c3d-9e8f-0123456789ab"
 CE_HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/cloudevents+json"}
-
-
-class RecordingSink:
-    def __init__(self) -> None:
-        self.anomalies: list[Anomaly] = []
-        self.failing = False
-
-    async def submit(self, anomaly: Anomaly) -> None:
-        if self.failing:
-            raise RuntimeError("temporal is unreachable")
-        self.anomalies.append(anomaly)
 
 
 def xid_json(node: str = "node1", **update: Any) -> dict[str, Any]:

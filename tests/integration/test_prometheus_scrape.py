@@ -30,7 +30,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from workers.metrics_endpoint import metrics_endpoint
-from workers.prometheus import Exposition, publish, published
+from workers.prometheus import Exposition
 from workers.telemetry import instruments
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,17 +45,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-@pytest.fixture
-def exposition() -> Iterator[Exposition]:
-    before = published()
-    exposition = Exposition()
-    publish(exposition)
-    try:
-        yield exposition
-    finally:
-        publish(before)
 
 
 @pytest.fixture

@@ -13,23 +13,13 @@ import pytest_asyncio
 
 from goodput.detect.push import PushConfig
 from goodput.models import Anomaly
+from tests.fakes.sink import RecordingSink
 from workers import push_server
 from workers.push_server import PushServer, serve_push
 
 TOKEN = "integration-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/x-ndjson"}
 XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
-
-
-class RecordingSink:
-    def __init__(self) -> None:
-        self.anomalies: list[Anomaly] = []
-        self.failing = False
-
-    async def submit(self, anomaly: Anomaly) -> None:
-        if self.failing:
-            raise RuntimeError("temporal is unreachable")
-        self.anomalies.append(anomaly)
 
 
 def ndjson(*records: object) -> bytes:

@@ -45,9 +45,10 @@ from goodput.detect.nvsentinel import (
 )
 from goodput.detect.watch import OptInRule
 from goodput.diagnose.attribution import attribute
-from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, CulpritKind
+from goodput.models import AnomalyKind, AnomalySource, Category, CulpritKind
 from goodput.ownership import drain_reason
 from goodput.scheduler import JobInfo, JobState, NotOwnedError, TransientSchedulerError
+from tests.fakes.sink import RecordingSink
 
 NOW = datetime(2026, 11, 29, 9, 30, tzinfo=UTC)
 UUID = "GPU-8d0c5a7e-1f2b-4c3d-9e8f-0123456789ab"
@@ -72,17 +73,6 @@ def none_event(**update: Any) -> dict[str, Any]:
     """The ~99%: a passing check, nothing recommended (proto3 JSON omits the defaults)."""
     return {"agent": "gpu-health-monitor", "componentClass": "GPU", "checkName": "GpuMemWatch",
             "isHealthy": True, "nodeName": "node1", **update}
-
-
-class RecordingSink:
-    def __init__(self) -> None:
-        self.anomalies: list[Anomaly] = []
-        self.failing = False
-
-    async def submit(self, anomaly: Anomaly) -> None:
-        if self.failing:
-            raise RuntimeError("temporal is unreachable")
-        self.anomalies.append(anomaly)
 
 
 class CountingScheduler(FakeScheduler):

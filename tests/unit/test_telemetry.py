@@ -4,7 +4,7 @@ each once however often Temporal retries the activity."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -82,18 +82,6 @@ async def test_detection_latency_histogram() -> None:
 
 
 # -- the Prometheus exposition ---------------------------------------------------------------
-
-
-@pytest.fixture
-def exposition() -> Iterator[Exposition]:
-    """An exposition published for `metrics_endpoint`, as `setup_metrics` publishes the process's."""
-    before = published()
-    exposition = Exposition()
-    publish(exposition)
-    try:
-        yield exposition
-    finally:
-        publish(before)
 
 
 def get(path: str) -> Request:
