@@ -10,7 +10,7 @@ so no filter can widen the query it is part of. Pure.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from urllib.parse import urlencode
 
 from pydantic import Field, ValidationError
@@ -92,6 +92,3 @@ class IncidentFilter(Frozen):
     def is_empty(self) -> bool:
         return self == IncidentFilter(page_size=self.page_size)
 
-
-AGE_CHOICES: tuple[tuple[str, timedelta], ...] = (
-    ("1h", timedelta(hours=1)), ("24h", timedelta(hours=24)), ("7d", timedelta(days=7)), ("30d", timedelta(days=30)))
