@@ -16,6 +16,7 @@ from opentelemetry.trace import Tracer
 from temporalio.client import (
     Client,
     RPCError,
+    WorkflowExecution,
     WorkflowExecutionStatus,
     WorkflowUpdateFailedError,
 )
@@ -94,6 +95,17 @@ async def connect_from(settings: Settings, tracer: Tracer | None = None) -> Clie
                          tls=tls_config(settings.temporal_tls, api_key=key is not None), api_key=key)
 
 
+def summary_of(wf: WorkflowExecution) -> IncidentSummary:
+    """An incident as its search attributes describe it (no history read)."""
+    attrs = wf.typed_search_attributes
+    return IncidentSummary(
+        incident_id=wf.id, job_id=attrs.get(search.JOB_ID) or "", cluster=attrs.get(search.CLUSTER) or "",
+        state=attrs.get(search.STATE) or "", mode=attrs.get(search.MODE) or "",
+        category=attrs.get(search.CATEGORY) or "", culprit_nodes=tuple(attrs.get(search.CULPRIT_NODES) or ()),
+        outcome=attrs.get(search.OUTCOME) or "", started_at=wf.start_time, closed_at=wf.close_time,
+        running=wf.status == WorkflowExecutionStatus.RUNNING)
+
+
 class TemporalIncidentService:
     def __init__(self, client: Client, task_queue: str, *, index: bool = True) -> None:
         self._client = client
@@ -128,14 +140,7 @@ class TemporalIncidentService:
             query += f" AND {search.CLUSTER.name} = '{validate_cluster(cluster)}'"
         try:
             async for wf in self._client.list_workflows(query, limit=limit, rpc_timeout=RPC_TIMEOUT):
-                attrs = wf.typed_search_attributes
-                summaries.append(IncidentSummary(
-                    incident_id=wf.id, job_id=attrs.get(search.JOB_ID) or "",
-                    cluster=attrs.get(search.CLUSTER) or "", state=attrs.get(search.STATE) or "",
-                    mode=attrs.get(search.MODE) or "", category=attrs.get(search.CATEGORY) or "",
-                    culprit_nodes=tuple(attrs.get(search.CULPRIT_NODES) or ()),
-                    outcome=attrs.get(search.OUTCOME) or "", started_at=wf.start_time,
-                    closed_at=wf.close_time, running=wf.status == WorkflowExecutionStatus.RUNNING))
+                summaries.append(summary_of(wf))
         except RPCError as err:
             raise ServiceUnavailableError(f"cannot list incidents: {err}") from err
         return summaries

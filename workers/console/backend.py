@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, RPCError, WorkflowExecution, WorkflowExecutionStatus
+from temporalio.client import Client, RPCError
 
 from goodput.cli.service import IncidentSummary, ServiceError, ServiceUnavailableError
 from goodput.console.filters import IncidentFilter
 from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
-from workers.client import RPC_TIMEOUT, TemporalIncidentService
+from workers.client import RPC_TIMEOUT, TemporalIncidentService, summary_of
 from workflows import search
 
 BASE_QUERY = "WorkflowType = 'RecoveryWorkflow'"
@@ -42,16 +42,6 @@ def visibility_query(flt: IncidentFilter, now: datetime) -> str:
     if flt.open_only:
         parts.append("ExecutionStatus = 'Running'")
     return " AND ".join(parts)
-
-
-def summary_of(wf: WorkflowExecution) -> IncidentSummary:
-    attrs = wf.typed_search_attributes
-    return IncidentSummary(
-        incident_id=wf.id, job_id=attrs.get(search.JOB_ID) or "", cluster=attrs.get(search.CLUSTER) or "",
-        state=attrs.get(search.STATE) or "", mode=attrs.get(search.MODE) or "",
-        category=attrs.get(search.CATEGORY) or "", culprit_nodes=tuple(attrs.get(search.CULPRIT_NODES) or ()),
-        outcome=attrs.get(search.OUTCOME) or "", started_at=wf.start_time, closed_at=wf.close_time,
-        running=wf.status == WorkflowExecutionStatus.RUNNING)
 
 
 @dataclass(frozen=True)
