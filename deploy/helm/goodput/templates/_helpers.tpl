@@ -90,6 +90,7 @@ jwt: /var/run/secrets/goodput/slurm-jwt/token
 ca: /var/run/secrets/goodput/slurm-ca/ca.crt
 sshKey: /var/run/secrets/goodput/ssh/id_key
 knownHosts: /var/run/secrets/goodput/ssh/known_hosts
+temporalTls: /var/run/secrets/goodput/temporal-tls
 {{- end }}
 
 {{/*
@@ -115,6 +116,17 @@ those in `config`). Never a secret: those reach the pods as files or environment
       "data_dir" $paths.dataDir
       "scheduler" (ternary "slurm-rest" "slurm-ssh" (eq .Values.mode "in-cluster"))
       "slurm" $slurm }}
+{{- $tls := .Values.temporal.tls }}
+{{- if or $tls.enabled .Values.temporal.apiKey.existingSecret }}
+{{- $tlsConfig := dict "enabled" true }}
+{{- with $tls.caKey }}{{ $_ := set $tlsConfig "ca_file" (printf "%s/%s" $paths.temporalTls .) }}{{ end }}
+{{- if $tls.certKey }}
+{{- $_ := set $tlsConfig "cert_file" (printf "%s/%s" $paths.temporalTls $tls.certKey) }}
+{{- $_ := set $tlsConfig "key_file" (printf "%s/%s" $paths.temporalTls $tls.keyKey) }}
+{{- end }}
+{{- with $tls.serverName }}{{ $_ := set $tlsConfig "server_name" . }}{{ end }}
+{{- $_ := set $managed "temporal_tls" $tlsConfig }}
+{{- end }}
 {{- toToml (mergeOverwrite (deepCopy (default (dict) .Values.config)) $managed) }}
 {{- end }}
 
@@ -213,6 +225,12 @@ checksum/secrets: {{ include (print .root.Template.BasePath "/secrets.yaml") .ro
       - key: {{ .Values.ssh.secret.knownHostsKey }}
         path: known_hosts
 {{- end }}
+{{- with .Values.temporal.tls.existingSecret }}
+- name: temporal-tls
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+{{- end }}
 - name: data
 {{- if .Values.persistence.enabled }}
   persistentVolumeClaim:
@@ -248,6 +266,11 @@ checksum/secrets: {{ include (print .root.Template.BasePath "/secrets.yaml") .ro
   mountPath: /var/run/secrets/goodput/ssh
   readOnly: true
 {{- end }}
+{{- if .Values.temporal.tls.existingSecret }}
+- name: temporal-tls
+  mountPath: /var/run/secrets/goodput/temporal-tls
+  readOnly: true
+{{- end }}
 - name: data
   mountPath: /var/lib/goodput
 {{- if .Values.persistence.enabled }}
@@ -272,6 +295,13 @@ checksum/secrets: {{ include (print .root.Template.BasePath "/secrets.yaml") .ro
       fieldPath: metadata.name
 - name: HOME
   value: /tmp
+{{- with .Values.temporal.apiKey.existingSecret }}
+- name: GOODPUT_TEMPORAL_API_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.temporal.apiKey.key }}
+{{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
