@@ -48,7 +48,12 @@ class SlurmSettings(BaseModel):
     ssh_user: str | None = None
     ssh_known_hosts: Path = Path("~/.ssh/known_hosts")
     ssh_client_keys: tuple[Path, ...] = ()
-    # In-cluster REST mode: slurmrestd with a JWT; operations the served API lacks use the CLI.
+    # slurm.conf on the login node when it is not where Slurm looks by default (a login node that
+    # serves several clusters): every command there, resubmissions as the owner included, gets it.
+    ssh_slurm_conf: str = Field(default="", max_length=4096, pattern=r"^(/[^\x00-\x1f]*)?$")
+    # In-cluster REST mode: slurmrestd with a JWT; operations the served API lacks (requeue,
+    # resubmission as the owner, exclusions, dependencies) go over SSH when ssh_host is set, else
+    # to the local Slurm commands.
     rest_url: str = ""
     rest_user: str = "slurm"
     rest_token_file: Path | None = None

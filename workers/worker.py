@@ -75,15 +75,18 @@ def scheduler_from(settings: Settings, *, resubmit_key: ResubmitKey | None = Non
                             submission=OwnerSubmission(mode=slurm.resubmit_as, path=slurm.resubmit_path))
     if settings.scheduler is SchedulerKind.SLURM_CLI:
         return local
-    if settings.scheduler is SchedulerKind.SLURM_SSH:
-        if not slurm.ssh_host:
-            raise ValueError("scheduler slurm-ssh needs slurm.ssh_host")
-        backend, _ = slurm_ssh_backend(
+    ssh: Scheduler | None = None
+    if slurm.ssh_host:
+        ssh, _ = slurm_ssh_backend(
             slurm.ssh_host, known_hosts=slurm.ssh_known_hosts.expanduser(), port=slurm.ssh_port,
             username=slurm.ssh_user, client_keys=[k.expanduser() for k in slurm.ssh_client_keys],
+            env={"SLURM_CONF": slurm.ssh_slurm_conf} if slurm.ssh_slurm_conf else None,
             allow_partitions=partitions, comment_marker=marker, enforce_opt_in=enforce, resubmit_key=key,
             resubmit_as=slurm.resubmit_as, resubmit_path=slurm.resubmit_path, timeout_s=slurm.command_timeout_s)
-        return backend
+    if settings.scheduler is SchedulerKind.SLURM_SSH:
+        if ssh is None:
+            raise ValueError("scheduler slurm-ssh needs slurm.ssh_host")
+        return ssh
     if not slurm.rest_url or slurm.rest_token_file is None:
         raise ValueError("scheduler slurm-rest needs slurm.rest_url and slurm.rest_token_file")
     token_file = slurm.rest_token_file.expanduser()
@@ -91,7 +94,9 @@ def scheduler_from(settings: Settings, *, resubmit_key: ResubmitKey | None = Non
     def token() -> str:
         return token_file.read_text().strip()  # re-read: tokens are rotated on disk
 
-    return SlurmRestBackend(slurm.rest_url, user=slurm.rest_user, token=token, fallback=local,
+    # What slurmrestd cannot do (requeue, resubmit as the owner, exclusions, dependencies) goes over
+    # SSH to a login node when one is configured (a pod has no Slurm clients), else to local commands.
+    return SlurmRestBackend(slurm.rest_url, user=slurm.rest_user, token=token, fallback=ssh or local,
                             allow_partitions=partitions, comment_marker=marker, enforce_opt_in=enforce,
                             allow_http=slurm.rest_allow_http, ca_file=slurm.rest_ca_file)
 

@@ -86,6 +86,12 @@ class SlurmCliBackend:
         self._submission = submission or OwnerSubmission()
         self._accounts = accounts or accounts_for(self._runner)
 
+    async def aclose(self) -> None:
+        """Close the runner's connection, if it keeps one (SSH does; local commands do not)."""
+        close = getattr(self._runner, "close", None)
+        if close is not None:
+            await close()
+
     # -- plumbing -------------------------------------------------------------------------
 
     async def _try(self, argv: Sequence[str], *, stdin: bytes | None = None) -> CommandResult:

@@ -94,6 +94,9 @@ class SlurmRestBackend:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+        close = getattr(self._fallback, "aclose", None)
+        if close is not None:
+            await close()
 
     # -- HTTP -----------------------------------------------------------------------------
 

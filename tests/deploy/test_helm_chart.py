@@ -184,6 +184,7 @@ def test_ssh_mode_mounts_the_key_and_known_hosts(chart: helm_python.Chart) -> No
 
 def test_in_cluster_mode_mounts_the_jwt(chart: helm_python.Chart) -> None:
     values = values_for("in-cluster")
+    values["inCluster"]["actionsOverSsh"] = False
     docs = manifests(render(chart, values))
     config = goodput_toml(docs)
     assert config["scheduler"] == "slurm-rest"
@@ -200,6 +201,22 @@ def test_in_cluster_mode_mounts_the_jwt(chart: helm_python.Chart) -> None:
             # A directory mount, not subPath: a rotated token reaches the pod, and goodput re-reads it.
             assert mount["readOnly"] is True and "subPath" not in mount
             assert config["slurm"]["rest_token_file"] == f"{mount['mountPath']}/token"
+
+
+def test_in_cluster_actions_over_ssh_use_the_login_node_beside_slurmrestd(chart: helm_python.Chart) -> None:
+    docs = manifests(render(chart, values_for("in-cluster")))  # the example turns actionsOverSsh on
+    config = goodput_toml(docs)
+    assert config["scheduler"] == "slurm-rest"
+    slurm = config["slurm"]
+    assert slurm["rest_url"].startswith("http://slurm-restapi.") and slurm["rest_token_file"].endswith("/token")
+    assert slurm["ssh_host"] == "slurm-login.slurm.svc.cluster.local" and slurm["ssh_user"] == "root"
+    for deploy in of_kind(docs, "Deployment"):
+        names = {v["name"] for v in deploy["spec"]["template"]["spec"]["volumes"]}
+        assert {"slurm-jwt", "ssh"} <= names
+        (container,) = deploy["spec"]["template"]["spec"]["containers"]
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert slurm["ssh_client_keys"] == [f"{mounts['ssh']}/id_key"]
+        assert slurm["ssh_known_hosts"] == f"{mounts['ssh']}/known_hosts"
 
 
 def test_console_is_not_exposed_outside_the_cluster_by_default(chart: helm_python.Chart) -> None:
@@ -282,6 +299,9 @@ BAD_VALUES: dict[str, dict[str, Any]] = {
     "ssh with a key but no known_hosts": {"mode": "ssh", "ssh": {"host": "login1", "secret": {
         "existingSecret": "", "privateKey": "k"}}},
     "ssh without a host": {"mode": "ssh"},
+    "in-cluster actions over SSH without a host": {"mode": "in-cluster", "inCluster": {"actionsOverSsh": True}},
+    "in-cluster actions over SSH without the key Secret": {"mode": "in-cluster", "inCluster": {"actionsOverSsh": True},
+                                                           "ssh": {"host": "login1", "secret": {"existingSecret": ""}}},
     "in-cluster without the JWT Secret": {"mode": "in-cluster", "inCluster": {"jwtSecret": {"existingSecret": ""}}},
     "in-cluster without slurmrestd": {"inCluster": {"restUrl": ""}},
     "plain http slurmrestd without allowHttp": {"inCluster": {"restUrl": "http://slurm-restapi:6820"}},

@@ -82,6 +82,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (printf "%s-push" (include "goodput.fullname" .)) .Values.detectors.pushToken.existingSecret }}
 {{- end }}
 
+{{/* Non-empty when the pods reach a login node over SSH: SSH mode, or in-cluster with actionsOverSsh. */}}
+{{- define "goodput.usesSsh" -}}
+{{- if or (eq .Values.mode "ssh") .Values.inCluster.actionsOverSsh }}true{{ end }}
+{{- end }}
+
 {{/* Where the pods find their files. */}}
 {{- define "goodput.paths" -}}
 config: /etc/goodput/goodput.toml
@@ -100,13 +105,15 @@ those in `config`). Never a secret: those reach the pods as files or environment
 {{- define "goodput.config" -}}
 {{- $paths := include "goodput.paths" . | fromYaml }}
 {{- $slurm := dict }}
+{{- if include "goodput.usesSsh" . }}
+{{- $slurm = dict "ssh_host" .Values.ssh.host "ssh_port" (int .Values.ssh.port) "ssh_user" .Values.ssh.user "ssh_known_hosts" $paths.knownHosts "ssh_client_keys" (list $paths.sshKey) }}
+{{- with .Values.ssh.slurmConf }}{{ $_ := set $slurm "ssh_slurm_conf" . }}{{ end }}
+{{- end }}
 {{- if eq .Values.mode "in-cluster" }}
-{{- $slurm = dict "rest_url" .Values.inCluster.restUrl "rest_user" .Values.inCluster.user "rest_token_file" $paths.jwt "rest_allow_http" .Values.inCluster.allowHttp }}
+{{- $slurm = merge $slurm (dict "rest_url" .Values.inCluster.restUrl "rest_user" .Values.inCluster.user "rest_token_file" $paths.jwt "rest_allow_http" .Values.inCluster.allowHttp) }}
 {{- if .Values.inCluster.caConfigMap.name }}
 {{- $_ := set $slurm "rest_ca_file" $paths.ca }}
 {{- end }}
-{{- else }}
-{{- $slurm = dict "ssh_host" .Values.ssh.host "ssh_port" (int .Values.ssh.port) "ssh_user" .Values.ssh.user "ssh_known_hosts" $paths.knownHosts "ssh_client_keys" (list $paths.sshKey) }}
 {{- end }}
 {{- $managed := dict
       "cluster" .Values.cluster
@@ -214,7 +221,8 @@ checksum/secrets: {{ include (print .root.Template.BasePath "/secrets.yaml") .ro
       - key: {{ $.Values.inCluster.caConfigMap.key }}
         path: ca.crt
 {{- end }}
-{{- else }}
+{{- end }}
+{{- if include "goodput.usesSsh" . }}
 - name: ssh
   secret:
     secretName: {{ include "goodput.sshSecretName" . }}
@@ -261,7 +269,8 @@ checksum/secrets: {{ include (print .root.Template.BasePath "/secrets.yaml") .ro
   mountPath: /var/run/secrets/goodput/slurm-ca
   readOnly: true
 {{- end }}
-{{- else }}
+{{- end }}
+{{- if include "goodput.usesSsh" . }}
 - name: ssh
   mountPath: /var/run/secrets/goodput/ssh
   readOnly: true
