@@ -34,6 +34,7 @@ from goodput.checkpoints import (
 )
 from goodput.detect.nvrx_cycles import cycle_note
 from goodput.diagnose.attribution import attribute
+from goodput.diagnose.layout import JobLayout, LayoutSource, wants_layout
 from goodput.diagnose.node_memory import LocalNodeMemory, MemoryVerdict, NodeMemory
 from goodput.identifiers import InvalidIdentifierError
 from goodput.ownership import drain_reason, owning_incident
@@ -128,8 +129,9 @@ class RecoveryActivities:
                  checkpoint_finder: CheckpointFinder | None = None, memory: NodeMemory | None = None,
                  audit_log: AuditLog | None = None, kill_switch: KillSwitchReader | None = None,
                  node_check: NodeCheck | None = None, node_health: NodeHealthStarter | None = None,
-                 meter: Meter | None = None) -> None:
+                 meter: Meter | None = None, layouts: LayoutSource | None = None) -> None:
         self._scheduler = scheduler
+        self._layouts = layouts
         self._metrics = RecoveryMetrics(meter)
         self._node_check = node_check or CommandNodeCheck()
         self._node_health = node_health
@@ -161,7 +163,21 @@ class RecoveryActivities:
             note = f"scheduler does not know job {request.key.job_id}: {err.message}"
         # The launcher's own record of its restart cycles, for a job whose comment names it.
         launcher = await asyncio.to_thread(cycle_note, job) if job is not None else ""
-        return AttributeResult(attribution=attribute(request.anomalies, job), job=job, note=note, launcher=launcher)
+        layout = await self._layout(request, job)
+        return AttributeResult(attribution=attribute(request.anomalies, job, layout=layout), job=job, note=note,
+                               launcher=launcher)
+
+    async def _layout(self, request: AttributeInput, job: JobInfo | None) -> JobLayout | None:
+        """Where the job's ranks ran (goodput's Slurm prolog), read only when evidence names a rank or
+        GPU without a host; a layout is a hint, so failing to read one never fails attribution."""
+        if self._layouts is None or job is None or not wants_layout(request.anomalies):
+            return None
+        try:
+            return await asyncio.to_thread(self._layouts.job_layout, request.key.cluster, job.job_id,
+                                           request.key.job_attempt)
+        except (OSError, ValueError):
+            activity.logger.warning("could not read the layout of job %s", job.job_id, exc_info=True)
+            return None
 
     @activity.defn(name="find_checkpoint")
     async def find_checkpoint(self, request: CheckpointInput) -> CheckpointResult:

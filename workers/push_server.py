@@ -7,6 +7,10 @@ shippers retry 5xx and the retried batch maps to the same anomaly ids. A bad rec
 5xx: it is listed in the 200 response's `rejected` and the rest of its batch is judged (a 5xx
 would make the shipper resend the same bad record forever). The body is never read past
 `max_body_bytes`, and at most `max_concurrent_requests` bodies are held at once.
+
+`POST /v1/layout` takes the records of goodput's Slurm prolog and epilog (deploy/slurm/): one
+node of one job attempt each, checked by `goodput.detect.push.layout`, kept in a `LayoutStore`
+for attribution. The scripts never retry and never wait long, so every answer is final.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from activities.adapters.layout_store import LayoutStore, LayoutStoreFullError
 from goodput.detect.push import (
     BodyTooLargeError,
     ParsedBatch,
@@ -32,6 +37,7 @@ from goodput.detect.push import (
     parse_batch,
     token_matches,
 )
+from goodput.detect.push.layout import MAX_LAYOUT_BODY, LayoutBodyError, node_layout, parse_layout
 from goodput.detect.watch import AnomalySink
 from goodput.identifiers import validate_cluster
 from workers.http_site import Listener, application, bracketed, json_error
@@ -39,6 +45,7 @@ from workers.http_site import Listener, application, bracketed, json_error
 log = logging.getLogger("goodput.push")
 
 LOGS_PATH = "/v1/logs"
+LAYOUT_PATH = "/v1/layout"
 ACCEPTED_TYPES = frozenset({"application/json", "application/x-ndjson", "application/jsonl",
                             "application/x-jsonlines", "text/plain"})
 RETRY_AFTER_S = 5
@@ -50,10 +57,11 @@ def _utcnow() -> datetime:
 
 
 class PushServer:
-    """`POST /v1/logs` and `GET /healthz` on the configured host and port (0 picks a free port)."""
+    """`POST /v1/logs`, `POST /v1/layout` (with a layout store) and `GET /healthz` on the configured
+    host and port (0 picks a free port)."""
 
     def __init__(self, config: PushConfig, sink: AnomalySink, cluster: str, *, router: PushRouter | None = None,
-                 clock: Callable[[], datetime] = _utcnow) -> None:
+                 clock: Callable[[], datetime] = _utcnow, layouts: LayoutStore | None = None) -> None:
         self.config = config
         self.cluster = validate_cluster(cluster)  # a bad setting fails at startup, not on every request
         self._sink = sink
@@ -65,6 +73,9 @@ class PushServer:
         self._route_lock = threading.Lock()
         self.app = application(config.max_body_bytes)
         self.app.router.add_post(LOGS_PATH, self._logs)
+        self._layouts = layouts
+        if layouts is not None:
+            self.app.router.add_post(LAYOUT_PATH, self._layout)
         self._listener = Listener(self.app, "push server")
 
     @property
@@ -153,8 +164,40 @@ class PushServer:
         }
         return web.json_response(result)
 
+    async def _layout(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return json_error(401, "missing or invalid token: send 'Authorization: Bearer <token>'",
+                              {"WWW-Authenticate": 'Bearer realm="goodput"'})
+        if request.content_type != "application/json":
+            return json_error(415, f"unsupported content type {request.content_type[:100]!r}; send application/json")
+        if request.content_length is not None and request.content_length > MAX_LAYOUT_BODY:
+            return json_error(413, f"body is {request.content_length} bytes (limit {MAX_LAYOUT_BODY})")
+        assert self._layouts is not None  # the route exists only with a store
+        store = self._layouts
+        async with self._slots:
+            body = await request.read()
+            if len(body) > MAX_LAYOUT_BODY:  # chunked, so no Content-Length said so first
+                return json_error(413, f"body is {len(body)} bytes (limit {MAX_LAYOUT_BODY})")
+            try:
+                cluster, record = parse_layout(body, self.config, cluster=self.cluster)
+                layout = await asyncio.to_thread(node_layout, record, self._clock())
+            except LayoutBodyError as err:
+                return json_error(400, str(err))
+            write = store.put if record.event == "prolog" else store.end
+            try:
+                await asyncio.to_thread(write, cluster, layout)
+            except LayoutStoreFullError as err:
+                return json_error(409, str(err))
+            except OSError:
+                log.exception("layout push: could not store the %s record of job %s on %s",
+                              record.event, record.job_id, record.node)
+                return json_error(503, "could not store the layout record")
+        return web.json_response({"stored": record.event, "cluster": cluster, "job_id": layout.job_id,
+                                  "attempt": layout.attempt, "node": layout.node, "node_index": layout.node_index,
+                                  "node_count": layout.node_count})
+
 
 def serve_push(config: PushConfig, sink: AnomalySink, cluster: str, *, router: PushRouter | None = None,
-               clock: Callable[[], datetime] = _utcnow) -> PushServer:
+               clock: Callable[[], datetime] = _utcnow, layouts: LayoutStore | None = None) -> PushServer:
     """`async with serve_push(settings.push, sink, settings.cluster) as server:` listens inside the block."""
-    return PushServer(config, sink, cluster, router=router, clock=clock)
+    return PushServer(config, sink, cluster, router=router, clock=clock, layouts=layouts)

@@ -16,6 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from temporalio.client import Client
 
+from activities.adapters.layout_store import layout_store_for
 from activities.adapters.node_agent import run_agent
 from goodput.config import Settings
 from goodput.detect.agent import AgentConfig
@@ -65,7 +66,8 @@ async def service_extras(settings: Settings, client: Client, console: Console) -
     sink = IncidentSink(TemporalIncidentService(client, settings.task_queue), settings.policy)
     async with contextlib.AsyncExitStack() as stack:
         if settings.push.enabled:
-            server = await stack.enter_async_context(serve_push(settings.push, sink, settings.cluster))
+            server = await stack.enter_async_context(serve_push(settings.push, sink, settings.cluster,
+                                                                layouts=layout_store_for(settings.data_dir)))
             console.print(f"log push endpoint at {server.url}")
         if settings.nvsentinel.enabled:
             # The receivers read Slurm (node, jobs) and never resubmit: no deployment key needed.

@@ -19,6 +19,7 @@ from temporalio.worker import Worker
 from activities.adapters.audit_log import JsonlAuditLog
 from activities.adapters.breaker_gate import TemporalDrainGate
 from activities.adapters.kill_switch_gate import TemporalKillSwitch
+from activities.adapters.layout_store import layout_store_for
 from activities.adapters.node_health import TemporalNodeHealth
 from activities.adapters.node_memory_gate import TemporalNodeMemory
 from activities.adapters.notify_webhook import FanOutNotifier, WebhookNotifier
@@ -33,6 +34,7 @@ from activities.recovery import RecoveryActivities
 from activities.watch import WatchActivities
 from goodput.config import SchedulerKind, Settings
 from goodput.demo.scheduler import FakeScheduler
+from goodput.diagnose.layout import LayoutSource
 from goodput.recover.audit import AuditLog
 from goodput.recover.breaker import DrainGate
 from goodput.recover.notify import JsonLinesNotifier, Notifier
@@ -103,9 +105,10 @@ def scheduler_from(settings: Settings, *, resubmit_key: ResubmitKey | None = Non
 
 def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier: Notifier, *,
                  gate: DrainGate | None = None, policy: Policy | None = None,
-                 fail_workflows_on_bugs: bool = False, audit_log: AuditLog | None = None) -> Worker:
+                 fail_workflows_on_bugs: bool = False, audit_log: AuditLog | None = None,
+                 layouts: LayoutSource | None = None) -> Worker:
     recovery = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue),
-                                  memory=TemporalNodeMemory(client, task_queue), audit_log=audit_log,
+                                  memory=TemporalNodeMemory(client, task_queue), audit_log=audit_log, layouts=layouts,
                                   kill_switch=TemporalKillSwitch(client, task_queue),
                                   node_health=TemporalNodeHealth(client, task_queue))
     # Anomalies the watchers find open incidents with the service's policy.
@@ -137,7 +140,7 @@ def worker_for(client: Client, settings: Settings) -> Worker:
     if settings.nvsentinel.push_back.enabled:  # drains are also told to NVSentinel, as STORE_ONLY events
         audit_log = VerdictPushBack(audit_log, settings.nvsentinel.push_back, node_names=settings.nvsentinel.node_names)
     return build_worker(client, settings.task_queue, scheduler_from(settings), notifier, policy=settings.policy,
-                        audit_log=audit_log)
+                        audit_log=audit_log, layouts=layout_store_for(settings.data_dir))
 
 
 async def ensure_search_attributes(client: Client, namespace: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from goodput.diagnose.layout import JobLayout, Located, locate
 from goodput.diagnose.signatures import ROLE_ORDER, Catalogue, Role, Signature, default_catalogue
 from goodput.models import (
     Anomaly,
@@ -169,8 +170,9 @@ def _weight(anomaly: Anomaly, catalogue: Catalogue, launcher_kill_at: datetime |
 
 
 def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
-              catalogue: Catalogue | None = None) -> Attribution:
-    """Weigh all the evidence of one incident; the strongest root cause decides."""
+              catalogue: Catalogue | None = None, *, layout: JobLayout | None = None) -> Attribution:
+    """Weigh all the evidence of one incident; the strongest root cause decides. `layout` (from
+    goodput's Slurm prolog) places ranks and GPUs the evidence names without a host."""
     if not anomalies:
         return Attribution(category=Category.UNKNOWN, explanation="no evidence", restart=False)
     cat = catalogue or default_catalogue()
@@ -198,8 +200,13 @@ def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
     vouched = {a.id: vouched_nodes(a, job) for a in supporting}
     unverified = tuple(dict.fromkeys(n for a in supporting for n in vouched[a.id][1]))
     culprits: list[Culprit] = []
+    located = Located()
     if drain or category in _HARDWARE:
         nodes = list(dict.fromkeys(n for a in supporting for n in vouched[a.id][0]))
+        if not nodes and layout is not None and job is not None and any(a.ranks or a.gpus for a in supporting):
+            located = locate(layout, job.nodes, ranks=[r for a in supporting for r in a.ranks],
+                             gpus=[g for a in supporting for g in a.gpus])
+            nodes = list(located.nodes)
         if not nodes:
             drain = False
             if category is Category.STRAGGLER:
@@ -208,7 +215,7 @@ def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
         confidence = (0.9 if len(nodes) == 1 else 0.6) if drain else 0.5
         culprits += [Culprit(kind=CulpritKind.NODE, id=n, confidence=confidence) for n in nodes]
         culprits += [Culprit(kind=CulpritKind.GPU, id=g, confidence=0.8 if drain else 0.5)
-                     for g in dict.fromkeys(g for a in supporting for g in a.gpus)]
+                     for g in dict.fromkeys([*(g for a in supporting for g in a.gpus), *located.gpus])]
     elif category is Category.APP_ERROR:
         culprits.append(Culprit(kind=CulpritKind.APP, id=job.name if job and job.name else "application",
                                 confidence=0.8))
@@ -217,6 +224,8 @@ def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
 
     signatures = tuple(dict.fromkeys(s for a in ranked for s in a.signature_ids))
     explanation = _explain(category, lead, culprits, len(anomalies), drain, sig)
+    if located.note:
+        explanation += f"; {located.note}"
     effect = net_effect(anomalies, cat)
     if effect is RestartEffect.IN_JOB and job is not None and job.state not in ACTIVE_JOB_STATES:
         # A launcher restarts workers inside a running job; once the job itself ended, nothing

@@ -132,6 +132,21 @@ if compgen -G '/usr/lib*/*/slurm-wlm/auth_jwt.so' >/dev/null || compgen -G '/usr
 AuthAltParameters=jwt_key=$D/etc/jwt_hs256.key"
 fi
 
+# ------------------------------------------------------------------ goodput's prolog and epilog
+# slurmd runs goodput's own scripts (deploy/slurm/) for every job, on every node at allocation.
+# slurmd gives a prolog no environment of its own, so a wrapper names the lab's settings file.
+# By default that points at a closed port: every lab job shows the scripts fail open, and fast;
+# tests/slurm/test_prolog_epilog_on_slurm.py points it at a real push endpoint.
+REPO=$(cd "$HERE/../.." && pwd)
+for event in prolog epilog; do
+  printf '#!/bin/bash\nGOODPUT_PROLOG_ENV=%q exec %q\n' "$D/etc/goodput-prolog.env" \
+    "$REPO/deploy/slurm/goodput-$event.sh" > "$D/etc/goodput-$event"
+  chmod 755 "$D/etc/goodput-$event"
+done
+printf '%s\n' "# goodput's prolog/epilog settings (deploy/slurm/goodput-prolog.sh): nobody listens on port 1" \
+  "GOODPUT_PUSH_URL=http://127.0.0.1:1" "GOODPUT_PUSH_TOKEN=slurm-lab-token-nobody-listens" > "$D/etc/goodput-prolog.env"
+chmod 600 "$D/etc/goodput-prolog.env"
+
 # ------------------------------------------------------------------ slurm.conf
 last_port=$((SLURMLAB_SLURMD_BASEPORT + N))
 if [ "$N" = 1 ]; then nodes=node1; node_ports=$last_port
@@ -184,6 +199,10 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/filetxt
 JobCompLoc=$D/log/jobcomp.txt
+# goodput's prolog and epilog; Alloc: every node's prolog runs when the job starts, not at its first step
+Prolog=$D/etc/goodput-prolog
+Epilog=$D/etc/goodput-epilog
+PrologFlags=Alloc
 $GRES_TYPES
 NodeName=$nodes NodeHostname=localhost NodeAddr=127.0.0.1 Port=$node_ports CPUs=$SLURMLAB_CPUS RealMemory=$SLURMLAB_MEM $GRES_NODE State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP

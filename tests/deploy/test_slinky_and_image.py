@@ -20,6 +20,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 GENERATOR = REPO / "deploy" / "helm" / "slinky" / "prolog_epilog_values.py"
 DOCKERFILE = REPO / "deploy" / "docker" / "Dockerfile"
+SLURM_SCRIPTS = REPO / "deploy" / "slurm"
 
 
 def load_generator() -> ModuleType:
@@ -80,18 +81,17 @@ def test_scripts_slurmd_could_not_run_are_refused(tmp_path: Path, capsys: pytest
 
 
 def test_goodputs_own_scripts_make_a_valid_snippet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Once deploy/slurm/ holds goodput's prolog and epilog, they go through the generator too."""
-    slurm = REPO / "deploy" / "slurm"
-    prologs = sorted(slurm.glob("*prolog*")) if slurm.is_dir() else []
-    epilogs = sorted(slurm.glob("*epilog*")) if slurm.is_dir() else []
-    if not prologs or not epilogs:
-        pytest.skip("deploy/slurm/ has no prolog and epilog yet")
-    code = gen.main(["--prolog", str(prologs[0]), "--epilog", str(epilogs[0])])
+    """goodput's prolog and epilog (deploy/slurm/, one script under two names) go through the generator
+    and arrive byte for byte; on Slinky both are `90-goodput.sh`, and Slurm's SLURM_SCRIPT_CONTEXT
+    tells the script which it is."""
+    prolog, epilog = SLURM_SCRIPTS / "goodput-prolog.sh", SLURM_SCRIPTS / "goodput-epilog.sh"
+    code = gen.main(["--prolog", str(prolog), "--epilog", str(epilog)])
     out, err = capsys.readouterr()
     assert code == 0, err
     values = helm_python.values_from_yaml(out)
-    assert values["prologScripts"]["90-goodput.sh"] == prologs[0].read_bytes().decode()
-    assert values["epilogScripts"]["90-goodput.sh"] == epilogs[0].read_bytes().decode()
+    assert values["prologScripts"]["90-goodput.sh"] == prolog.read_bytes().decode()
+    assert values["epilogScripts"]["90-goodput.sh"] == epilog.read_bytes().decode()
+    assert "SLURM_SCRIPT_CONTEXT" in values["epilogScripts"]["90-goodput.sh"]
 
 
 # -- the Dockerfile ---------------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+goodput-prolog.sh
