@@ -14,4 +14,6 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
    && { ! command -v chromium >/dev/null || ! command -v prometheus >/dev/null; }; then
   bash scripts/install-console-tools.sh
 fi
-exec .venv/bin/python -m pytest -q "$@"
+# Two workers (pytest-xdist): the Slurm lab's tests, which mostly wait on Slurm, on one; everything
+# else beside them (tests/conftest.py). GOODPUT_TEST_WORKERS=0 runs the suite in one process.
+exec .venv/bin/python -m pytest -q -n "${GOODPUT_TEST_WORKERS:-2}" "$@"

@@ -74,3 +74,31 @@ def exposition() -> Iterator[Exposition]:
         yield exposition
     finally:
         publish(before)
+
+
+LAB_TESTS = REPO / "tests" / "slurm"
+LAB_PREFIX = "tests/slurm/"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The Slurm lab's tests go first: they are the longest chain and mostly wait on Slurm, so under
+    `make test`'s two workers the other worker's CPU-bound tests (fuzzing, the classifier) run
+    beside them instead of after them."""
+    lab = [item for item in items if item.path.is_relative_to(LAB_TESTS)]
+    items[:] = lab + [item for item in items if not item.path.is_relative_to(LAB_TESTS)]
+
+
+@pytest.hookimpl(optionalhook=True)  # only pytest-xdist calls it
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`make test` runs two pytest-xdist workers (scripts/test.sh); every test on the Slurm lab goes
+    to one of them, in order: there is one lab (fixed ports and state directory), its session
+    fixture is per worker, and its tests assume no other test's jobs run there. Every other test is
+    a unit of its own. (xdist's own `loadgroup` cannot do this under pytest 9: it renames node ids,
+    which pytest 9 no longer lets a plugin do.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LabOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "slurm-lab" if nodeid.startswith(LAB_PREFIX) else nodeid
+
+    return LabOnOneWorker(config, log)  # type: ignore[arg-type]
