@@ -60,6 +60,7 @@ PHASES = (
     "detection",
     "action",
     "spare_wait",
+    "queue_wait",
     "requeue",
     "restart",
     "tail",
@@ -101,6 +102,12 @@ class SimParams:
     spares: int | None = None  # healthy spare nodes for drained ones; None: one per 64 job nodes
     repair_days: float = 3.0  # mean time for a drained node to be repaired and rejoin the spares
     repair_sigma: float = 0.8
+    # On a busy shared cluster a replacement node comes through the queue: median wait (0: the job
+    # owns its spares, as the Llama 3 run did) and its lognormal shape. A hot-spare pool (goodput
+    # holding the spares in a reservation) starts the replacement at once instead.
+    queue_wait_min: float = 0.0
+    queue_sigma: float = 1.0
+    hot_spares: bool = False
     # (b) the seed's automation: means as measured.
     seed_detection_s: float = 69.0
     seed_action_s: float = 94.0
@@ -228,8 +235,17 @@ def seconds_to_on_hours(t: float, p: SimParams) -> float:
     raise AssertionError("unreachable: a weekday opening exists within a week")
 
 
-def simulate(failures: Sequence[Failure], params: SimParams, model: str) -> dict[str, float]:
-    """Replay one failure list under one response model; return seconds per phase plus counters."""
+def queue_draws(seed: int, count: int) -> list[float]:
+    """Standard-normal quantiles of the queue waits, from their own stream: adding them leaves every
+    other draw of a replication (and so every earlier result) as it was."""
+    rng = random.Random(f"queue-wait/{seed}")
+    return [rng.gauss(0.0, 1.0) for _ in range(count)]
+
+
+def simulate(failures: Sequence[Failure], params: SimParams, model: str,
+             queue_z: Sequence[float] = ()) -> dict[str, float]:
+    """Replay one failure list under one response model; return seconds per phase plus counters.
+    `queue_z` holds one standard-normal draw per failure for its queue wait (0 when missing)."""
     resp = Response(model, params)
     horizon = params.horizon_s
     interval = params.ckpt_interval_min * 60.0
@@ -237,6 +253,7 @@ def simulate(failures: Sequence[Failure], params: SimParams, model: str) -> dict
     segment = interval + save
     requeue = params.requeue_min * 60.0
     restart_median = _median_from_mean(params.restart_min * 60.0, params.restart_sigma)
+    queue_median = 0.0 if params.hot_spares else params.queue_wait_min * 60.0
     acc = dict.fromkeys(PHASES, 0.0)
     spares = params.spare_nodes
     repairs: list[float] = []  # completion times of drained nodes in repair (events)
@@ -261,7 +278,7 @@ def simulate(failures: Sequence[Failure], params: SimParams, model: str) -> dict
         t += duration
         return True
 
-    for f in failures:
+    for i, f in enumerate(failures):
         if t + f.uptime_s >= horizon:
             run(horizon - t, cut=True)
             t = horizon
@@ -282,6 +299,9 @@ def simulate(failures: Sequence[Failure], params: SimParams, model: str) -> dict
                 ready = max(t, heapq.heappop(repairs))
                 spare_waits += ready > t
             if not spend("spare_wait", ready - t):
+                break
+            z = queue_z[i] if i < len(queue_z) else 0.0
+            if queue_median > 0 and not spend("queue_wait", _lognormal(queue_median, params.queue_sigma, z)):
                 break
         restart = _lognormal(restart_median, params.restart_sigma, f.z_restart)
         if not spend("requeue", requeue) or not spend("restart", restart):

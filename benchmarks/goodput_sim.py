@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks._sim_levers import DEFAULT_QUEUE_WAIT_MIN, evaluate_levers, render_levers
 from benchmarks._sim_model import (
     LOST_PHASES,
     MODELS,
@@ -69,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
         help="interruptions per 1000 node-days (default: Llama 3, 419 / 54 days / 2048 nodes)",
     )
     a("--spares", type=int, default=None, help="spare nodes (default: one per 64 job nodes)")
+    a("--levers-queue-wait-min", type=float, default=DEFAULT_QUEUE_WAIT_MIN,
+      help="for the levers table: median queue wait of a replacement node without a hot-spare pool")
     a("--repair-days", type=float, default=d.repair_days, help="mean repair turnaround of a drained node")
     a("--seed-detection-s", type=float, default=d.seed_detection_s, help="(b) mean detection latency")
     a("--seed-action-s", type=float, default=d.seed_action_s, help="(b) mean action latency")
@@ -140,9 +143,12 @@ def _sd(xs: Sequence[float]) -> float:
     return statistics.stdev(xs) if len(xs) > 1 else 0.0
 
 
-def evaluate(params: SimParams, seed: int, reps: int, intervals: Sequence[float] = ()) -> dict[str, Any]:
-    """Run every model on the same `reps` failure histories; optionally sweep the checkpoint interval."""
-    histories = [draw_failures(params, random.Random(replication_seed(seed, r))) for r in range(reps)]
+def evaluate(params: SimParams, seed: int, reps: int, intervals: Sequence[float] = (),
+             levers_queue_wait_min: float = DEFAULT_QUEUE_WAIT_MIN) -> dict[str, Any]:
+    """Run every model on the same `reps` failure histories; optionally sweep the checkpoint interval;
+    then goodput with each lever beyond detection (benchmarks._sim_levers)."""
+    seeds = [replication_seed(seed, r) for r in range(reps)]
+    histories = [draw_failures(params, random.Random(s)) for s in seeds]
     gpus = params.gpus
     horizon_h = params.horizon_s / 3600.0
     models: dict[str, Any] = {}
@@ -180,7 +186,8 @@ def evaluate(params: SimParams, seed: int, reps: int, intervals: Sequence[float]
             e = [simulate(h, sp, m)["productive"] / sp.horizon_s for h in histories]
             row[f"ettr_{m}"], row[f"ettr_{m}_std"] = statistics.fmean(e), _sd(e)
         sweep.append(row)
-    return {"models": models, "paired_ettr_gain": paired, "sweep": sweep}
+    levers = evaluate_levers(params, histories, seeds, levers_queue_wait_min)
+    return {"models": models, "paired_ettr_gain": paired, "sweep": sweep, "levers": levers}
 
 
 def run(argv: list[str] | None = None) -> dict[str, Any]:
@@ -192,7 +199,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     params, source = params_from_args(ns)
     intervals = [float(x) for x in ns.sweep_min.split(",") if x.strip()]
     started = time.perf_counter()
-    ev = evaluate(params, ns.seed, ns.reps, intervals)
+    ev = evaluate(params, ns.seed, ns.reps, intervals, ns.levers_queue_wait_min)
     models = ev["models"]
     result: dict[str, Any] = {"benchmark": "goodput_sim"}
     for m in MODELS:
@@ -224,6 +231,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     }
     result["models"] = models
     result["sweep"] = ev["sweep"]
+    result["levers"] = ev["levers"]
     result["elapsed_s"] = round(time.perf_counter() - started, 3)
     if ns.plots:
         from benchmarks._sim_plots import write_plots
@@ -293,6 +301,8 @@ def render(r: dict[str, Any]) -> str:
         lines.append(f"{'interval min':<14}" + "".join(f"{m:>12}" for m in MODELS))
         for row in r["sweep"]:
             lines.append(f"{row['ckpt_interval_min']:<14g}" + "".join(f"{row[f'ettr_{m}']:>12.4f}" for m in MODELS))
+    if "levers" in r:
+        lines += render_levers(r["levers"])
     if "plots" in r:
         lines += ["", "plots: " + ", ".join(r["plots"])]
     lines.append(f"(simulated in {r['elapsed_s']:.2f} s)")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import goodput_sim
+from benchmarks._sim_levers import LEVERS, evaluate_levers
 from benchmarks._sim_model import (
     LLAMA3_INTERRUPTIONS,
     LLAMA3_UNEXPECTED,
@@ -22,10 +23,12 @@ from benchmarks._sim_model import (
     SimParams,
     analytic_ettr,
     draw_failures,
+    queue_draws,
     replication_seed,
     seconds_to_on_hours,
     simulate,
 )
+from goodput.checkpoints.advice import daly_interval_s
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT = SimParams(days=14)
@@ -163,3 +166,39 @@ def test_plots_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     for name in ("goodput-ettr.png", "goodput-lost-time.png"):
         assert (tmp_path / name).stat().st_size > 1000
     assert len(r["plots"]) == 2
+
+
+# -- the levers beyond detection (benchmarks/_sim_levers.py) --------------------------------------------
+
+def test_a_queue_wait_costs_time_and_a_hot_spare_pool_takes_it_away() -> None:
+    shared = dataclasses.replace(SHORT, queue_wait_min=30.0)
+    for seed, history in enumerate(_histories(SHORT, 3)):
+        waits = queue_draws(seed, len(history))
+        queued = simulate(history, shared, "goodput", waits)
+        assert queued["queue_wait"] > 0
+        assert sum(queued[ph] for ph in PHASES) == pytest.approx(shared.horizon_s, rel=1e-9)
+        pooled = simulate(history, dataclasses.replace(shared, hot_spares=True), "goodput", waits)
+        assert pooled["queue_wait"] == 0
+        assert pooled == simulate(history, SHORT, "goodput")  # the pool is exactly "no queue wait"
+        assert pooled["productive"] >= queued["productive"]
+
+
+def test_each_lever_is_measured_on_the_same_failures() -> None:
+    seeds = [replication_seed(3, r) for r in range(4)]
+    histories = [draw_failures(SHORT, random.Random(s)) for s in seeds]
+    levers = evaluate_levers(SHORT, histories, seeds, queue_wait_min=30.0)
+    rows = {row["lever"]: row for row in levers["rows"]}
+    assert list(rows) == list(LEVERS)
+    assert rows["as configured"]["gain"] == 0 and rows["as configured"]["ckpt_interval_min"] == 30.0
+    # Daly's interval is what `goodput advise` computes from the same save cost and MTTF.
+    assert levers["daly_interval_min"] == pytest.approx(daly_interval_s(30.0, SHORT.mttf_h * 3600) / 60)
+    assert rows["checkpoint interval"]["ckpt_interval_min"] == pytest.approx(levers["daly_interval_min"])
+    assert rows["hot-spare pool"]["gain"] > 0 and rows["checkpoint interval"]["gain"] > 0
+    assert rows["both"]["gain"] > max(rows["hot-spare pool"]["gain"], rows["checkpoint interval"]["gain"])
+
+
+def test_the_queue_waits_leave_every_other_result_as_it_was() -> None:
+    """The levers draw their queue waits from a stream of their own: the main comparison (queue wait 0)
+    replays exactly the failures and latencies it did before the levers existed."""
+    history = _histories(SHORT, 1)[0]
+    assert simulate(history, SHORT, "goodput") == simulate(history, SHORT, "goodput", queue_draws(1, len(history)))
