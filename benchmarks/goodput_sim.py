@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks._git import commit
 from benchmarks._sim_levers import DEFAULT_QUEUE_WAIT_MIN, evaluate_levers, render_levers
 from benchmarks._sim_model import (
     LOST_PHASES,
@@ -201,7 +202,11 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     ev = evaluate(params, ns.seed, ns.reps, intervals, ns.levers_queue_wait_min)
     models = ev["models"]
-    result: dict[str, Any] = {"benchmark": "goodput_sim"}
+    # What decides these numbers: the model, its inputs' reader and the advice it borrows Daly's
+    # interval from (`+dirty` when any of them differs from the commit).
+    result: dict[str, Any] = {"benchmark": "goodput_sim", "commit": commit(
+        "benchmarks/goodput_sim.py", "benchmarks/_sim_model.py", "benchmarks/_sim_levers.py",
+        "goodput/checkpoints/advice.py")}
     for m in MODELS:
         result[f"ettr_{m}"] = round(models[m]["ettr"], 5)
         result[f"ettr_{m}_std"] = round(models[m]["ettr_std"], 5)
