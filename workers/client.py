@@ -8,6 +8,7 @@ on to a new attempt, and that attempt gets its own incident.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -18,6 +19,7 @@ from temporalio.client import (
     RPCError,
     WorkflowExecution,
     WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDReusePolicy
@@ -44,11 +46,13 @@ from goodput.recover.incident import Decision, IncidentReport, RecoveryStart
 from goodput.recover.kill_switch import KillSwitchState
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.node_health import NodeHealthState
+from goodput.recover.node_incident import NodeIncidentState, node_incident_id
 from goodput.recover.policy import Policy
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow, breaker_workflow_id
 from workflows.kill_switch import kill_switch_workflow_id
 from workflows.node_health import NodeHealthWorkflow, node_health_workflow_id
+from workflows.node_incident import NodeIncidentWorkflow
 from workflows.node_memory import NodeMemoryWorkflow, node_memory_workflow_id
 from workflows.recovery import RecoveryWorkflow
 
@@ -103,7 +107,8 @@ def summary_of(wf: WorkflowExecution) -> IncidentSummary:
         state=attrs.get(search.STATE) or "", mode=attrs.get(search.MODE) or "",
         category=attrs.get(search.CATEGORY) or "", culprit_nodes=tuple(attrs.get(search.CULPRIT_NODES) or ()),
         outcome=attrs.get(search.OUTCOME) or "", started_at=wf.start_time, closed_at=wf.close_time,
-        running=wf.status == WorkflowExecutionStatus.RUNNING)
+        running=wf.status == WorkflowExecutionStatus.RUNNING,
+        node_incidents=tuple(attrs.get(search.NODE_INCIDENTS) or ()))
 
 
 class TemporalIncidentService:
@@ -163,6 +168,36 @@ class TemporalIncidentService:
         except RPCError as err:
             raise ServiceUnavailableError(f"cannot list node health: {err}") from err
         return tuple(states.values())
+
+    async def node_incidents(self, cluster: str | None = None, limit: int = 200,
+                             timeout_s: float = 3.0) -> tuple[NodeIncidentState, ...]:
+        """One fault, many jobs: the newest node incidents (of `cluster`, or all), each with every
+        job incident it linked. A running one is queried, a finished one read from its result; a
+        run that continued as new is skipped (its successor carries its state), and so is one
+        that cannot answer within `timeout_s` (its workers are down): its incidents then show as
+        unlinked, grouped by time, rather than holding up the list."""
+        query = "WorkflowType = 'NodeIncidentWorkflow'"
+        if cluster is not None:
+            query += f" AND WorkflowId STARTS_WITH '{node_incident_id(validate_cluster(cluster), '')}'"
+        try:
+            runs = [wf async for wf in self._client.list_workflows(query, limit=limit, rpc_timeout=RPC_TIMEOUT)]
+        except RPCError as err:
+            raise ServiceUnavailableError(f"cannot list node incidents: {err}") from err
+        gate = asyncio.Semaphore(16)
+
+        async def read(wf: WorkflowExecution) -> NodeIncidentState | None:
+            handle = self._client.get_workflow_handle_for(NodeIncidentWorkflow.run, wf.id, run_id=wf.run_id)
+            async with gate:
+                try:
+                    if wf.status == WorkflowExecutionStatus.RUNNING:
+                        return await asyncio.wait_for(handle.query(NodeIncidentWorkflow.status), timeout_s)
+                    if wf.status == WorkflowExecutionStatus.COMPLETED:
+                        return await asyncio.wait_for(handle.result(), timeout_s)
+                except (RPCError, WorkflowQueryFailedError, TimeoutError):
+                    pass
+                return None
+
+        return tuple(f for f in await asyncio.gather(*(read(wf) for wf in runs)) if f is not None)
 
     async def get(self, incident_id: str) -> IncidentReport:
         handle = self._client.get_workflow_handle_for(RecoveryWorkflow.run, incident_id)

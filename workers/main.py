@@ -34,7 +34,7 @@ from goodput.cli.doctor import render as render_doctor
 from goodput.cli.render import faults_table, incident_detail, incidents_table, lost_work_table, nodes_table
 from goodput.cli.service import ServiceError
 from goodput.config import Settings
-from goodput.console.faults import node_faults
+from goodput.console.faults import all_faults
 from goodput.diagnose.classify import run_classify
 from goodput.identifiers import InvalidIdentifierError, validate_cluster
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
@@ -88,8 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                                            "and say what to fix")
     doctor.add_argument("--json", action="store_true")
 
-    faults = sub.add_parser("faults", help="one fault, many jobs: incidents grouped by the node they blame")
+    faults = sub.add_parser("faults", help="one fault, many jobs: node incidents with every job they hit, and "
+                                           "unlinked incidents grouped by the node they blame")
     faults.add_argument("--limit", type=int, default=2000, help="newest incidents to group")
+    faults.add_argument("--cluster", help="cluster name (default from settings)")
     faults.add_argument("--window", type=float, default=10.0, help="minutes between incidents of one fault")
     faults.add_argument("--json", action="store_true")
 
@@ -217,7 +219,9 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
             raise AnomalyInputError(f"no node failure in the last {args.window}: give --mtbf-hours")
         return cmd_advise(args, 1 / (rate * args.nodes))
     elif args.command == "faults":
-        found = node_faults(await service.list_incidents(limit=args.limit), timedelta(minutes=args.window))
+        cluster = validate_cluster(args.cluster or settings.cluster)
+        found = all_faults(await service.node_incidents(cluster), await service.list_incidents(
+            limit=args.limit, cluster=cluster), timedelta(minutes=args.window))
         if args.json:
             for fault in found:
                 print(json.dumps({**fault.model_dump(mode="json", exclude={"incidents"}), "jobs": fault.jobs,

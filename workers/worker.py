@@ -21,6 +21,7 @@ from activities.adapters.breaker_gate import TemporalDrainGate
 from activities.adapters.kill_switch_gate import TemporalKillSwitch
 from activities.adapters.layout_store import layout_store_for
 from activities.adapters.node_health import TemporalNodeHealth
+from activities.adapters.node_incident_gate import TemporalNodeIncidents
 from activities.adapters.node_memory_gate import TemporalNodeMemory
 from activities.adapters.notify_webhook import FanOutNotifier, WebhookNotifier
 from activities.adapters.nvsentinel import VerdictPushBack
@@ -30,6 +31,7 @@ from activities.adapters.slurm_pyslurm import PyslurmBackend
 from activities.adapters.slurm_rest import SlurmRestBackend
 from activities.adapters.slurm_runner import LocalRunner
 from activities.adapters.slurm_ssh import slurm_ssh_backend
+from activities.node_incident import NodeIncidentActivities
 from activities.recovery import RecoveryActivities
 from activities.watch import WatchActivities
 from goodput.config import SchedulerKind, Settings
@@ -48,6 +50,7 @@ from workflows import search
 from workflows.breaker import DrainBreakerWorkflow
 from workflows.kill_switch import KillSwitchWorkflow
 from workflows.node_health import NodeHealthWorkflow
+from workflows.node_incident import NodeIncidentWorkflow
 from workflows.node_memory import NodeMemoryWorkflow
 from workflows.recovery import RecoveryWorkflow
 from workflows.watch import ClusterWatchWorkflow, JobWatchWorkflow
@@ -118,8 +121,9 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
         client,
         task_queue=task_queue,
         workflows=[RecoveryWorkflow, DrainBreakerWorkflow, NodeMemoryWorkflow, JobWatchWorkflow,
-                   ClusterWatchWorkflow, KillSwitchWorkflow, NodeHealthWorkflow],
-        activities=[*recovery.all(), watch.watch_job_logs, watch.watch_scheduler],
+                   ClusterWatchWorkflow, KillSwitchWorkflow, NodeHealthWorkflow, NodeIncidentWorkflow],
+        activities=[*recovery.all(), *NodeIncidentActivities(TemporalNodeIncidents(client, task_queue)).all(),
+                    watch.watch_job_logs, watch.watch_scheduler],
         # A dead worker's sticky workflows move to a live one after this, not the 10 s default.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
         max_concurrent_workflow_task_polls=4,

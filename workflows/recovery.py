@@ -11,7 +11,7 @@ Operators steer it with `approve`/`cancel` signals (the Temporal UI can send tho
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -21,7 +21,6 @@ with workflow.unsafe.imports_passed_through():
     from goodput.diagnose.node_memory import MemoryVerdict, observation_of, with_memory
     from goodput.models import ActionKind, Anomaly, Attribution, Mode, OperatorDecision, RecoveryPlan, RestartEffect
     from goodput.recover.audit import AuditAction
-    from goodput.recover.breaker import DrainRequest, DrainVerdict
     from goodput.recover.incident import (
         MAX_REPORTED_ANOMALIES,
         AttributeInput,
@@ -31,11 +30,8 @@ with workflow.unsafe.imports_passed_through():
         Decision,
         DecisionVerb,
         IncidentReport,
-        IsolateInput,
-        IsolateResult,
         MemoryInput,
         RecoveryStart,
-        ReserveInput,
         ResumeInput,
         ResumeResult,
         StopInput,
@@ -45,21 +41,18 @@ with workflow.unsafe.imports_passed_through():
     )
     from goodput.recover.kill_switch import effective_mode
     from goodput.recover.lifecycle import OUTCOME_OF, IncidentState, is_terminal
+    from goodput.recover.node_incident import LinkAnswer
     from goodput.recover.policy import ResumeStrategy, plan_recovery
     from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
     from workflows.audit_trail import AuditTrail
-    from workflows.recovery_steps import CancelledByOperator, Escalation, RecoverySteps
+    from workflows.node_link import NodeLinks
+    from workflows.recovery_steps import CancelledByOperator, Escalation
 
 S = IncidentState
 
 
-def _drained(isolated: IsolateResult) -> str:
-    return (f"drained {', '.join(isolated.drained) or 'nothing new'}"
-            + (f"; already drained: {', '.join(isolated.already)}" if isolated.already else ""))
-
-
 @workflow.defn
-class RecoveryWorkflow(RecoverySteps):
+class RecoveryWorkflow(NodeLinks):
     @workflow.init
     def __init__(self, start: RecoveryStart) -> None:
         self._start = start
@@ -78,6 +71,9 @@ class RecoveryWorkflow(RecoverySteps):
         self._lost_work: LostWork | None = None
         self._actions_done: list[str] = []
         self._audit = AuditTrail()
+        # Reported and indexed so that a node fault lists every job it hit (workflows.node_link).
+        self._node_incidents: list[str] = []
+        self._node_answers: dict[str, LinkAnswer] = {}
 
     # -- run ------------------------------------------------------------------------------
 
@@ -178,6 +174,7 @@ class RecoveryWorkflow(RecoverySteps):
             if why:
                 self._record(self._state, why)
         if self._mode is Mode.MONITOR:
+            await self._recommend()
             self._move(S.RECOMMENDED_ONLY, f"monitor mode: recommended — {self._plan.rationale}")
             await self._notify(f"recommendation: {self._plan.rationale}")
             return False
@@ -262,18 +259,7 @@ class RecoveryWorkflow(RecoverySteps):
             if self._cancelled_here():
                 return
             if action.kind is ActionKind.DRAIN_NODES:
-                verdict = await self._step("reserve_drain", ReserveInput(
-                    cluster=self._start.key.cluster, policy=self._start.policy.breaker,
-                    request=DrainRequest(incident_id=self._id, nodes=action.nodes)), DrainVerdict)
-                if not verdict.allowed:
-                    raise Escalation(verdict.reason)
-                self._move(S.ISOLATING, f"draining {', '.join(action.nodes)} ({verdict.reason})")
-                isolated = await self._audited(AuditAction.DRAIN, action.nodes, action.reason, self._step(
-                    "isolate", IsolateInput(incident_id=self._id, nodes=action.nodes, summary=action.reason,
-                                            observed_at=self._observed_at()),
-                    IsolateResult), _drained)
-                self._done(_drained(isolated))
-                await self._return_to_service(isolated.drained)
+                await self._isolate(action)
             elif action.kind in (ActionKind.REQUEUE, ActionKind.RESUBMIT):
                 resumed = await self._resume(action.kind, job_id, action.exclude, restarts)
             elif action.kind is ActionKind.STOP_JOB:
@@ -390,7 +376,7 @@ class RecoveryWorkflow(RecoverySteps):
             decision_verb=self._decision.verb.value if self._decision else None,
             outcome=OUTCOME_OF.get(self._state), timeline=tuple(self._timeline),
             actions_done=tuple(self._actions_done), checkpoint=self._checkpoint, lost_work=self._lost_work,
-            audit=tuple(self._audit.records))
+            audit=tuple(self._audit.records), node_incidents=tuple(self._node_incidents))
 
     @workflow.query
     def state(self) -> IncidentState:
@@ -401,10 +387,6 @@ class RecoveryWorkflow(RecoverySteps):
         return self._plan
 
     # -- helpers --------------------------------------------------------------------------
-
-    def _observed_at(self) -> datetime | None:
-        """When the failure was first observable: where the action-latency metric starts."""
-        return min((a.observed_at for a in self._anomalies), default=None)
 
     def _take(self, decision: Decision) -> None:
         if self._decision is None and not is_terminal(self._state):

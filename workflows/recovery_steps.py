@@ -11,7 +11,7 @@ lives on the workflow instance (set up in RecoveryWorkflow.__init__).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from temporalio import workflow
@@ -20,7 +20,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from goodput.checkpoints import LostWork
-    from goodput.models import Mode
+    from goodput.models import Anomaly, Mode
     from goodput.recover.audit import AuditAction
     from goodput.recover.incident import (
         AttributeResult,
@@ -63,6 +63,8 @@ class RecoverySteps:
     _actions_done: list[str]
     _audit: AuditTrail
     _lost_work: LostWork | None
+    _anomalies: list[Anomaly]
+    _node_incidents: list[str]
 
     @property
     def _id(self) -> str:
@@ -134,6 +136,10 @@ class RecoverySteps:
         if why_not:
             self._record(self._state, why_not)
 
+    def _observed_at(self) -> datetime | None:
+        """When the failure was first observable: where the action-latency metric starts."""
+        return min((a.observed_at for a in self._anomalies), default=None)
+
     def _done(self, detail: str) -> None:
         self._actions_done.append(detail)
         self._record(self._state, detail)
@@ -141,7 +147,8 @@ class RecoverySteps:
     def _upsert(self) -> None:
         if not self._start.index:
             return
-        search.upsert(self._start.key, self._state, self._mode, self._attributed, OUTCOME_OF.get(self._state))
+        search.upsert(self._start.key, self._state, self._mode, self._attributed, OUTCOME_OF.get(self._state),
+                      self._node_incidents)
 
     async def _notify(self, summary: str) -> None:
         try:

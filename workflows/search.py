@@ -29,9 +29,11 @@ MODE = SearchAttributeKey.for_keyword("GoodputMode")
 OUTCOME = SearchAttributeKey.for_keyword("GoodputOutcome")
 STATE = SearchAttributeKey.for_keyword("GoodputState")
 PARTITION = SearchAttributeKey.for_keyword("GoodputPartition")
+# The node incidents (one fault, many jobs) a job incident is linked to: lists a fault's jobs.
+NODE_INCIDENTS = SearchAttributeKey.for_keyword_list("GoodputNodeIncidents")
 
 ALL_KEYS: tuple[SearchAttributeKey[str] | SearchAttributeKey[Sequence[str]], ...] = (
-    JOB_ID, CLUSTER, CATEGORY, CULPRIT_NODES, MODE, OUTCOME, STATE, PARTITION)
+    JOB_ID, CLUSTER, CATEGORY, CULPRIT_NODES, MODE, OUTCOME, STATE, PARTITION, NODE_INCIDENTS)
 
 
 def at_start(key: IncidentKey, mode: Mode) -> TypedSearchAttributes:
@@ -44,7 +46,7 @@ def at_start(key: IncidentKey, mode: Mode) -> TypedSearchAttributes:
 
 
 def upsert(key: IncidentKey, state: IncidentState, mode: Mode, attributed: AttributeResult | None,
-           outcome: Outcome | None) -> None:
+           outcome: Outcome | None, node_incidents: Sequence[str] = ()) -> None:
     updates: list[SearchAttributeUpdate[Any]] = [JOB_ID.value_set(key.job_id), CLUSTER.value_set(key.cluster),
                STATE.value_set(state.value), MODE.value_set(mode.value)]
     if attributed is not None:
@@ -56,4 +58,6 @@ def upsert(key: IncidentKey, state: IncidentState, mode: Mode, attributed: Attri
             updates.append(PARTITION.value_set(attributed.job.partition))
     if outcome is not None:
         updates.append(OUTCOME.value_set(outcome.value))
+    if node_incidents:  # only when linked: incidents from before the link replay the same upserts
+        updates.append(NODE_INCIDENTS.value_set(list(node_incidents)))
     workflow.upsert_search_attributes(updates)

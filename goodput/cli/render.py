@@ -54,6 +54,8 @@ def incident_detail(report: IncidentReport) -> Group:
         head.add_row("decision", f"{report.decision_verb} by {report.decision.who}: {report.decision.reason}")
     if report.resumed_job_id:
         head.add_row("resumed as", report.resumed_job_id)
+    if report.node_incidents:  # one fault, many jobs: `goodput faults` lists the others it hit
+        head.add_row("node incidents", ", ".join(report.node_incidents))
 
     plan = Table(title="plan", show_header=True)
     plan.add_column("#")
@@ -111,10 +113,13 @@ def lost_work_table(summary: LostWorkSummary) -> Table:
 
 def faults_table(faults: Sequence[NodeFault]) -> Table:
     """`goodput faults`: one row per node fault, with every job it hit."""
-    table = Table(title="faults: incidents that blamed the same node, close together")
-    for column in ("node", "from", "to", "jobs", "categories", "incidents"):
-        table.add_column(column)
+    table = Table(title="faults: one node fault and every job it hit (node incidents; unlinked incidents "
+                        "grouped by the node they blamed, close together)")
+    for column in ("node", "from", "to", "jobs", "categories", "node incident", "incidents"):
+        table.add_column(column, overflow="fold")
     for f in faults:
-        table.add_row(f.node, _when(f.first_at), _when(f.last_at), f"{len(f.jobs)}: {', '.join(f.jobs)}",
-                      ", ".join(f.categories), "\n".join(f"{s.incident_id} ({s.state})" for s in f.incidents))
+        table.add_row(f.node, _when(f.first_at), _when(f.last_at), f"{f.hit}: {', '.join(f.jobs)}",
+                      ", ".join(f.categories), f"{f.node_incident}\n{f.isolation}" if f.node_incident else
+                      "(grouped by time, not linked)",
+                      "\n".join(f"{s.incident_id} ({s.state or '?'})" for s in f.incidents))
     return table

@@ -50,6 +50,8 @@ class IncidentSummary(Frozen):
     started_at: datetime | None = None
     closed_at: datetime | None = None
     running: bool = False
+    # The node incidents (one fault, many jobs) it is linked to; empty for incidents never linked.
+    node_incidents: tuple[str, ...] = ()
 
 
 class IncidentService(Protocol):

@@ -87,6 +87,9 @@ class IncidentReport(Frozen):
     lost_work: LostWork | None = None
     # Every action taken on the cluster and every operator decision (goodput.recover.audit).
     audit: tuple[AuditRecord, ...] = ()
+    # One fault, many jobs: the node incidents (goodput.recover.node_incident) this job incident
+    # is linked to, i.e. the faults it shares with the other jobs they hit.
+    node_incidents: tuple[str, ...] = ()
 
 
 class DecisionVerb(StrEnum):

@@ -25,6 +25,7 @@ from goodput.models import (
 )
 from goodput.recover.breaker import BreakerPolicy
 from goodput.recover.node_health import ReturnToServicePolicy
+from goodput.recover.node_incident import NodeIncidentPolicy
 from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
 
 
@@ -67,6 +68,8 @@ class Policy(Frozen):
     never_restart_grace_s: float = Field(default=60.0, ge=0.0, le=3600.0)
     # Nodes goodput drained come back after a quarantine and the site's health check.
     return_to_service: ReturnToServicePolicy = Field(default_factory=ReturnToServicePolicy)
+    # One fault, many jobs: the job incidents a node's fault hit share one isolation decision.
+    node_incident: NodeIncidentPolicy = Field(default_factory=NodeIncidentPolicy)
     # A closed incident keeps accepting late evidence of its job attempt this long, so the tail
     # of a burst is folded in instead of being turned away.
     linger_s: float = Field(default=30.0, ge=0.0, le=3600.0)

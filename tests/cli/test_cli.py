@@ -219,6 +219,9 @@ async def test_faults_group_the_incidents_that_blamed_one_node(client: Client, t
     faults = [f for f in map(json.loads, shown.stdout.splitlines()) if f["node"] == "node3"]
     cluster = cli_env["GOODPUT_CLUSTER"]
     assert [f["jobs"] for f in faults][:1] == [[f"{cluster}/1002", f"{cluster}/1004"]]
+    # linked, in monitor mode too: one node incident, its one (recommended) isolation decision
+    assert faults[0]["node_incident"] == f"node-incident/{cluster}/node3"
+    assert faults[0]["isolation"].startswith("recommended by incident ")
 
 
 def test_doctor_passes_on_a_working_setup_and_names_each_broken_piece(cli_env: dict[str, str],

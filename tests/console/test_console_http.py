@@ -232,3 +232,4 @@ async def test_one_node_fault_that_hit_two_jobs_is_shown_as_one(client: Client, 
     rows = re.findall(r"<tr class=\"storm\">(.*?)</tr>", page.text, re.S)
     assert len(rows) == 1 and "node3" in rows[0]
     assert f"<b>2</b>: {console.cluster}/1002, {console.cluster}/1004" in rows[0]
+    assert f"<code>node-incident/{console.cluster}/node3</code>" in rows[0]  # one linked fault

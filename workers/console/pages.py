@@ -19,7 +19,7 @@ from starlette.routing import Route
 from activities.adapters.audit_log import JsonlAuditLog
 from goodput.cli.service import IncidentSummary, ServiceError
 from goodput.console.auth import Role
-from goodput.console.faults import DEFAULT_WINDOW, node_faults
+from goodput.console.faults import DEFAULT_WINDOW, all_faults
 from goodput.console.filters import IncidentFilter
 from goodput.console.views import gpu_hours_saved, job_rows, node_grid, partition_modes, recovery_ladder
 from goodput.identifiers import validate_cluster, validate_job_id
@@ -100,10 +100,12 @@ async def nodes(ctx: ConsoleContext, request: Request) -> Response:
 
 
 async def faults(ctx: ConsoleContext, request: Request) -> Response:
-    """One fault, many jobs: incidents grouped by the node they blame, close together in time."""
+    """One fault, many jobs: each node incident with every job it hit; incidents never linked to
+    one grouped by the node they blame, close together in time."""
     who = require(request, ctx.auth)
     rows = await _newest(ctx)
-    return ctx.render(request, "faults.html", who, faults=node_faults(rows), window=WINDOW,
+    linked = await ctx.backend.service.node_incidents(ctx.cluster)
+    return ctx.render(request, "faults.html", who, faults=all_faults(linked, rows), window=WINDOW,
                       window_min=int(DEFAULT_WINDOW.total_seconds() // 60))
 
 
