@@ -26,12 +26,8 @@ from activities.adapters.node_health import CommandNodeCheck
 from activities.job_chains import hold_successors, repoint_successors
 from activities.metrics import RecoveryMetrics
 from activities.progress import ProgressReader, output_sizes
-from goodput.checkpoints import (
-    CheckpointCommentError,
-    CheckpointFinder,
-    config_from_comment,
-    request_for,
-)
+from goodput.checkpoints import CheckpointFinder
+from goodput.checkpoints.finder import find_for_job
 from goodput.detect.nvrx_cycles import cycle_note
 from goodput.diagnose.attribution import attribute
 from goodput.diagnose.layout import JobLayout, LayoutSource, wants_layout
@@ -183,16 +179,9 @@ class RecoveryActivities:
     async def find_checkpoint(self, request: CheckpointInput) -> CheckpointResult:
         """The latest valid checkpoint of the job, by the layout its comment names (stat-only),
         read with the job owner's permissions where possible; the explanation says how."""
-        try:
-            config = config_from_comment(request.job.comment)
-        except CheckpointCommentError as err:
-            return CheckpointResult(explanation=f"checkpoint config in the job comment is invalid: {err}")
-        if config is None:
-            return CheckpointResult(explanation="the job names no checkpoints (goodput:ckpt=<layout>:<root>); "
-                                                "it resumes however it resumes on its own")
         async with heartbeating():
-            finding = await self._checkpoints.find(request_for(config, request.job, datetime.now(UTC)))
-        return CheckpointResult(checkpoint=finding.choice.checkpoint, explanation=finding.explanation)
+            finding, explanation = await find_for_job(self._checkpoints, request.job, datetime.now(UTC))
+        return CheckpointResult(checkpoint=finding.choice.checkpoint if finding else None, explanation=explanation)
 
     @activity.defn(name="isolate")
     async def isolate(self, request: IsolateInput) -> IsolateResult:

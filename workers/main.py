@@ -24,6 +24,7 @@ from activities.adapters.audit_log import JsonlAuditLog
 from activities.adapters.gpu_nvml import NvmlUnavailableError
 from goodput.checkpoints import LAYOUTS, IncidentLoss, summarize_lost_work
 from goodput.checkpoints.advice import node_failure_rate_per_hour
+from goodput.checkpoints.job_advice import Overrides
 from goodput.checkpoints.model import DEFAULT_SETTLE_S
 from goodput.checkpoints.report import run_checkpoints
 from goodput.cli.advise import run_advise
@@ -36,7 +37,7 @@ from goodput.cli.service import ServiceError
 from goodput.config import Settings
 from goodput.console.faults import all_faults
 from goodput.diagnose.classify import run_classify
-from goodput.identifiers import InvalidIdentifierError, validate_cluster
+from goodput.identifiers import InvalidIdentifierError, validate_cluster, validate_job_id
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
 from goodput.recover.audit import AuditRecord, merged, parse_since, since
 from goodput.recover.incident import Decision, DecisionVerb, IncidentReport
@@ -44,6 +45,7 @@ from goodput.recover.kill_switch import KillSwitchState
 from workers import devserver
 from workers.client import TemporalIncidentService, connect_from
 from workers.doctor import run_checks
+from workers.job_advice import run_advise_job
 from workers.logs import configure as configure_logs
 from workers.serve import cmd_agent, cmd_console, cmd_up, cmd_worker
 
@@ -144,15 +146,18 @@ def build_parser() -> argparse.ArgumentParser:
     classify.add_argument("paths", nargs="+")
 
     adv = sub.add_parser("advise", help="the checkpoint interval a job should use (Young-Daly), from its "
-                                        "checkpoints")
-    adv.add_argument("root", help="the job's checkpoint root")
+                                        "checkpoints (ROOT), or from all goodput measured about a job (--job)")
+    adv.add_argument("root", nargs="?", help="the job's checkpoint root")
+    adv.add_argument("--job", help="a job id: its record, checkpoints, step time and failure rate, measured")
+    adv.add_argument("--cluster", help="the job's cluster, with --job (default from settings)")
     adv.add_argument("--layout", help="auto-detected unless named")
-    adv.add_argument("--step-time", type=float, required=True, help="seconds per training step")
-    adv.add_argument("--gpus", type=int, required=True, help="GPUs the job uses")
+    adv.add_argument("--step-time", type=float, help="seconds per training step (with --job: measured unless given)")
+    adv.add_argument("--gpus", type=int, help="GPUs the job uses (with --job: from its nodes unless given)")
     adv.add_argument("--mtbf-hours", type=float, help="the job's mean time between failures, if known")
     adv.add_argument("--nodes", type=int, help="nodes the job uses (with --cluster-nodes: MTBF from goodput's "
                                               "incidents of the last --window)")
-    adv.add_argument("--cluster-nodes", type=int, help="nodes in the cluster")
+    adv.add_argument("--cluster-nodes", type=int, help="nodes in the cluster (with --job: from the scheduler "
+                                                      "unless given)")
     adv.add_argument("--window", default="30d", help="how far back incidents count (default 30d)")
     adv.add_argument("--restart-s", type=float, default=600.0, help="time from a failure to training again")
     adv.add_argument("--json", action="store_true")
@@ -341,6 +346,15 @@ def cmd_advise(args: argparse.Namespace, mtbf_hours: float) -> int:
                       now=datetime.now(UTC))
 
 
+async def cmd_advise_job(args: argparse.Namespace, settings: Settings) -> int:
+    now = datetime.now(UTC)
+    overrides = Overrides(step_time_s=args.step_time, gpus=args.gpus, mtbf_hours=args.mtbf_hours,
+                          cluster_nodes=args.cluster_nodes, window=now - parse_since(args.window, now),
+                          restart_s=args.restart_s)
+    return await run_advise_job(settings, validate_job_id(args.job), validate_cluster(args.cluster or settings.cluster),
+                                overrides, as_json=args.json, out=sys.stdout)
+
+
 def cmd_checkpoints(args: argparse.Namespace) -> int:
     return run_checkpoints(os.path.abspath(args.root), args.layout, args.json, sys.stdout, sys.stderr,
                            datetime.now(UTC), settle_s=args.settle)
@@ -356,6 +370,11 @@ def dispatch(argv: Sequence[str] | None = None) -> int:
             return cmd_classify(args)
         if args.command == "checkpoints":
             return cmd_checkpoints(args)
+        if args.command == "advise" and args.job is None and (args.root is None or args.step_time is None
+                                                              or args.gpus is None):
+            raise AnomalyInputError("advise needs ROOT with --step-time and --gpus, or --job JOB")
+        if args.command == "advise" and args.job is not None:
+            return asyncio.run(cmd_advise_job(args, settings_from(args)))
         if args.command == "advise" and args.mtbf_hours is not None:
             return cmd_advise(args, args.mtbf_hours)
         if args.command == "advise" and not (args.nodes and args.cluster_nodes):

@@ -60,11 +60,14 @@ def node_failure_rate_per_hour(incidents: Sequence[IncidentSummary], cluster_nod
     (each fault counted once per node, not once per job it hit)."""
     if cluster_nodes <= 0:
         raise AdviceError("the cluster's node count must be positive")
-    start = now - window
-    faults = {(s.cluster, node, s.started_at.replace(minute=0, second=0, microsecond=0))
-              for s in incidents if s.started_at is not None and s.started_at >= start
-              and s.category in NODE_CATEGORIES for node in s.culprit_nodes}
-    return len(faults) / (cluster_nodes * window.total_seconds() / 3600)
+    return node_faults(incidents, now - window) / (cluster_nodes * window.total_seconds() / 3600)
+
+
+def node_faults(incidents: Sequence[IncidentSummary], start: datetime) -> int:
+    """Node faults since `start`: one per node and hour, however many jobs' incidents blamed it."""
+    return len({(s.cluster, node, s.started_at.replace(minute=0, second=0, microsecond=0))
+                for s in incidents if s.started_at is not None and s.started_at >= start
+                and s.category in NODE_CATEGORIES for node in s.culprit_nodes})
 
 
 def daly_interval_s(cost_s: float, mtbf_s: float) -> float:

@@ -21,6 +21,7 @@ from typing import Protocol
 from pydantic import Field
 
 from goodput.checkpoints.fs import FileSystem
+from goodput.checkpoints.jobconfig import CheckpointCommentError, config_from_comment
 from goodput.checkpoints.localfs import LocalFileSystem
 from goodput.checkpoints.model import CheckpointConfig, Discovery, ResumeChoice, ScanLimits
 from goodput.checkpoints.resume import find_resume_point
@@ -98,3 +99,19 @@ class InProcessFinder:
 
     async def find(self, request: FinderRequest) -> Finding:
         return await asyncio.to_thread(self.find_now, request)
+
+
+async def find_for_job(finder: CheckpointFinder, job: JobInfo, now: datetime,
+                       limits: ScanLimits | None = None) -> tuple[Finding | None, str]:
+    """The job's checkpoints where its comment names them (goodput:ckpt=<layout>:<root>), read by
+    `finder`; else None and why not. The recovery's find-checkpoint step and `goodput advise
+    --job` both ask this way, so they read the same tree with the same permissions."""
+    try:
+        config = config_from_comment(job.comment)
+    except CheckpointCommentError as err:
+        return None, f"checkpoint config in the job comment is invalid: {err}"
+    if config is None:
+        return None, ("the job names no checkpoints (goodput:ckpt=<layout>:<root>); "
+                      "it resumes however it resumes on its own")
+    finding = await finder.find(request_for(config, job, now, limits))
+    return finding, finding.explanation

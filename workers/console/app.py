@@ -33,7 +33,7 @@ from goodput.identifiers import InvalidIdentifierError
 from goodput.models import Category, Mode, OperatorDecision
 from goodput.recover.incident import Decision, DecisionVerb
 from goodput.recover.lifecycle import IncidentState, is_terminal
-from workers.console import pages
+from workers.console import advice, pages
 from workers.console.context import HERE, ConsoleContext
 from workers.console.security import (
     SECURITY_HEADERS,
@@ -87,6 +87,7 @@ def build_app(ctx: ConsoleContext) -> Starlette:
         Route("/incidents/{incident_id}/{verb:str}", partial(decide, ctx), methods=["POST"]),
         Route("/inbox", partial(inbox, ctx)),
         *pages.routes(ctx),
+        *advice.routes(ctx),
         Route("/metrics", metrics_endpoint),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

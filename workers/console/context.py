@@ -14,6 +14,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from goodput.checkpoints.job_advice import JobAdvice
 from goodput.cli.service import IncidentSummary
 from goodput.console.auth import Role, TokenAuthenticator
 from goodput.recover.policy import Policy
@@ -46,6 +47,8 @@ class ConsoleContext:
         self.listings: SharedRefresh[dict[str, object]] = SharedRefresh(self.refresh_s)
         self.counts: SharedRefresh[dict[str, int]] = SharedRefresh(self.counts_refresh_s)
         self.overviews: SharedRefresh[list[IncidentSummary]] = SharedRefresh(self.overview_refresh_s)
+        # A job's checkpoint interval advice reads its checkpoint tree: once a minute per job at most.
+        self.advice: SharedRefresh[JobAdvice] = SharedRefresh(60.0)
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(
             enabled_extensions=("html",), default=True), trim_blocks=True, lstrip_blocks=True)
 
