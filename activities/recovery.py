@@ -26,6 +26,7 @@ from activities.adapters.node_health import CommandNodeCheck
 from activities.job_chains import hold_successors, repoint_successors
 from activities.metrics import RecoveryMetrics
 from activities.progress import ProgressReader, output_sizes
+from activities.spares import offer_pool, point_at_pool, pool_fields
 from goodput.checkpoints import CheckpointFinder
 from goodput.checkpoints.finder import find_for_job
 from goodput.detect.nvrx_cycles import cycle_note
@@ -66,6 +67,7 @@ from goodput.recover.node_health import (
 )
 from goodput.recover.notify import Notifier
 from goodput.recover.policy import ResumeStrategy
+from goodput.recover.spares import PoolChoice
 from goodput.scheduler import (
     ACTIVE_JOB_STATES,
     JobInfo,
@@ -210,23 +212,30 @@ class RecoveryActivities:
         # Sizes now, in both branches: at worst a retried activity misses the new attempt's first
         # lines (it prints more); it never counts the old attempt's steps as new progress.
         offsets = output_sizes(p for p in (job.stdout_path, job.stderr_path) if p)
-        if job.restart_count > request.restart_count_before:
+        retried = job.restart_count > request.restart_count_before
+        # a retry that finds the job released already leaves the pool alone
+        pool = await offer_pool(self._scheduler, request.spares if job.held or not retried else None, job,
+                                request.exclude)
+        if retried:
             # Also a retry whose first attempt requeued the job held and stopped before release.
-            excluded = await self._exclude_and_release(job, request.exclude) if job.held else ""
+            excluded = await self._exclude_and_release(job, request.exclude, pool) if job.held else ""
             return ResumeResult(job_id=job.job_id, changed=False,
                                 detail=f"job {job.job_id} already requeued (restarts={job.restart_count}){excluded}",
-                                restart_count_before=request.restart_count_before, log_offsets=offsets)
-        # With nodes to avoid: requeue held, exclude them, release, so the job cannot start on a
-        # node goodput distrusts in the moment between the requeue and the exclusion.
-        hold = bool(request.exclude)
+                                restart_count_before=request.restart_count_before, log_offsets=offsets,
+                                **pool_fields(pool))
+        # With nodes to avoid or a spare pool: requeue held, exclude them, point it at the pool,
+        # release, so the job cannot start on a node goodput distrusts (or off the pool) meanwhile.
+        hold = bool(request.exclude) or (pool is not None and pool.use)
         result = await mapped(self._scheduler.requeue_job(request.job_id, hold=hold))
-        excluded = await self._exclude_and_release(job, request.exclude) if hold else ""
+        excluded = (await self._exclude_and_release(job, request.exclude, pool) if hold
+                    else await point_at_pool(self._scheduler, job.job_id, pool))
         if result.changed:
             self._metrics.accepted(AuditAction.REQUEUE, request.observed_at)
         return ResumeResult(job_id=request.job_id, changed=result.changed, detail=result.detail + excluded,
-                            restart_count_before=request.restart_count_before, log_offsets=offsets)
+                            restart_count_before=request.restart_count_before, log_offsets=offsets,
+                            **pool_fields(pool))
 
-    async def _exclude_and_release(self, job: JobInfo, exclude: tuple[str, ...]) -> str:
+    async def _exclude_and_release(self, job: JobInfo, exclude: tuple[str, ...], pool: PoolChoice | None) -> str:
         note = ""
         if exclude:
             try:
@@ -234,6 +243,7 @@ class RecoveryActivities:
                 note = f"; {done.detail}"
             except PermanentSchedulerError as err:  # released anyway: held forever is worse
                 note = f"; could not exclude {', '.join(exclude)}: {err}"
+        note += await point_at_pool(self._scheduler, job.job_id, pool)
         await mapped(self._scheduler.release_job(job.job_id))
         return note
 
@@ -259,8 +269,9 @@ class RecoveryActivities:
         # Two copies of one training run would fight over the same checkpoints: hold the copy
         # while the original still runs.
         active = original.state in ACTIVE_JOB_STATES
+        pool = await offer_pool(self._scheduler, request.spares, original, request.exclude)
         result = await mapped(self._scheduler.resubmit_job(request.job_id, ResubmitRequest(
-            exclude=request.exclude, environment=request.environment, hold=active,
+            exclude=request.exclude, environment=request.environment, hold=active or bool(pool and pool.use),
             incident_id=request.incident_id)))
         if not result.new_job_id:
             raise ApplicationError(f"resubmit of {request.job_id} returned no job id", non_retryable=True)
@@ -268,6 +279,8 @@ class RecoveryActivities:
         chain = await repoint_successors(self._scheduler, original, result.new_job_id)
         if active:
             await mapped(self._scheduler.cancel_job(request.job_id))
+        if result.changed or (await mapped(self._scheduler.get_job(result.new_job_id))).held:
+            chain += await point_at_pool(self._scheduler, result.new_job_id, pool)  # into the pool while held
         # Also after a retry that found a copy an earlier attempt held; a no-op when not held.
         await mapped(self._scheduler.release_job(result.new_job_id))
         # Accepted once the copy is submitted, the original cancelled and the copy released;
@@ -275,7 +288,8 @@ class RecoveryActivities:
         if result.changed:
             self._metrics.accepted(AuditAction.RESUBMIT, request.observed_at)
         return ResumeResult(job_id=result.new_job_id, changed=result.changed, log_offsets=offsets,
-                            detail=result.detail + (f"; {chain}" if chain else ""))
+                            detail=result.detail + (f"; {chain.removeprefix('; ')}" if chain else ""),
+                            **pool_fields(pool))
 
     @activity.defn(name="verify")
     async def verify(self, request: VerifyInput) -> VerifyResult:
@@ -300,8 +314,8 @@ class RecoveryActivities:
             if job.state is JobState.RUNNING and restarted:
                 running = f"{last} on {','.join(job.nodes) or '?'}"
                 if request.progress_past is None:
-                    return VerifyResult(ok=True, detail=running)
-                return await self._progress(request, job, running)
+                    return VerifyResult(ok=True, detail=running, nodes=job.nodes)
+                return (await self._progress(request, job, running)).model_copy(update={"nodes": job.nodes})
             if restarted and job.state not in (JobState.PENDING, JobState.REQUEUED, JobState.RUNNING,
                                                JobState.COMPLETING):
                 return VerifyResult(ok=False, detail=f"resumed job ended: {last}")
@@ -353,7 +367,8 @@ class RecoveryActivities:
         if self._node_health is None:
             return
         for node in request.nodes:
-            await self._node_health.drained(request.cluster, node, request.incident_id, request.policy)
+            await self._node_health.drained(request.cluster, node, request.incident_id, request.policy,
+                                            spares=request.spares)
 
     @activity.defn(name="check_node")
     async def check_node(self, request: NodeCheckInput) -> CheckResult:

@@ -18,6 +18,7 @@ _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _JOB = re.compile(r"^[0-9]+(?:_[0-9]+)?(?:\+[0-9]+)?$")
 _CLUSTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _PARTITION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_RESERVATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
 class InvalidIdentifierError(ValueError):
@@ -51,6 +52,11 @@ def validate_cluster(value: str) -> str:
 
 def validate_partition(value: str) -> str:
     return _check("partition", value, _PARTITION)
+
+
+def validate_reservation(value: str) -> str:
+    """Slurm reservation names (the hot-spare pool's, from policy): one plain scontrol word."""
+    return _check("reservation name", value, _RESERVATION)
 
 
 def validate_reason(value: str) -> str:

@@ -81,6 +81,15 @@ class NodeInfo(Frozen):
         return "DRAIN" in self.flags or self.state.upper() in {"DRAINED", "DRAINING", "DRAIN"}
 
 
+class ReservationInfo(Frozen):
+    """A Slurm reservation as goodput uses one: the hot-spare pool (goodput.recover.spares)."""
+
+    name: str
+    nodes: tuple[str, ...] = ()
+    users: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+
+
 class ActionResult(Frozen):
     """What a scheduler call did; `changed=False` means it was already so (idempotent no-op)."""
 
@@ -123,6 +132,10 @@ class UnknownNodeError(PermanentSchedulerError):
     pass
 
 
+class UnknownReservationError(PermanentSchedulerError):
+    pass
+
+
 class NotOwnedError(PermanentSchedulerError):
     """goodput refuses to touch a node someone else drained (or drained for another reason)."""
 
@@ -161,4 +174,20 @@ class Scheduler(Protocol):
 
     async def update_dependency(self, job_id: str, dependency: str) -> ActionResult:
         """Point a queued job's dependency elsewhere (job chains, goodput.slurm.dependencies)."""
+        ...
+
+    async def get_reservation(self, name: str) -> ReservationInfo:
+        """The reservation `name` (the hot-spare pool); UnknownReservationError if there is none."""
+        ...
+
+    async def allow_reservation_user(self, name: str, user: str) -> ActionResult:
+        """Add one user to the reservation's users (a recovered job's owner, into the spare pool)."""
+        ...
+
+    async def use_reservation(self, job_id: str, name: str) -> ActionResult:
+        """Point a queued (held) job at the reservation, so it may start on its nodes."""
+        ...
+
+    async def add_reservation_nodes(self, name: str, nodes: Sequence[str]) -> ActionResult:
+        """Add nodes to the reservation (refilling the spare pool with nodes back in service)."""
         ...

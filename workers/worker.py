@@ -33,6 +33,7 @@ from activities.adapters.slurm_runner import LocalRunner
 from activities.adapters.slurm_ssh import slurm_ssh_backend
 from activities.node_incident import NodeIncidentActivities
 from activities.recovery import RecoveryActivities
+from activities.spares import SpareActivities
 from activities.watch import WatchActivities
 from goodput.config import SchedulerKind, Settings
 from goodput.demo.scheduler import FakeScheduler
@@ -123,7 +124,7 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
         workflows=[RecoveryWorkflow, DrainBreakerWorkflow, NodeMemoryWorkflow, JobWatchWorkflow,
                    ClusterWatchWorkflow, KillSwitchWorkflow, NodeHealthWorkflow, NodeIncidentWorkflow],
         activities=[*recovery.all(), *NodeIncidentActivities(TemporalNodeIncidents(client, task_queue)).all(),
-                    watch.watch_job_logs, watch.watch_scheduler],
+                    watch.watch_job_logs, watch.watch_scheduler, SpareActivities(scheduler).refill_spares],
         # A dead worker's sticky workflows move to a live one after this, not the 10 s default.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
         max_concurrent_workflow_task_polls=4,

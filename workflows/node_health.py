@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         checked,
         drained,
     )
+    from goodput.recover.spares import RefillInput, RefillResult, SparePolicy
     from workflows.audit_trail import write_audit
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
@@ -44,6 +45,8 @@ class NodeHealthStart(Frozen):
     node: str
     incident_id: str
     policy: ReturnToServicePolicy
+    # The hot-spare pool a returned node refills (goodput.recover.spares); None: no pool.
+    spares: SparePolicy | None = None
 
 
 def node_health_workflow_id(cluster: str, node: str) -> str:
@@ -84,10 +87,28 @@ class NodeHealthWorkflow:
             if not back.returned:
                 return self._state  # someone else's node now (or already resumed): not goodput's to watch
             await self._audit(back.detail)
-            await self._notify(IncidentState.RECOVERED, f"node {start.node} returned to service: {back.detail}")
+            refilled = await self._refill()
+            await self._notify(IncidentState.RECOVERED, f"node {start.node} returned to service: {back.detail}"
+                               + (f"; {refilled}" if refilled else ""))
             # A node that comes back and fails again soon is a repeat offender: keep counting.
             if not await self._drained_again(policy.offence_window_s):
                 return self._state
+
+    async def _refill(self) -> str:
+        """A returned node joins the hot-spare pool while it is below its target size. Histories
+        from before the pool (and runs without one) schedule nothing here."""
+        spares = self._start.spares
+        if spares is None or not spares.enabled or not workflow.patched("hot-spare-refill"):
+            return ""
+        try:
+            done = await workflow.execute_activity(
+                "refill_spares", RefillInput(cluster=self._start.cluster, node=self._start.node, policy=spares),
+                result_type=RefillResult, start_to_close_timeout=timedelta(seconds=120), retry_policy=RETRY)
+        except ActivityError as err:  # the node is back in service either way
+            return f"not added to pool {spares.reservation}: {err.cause or err}"[:500]
+        self._state = self._state.model_copy(update={"why": f"{self._state.why}; {done.detail}"[:2000]})
+        detail: str = done.detail
+        return detail
 
     async def _drained_again(self, seconds: float) -> bool:
         """Waits `seconds`; True (and the offence counted) if goodput drained the node meanwhile."""

@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.recover.lifecycle import OUTCOME_OF, IncidentState, is_terminal
     from goodput.recover.node_incident import LinkAnswer
     from goodput.recover.policy import ResumeStrategy, plan_recovery
+    from goodput.recover.spares import spare_outcome
     from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
     from workflows.audit_trail import AuditTrail
     from workflows.node_link import NodeLinks
@@ -302,7 +303,8 @@ class RecoveryWorkflow(NodeLinks):
             resumed = await self._audited(AuditAction(kind.value), exclude, f"attempt {attempt}", self._step(
                 "resume", ResumeInput(incident_id=self._id, job_id=job_id, strategy=strategy, exclude=exclude,
                                       restart_count_before=restarts, environment=environment,
-                                      observed_at=self._observed_at()), ResumeResult),
+                                      observed_at=self._observed_at(),
+                                      spares=policy.spares if policy.spares.enabled else None), ResumeResult),
                 lambda r: r.detail)
             self._resumed_job_id = resumed.job_id
             self._done(resumed.detail)
@@ -317,6 +319,8 @@ class RecoveryWorkflow(NodeLinks):
                 VerifyResult, timeout=timedelta(seconds=policy.verify_running_timeout_s + 60 + policy.capacity_wait_s
                                                 + (policy.verify_progress_timeout_s if checkpoint else 0)))
             self._done(verified.detail)
+            if verified.ok and resumed.spare_pool:
+                self._done(spare_outcome(resumed.spare_pool, resumed.spare_nodes, verified.nodes))
             if verified.ok:
                 return resumed
             if resumed.job_id == job_id:

@@ -120,8 +120,10 @@ class RecoverySteps:
         if not nodes or not policy.enabled or not workflow.patched("return-to-service"):
             return
         try:
+            spares = self._start.policy.spares
             await self._step("start_node_health", NodeHealthRequest(
-                cluster=self._start.key.cluster, nodes=nodes, incident_id=self._id, policy=policy), type(None))
+                cluster=self._start.key.cluster, nodes=nodes, incident_id=self._id, policy=policy,
+                spares=spares if spares.enabled and spares.target_size else None), type(None))
         except Escalation as why:  # the drain stands; only its automatic return is missing
             self._record(self._state, f"return to service not started: {why}")
             return

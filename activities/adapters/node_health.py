@@ -18,6 +18,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
 
 from goodput.recover.node_health import MAX_OUTPUT, CheckResult, ReturnToServicePolicy
+from goodput.recover.spares import SparePolicy
 from workflows.node_health import NodeHealthStart, NodeHealthWorkflow, node_health_workflow_id
 
 
@@ -49,10 +50,11 @@ class TemporalNodeHealth:
         self._client = client
         self._task_queue = task_queue
 
-    async def drained(self, cluster: str, node: str, incident_id: str, policy: ReturnToServicePolicy) -> None:
+    async def drained(self, cluster: str, node: str, incident_id: str, policy: ReturnToServicePolicy, *,
+                      spares: SparePolicy | None = None) -> None:
         await self._client.start_workflow(
             NodeHealthWorkflow.run, NodeHealthStart(cluster=cluster, node=node, incident_id=incident_id,
-                                                    policy=policy),
+                                                    policy=policy, spares=spares),
             id=node_health_workflow_id(cluster, node), task_queue=self._task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             start_signal="drained_again", start_signal_args=[incident_id])

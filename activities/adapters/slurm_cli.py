@@ -38,14 +38,16 @@ from activities.adapters.slurm_owner import (
     owner_switch_failed,
 )
 from activities.adapters.slurm_runner import CommandResult, CommandRunner, LocalRunner
-from goodput.identifiers import validate_job_id, validate_node_name, validate_reason
+from goodput.identifiers import validate_job_id, validate_node_name, validate_reason, validate_reservation
 from goodput.scheduler import (
     ActionResult,
     JobInfo,
     NodeInfo,
     PermanentSchedulerError,
+    ReservationInfo,
     ResubmitRequest,
     UnknownNodeError,
+    UnknownReservationError,
 )
 from goodput.slurm import commands, rules
 from goodput.slurm.errors import SlurmRecordError, classify, is_pending_execution
@@ -53,8 +55,9 @@ from goodput.slurm.jsonout import find_job, find_job_object, load, parse_sinfo_j
 from goodput.slurm.jsonrecord import record_from_json
 from goodput.slurm.optin import DEFAULT_MARKER, NotOptedInError, is_opted_in
 from goodput.slurm.records import job_from_record, node_from_record
+from goodput.slurm.reservations import parse_reservation
 from goodput.slurm.resubmit import ResubmitKey, find_copy, merged_exclusions, options_from_record
-from goodput.slurm.submit_as import OwnerError, job_owner
+from goodput.slurm.submit_as import OwnerError, job_owner, validate_user_name
 from goodput.slurm.unambiguous import job_record, node_record
 
 JSON_SCONTROL = (23, 2, 0)
@@ -291,3 +294,37 @@ class SlurmCliBackend:
             return noop
         await self._run(commands.cancel(job_id))
         return ActionResult(changed=True, detail=f"cancelled {job_id}")
+
+    # -- the hot-spare pool (a reservation; goodput.recover.spares) -------------------------
+
+    async def get_reservation(self, name: str) -> ReservationInfo:
+        result = await self._try(commands.show_reservation(name))
+        if not result.ok and "not found" in f"{result.stdout} {result.stderr}".lower():
+            raise UnknownReservationError(f"reservation {name} not found")
+        if not result.ok:
+            raise classify(result.argv, result.returncode, result.stdout, result.stderr)
+        return parse_reservation(result.stdout, name)
+
+    async def allow_reservation_user(self, name: str, user: str) -> ActionResult:
+        validate_reservation(name)
+        validate_user_name(user)
+        if user in (await self.get_reservation(name)).users:
+            return ActionResult(changed=False, detail=f"{user} may already use reservation {name}")
+        await self._run(commands.reservation_add_user(name, user))
+        return ActionResult(changed=True, detail=f"allowed {user} into reservation {name}")
+
+    async def use_reservation(self, job_id: str, name: str) -> ActionResult:
+        validate_reservation(name)
+        await self._opted_in_job(job_id)
+        await self._run(commands.job_reservation(job_id, name))
+        return ActionResult(changed=True, detail=f"job {job_id} may start in reservation {name}")
+
+    async def add_reservation_nodes(self, name: str, nodes: Sequence[str]) -> ActionResult:
+        names = [validate_node_name(n) for n in nodes]
+        current = (await self.get_reservation(name)).nodes
+        new = [n for n in dict.fromkeys(names) if n not in current]
+        if not new:
+            return ActionResult(changed=False, detail=f"reservation {name} already holds {','.join(names)}")
+        # No compare-and-set: the list is read and written back in one round trip.
+        await self._run(commands.reservation_nodes(name, [*current, *new]))
+        return ActionResult(changed=True, detail=f"added {','.join(new)} to reservation {name}")

@@ -47,12 +47,13 @@ from activities.adapters.pyslurm_jobs import (
     text_of,
 )
 from activities.adapters.slurm_owner import AccountDirectory, LocalAccounts, owner_account
-from goodput.identifiers import validate_job_id, validate_node_name, validate_reason
+from goodput.identifiers import validate_job_id, validate_node_name, validate_reason, validate_reservation
 from goodput.scheduler import (
     ActionResult,
     JobInfo,
     NodeInfo,
     PermanentSchedulerError,
+    ReservationInfo,
     ResubmitRequest,
     SchedulerError,
     TransientSchedulerError,
@@ -299,6 +300,24 @@ class PyslurmBackend:
         validate_job_id(job_id)
         # pyslurm's modify path for dependencies is not wired here; the chain is reported instead.
         raise PermanentSchedulerError(f"the pyslurm backend does not update dependencies (job {job_id})")
+
+    # The hot-spare pool is not wired to pyslurm's Reservation API: recovery then queues normally
+    # and the incident says why (goodput.recover.spares).
+    async def get_reservation(self, name: str) -> ReservationInfo:
+        raise PermanentSchedulerError(f"the pyslurm backend does not read reservations ({validate_reservation(name)})")
+
+    async def allow_reservation_user(self, name: str, user: str) -> ActionResult:
+        raise PermanentSchedulerError(f"the pyslurm backend does not update reservations "
+                                      f"({validate_reservation(name)})")
+
+    async def use_reservation(self, job_id: str, name: str) -> ActionResult:
+        validate_job_id(job_id)
+        raise PermanentSchedulerError(f"the pyslurm backend does not move jobs into reservations "
+                                      f"({validate_reservation(name)})")
+
+    async def add_reservation_nodes(self, name: str, nodes: Sequence[str]) -> ActionResult:
+        raise PermanentSchedulerError(f"the pyslurm backend does not update reservations "
+                                      f"({validate_reservation(name)})")
 
     async def cancel_job(self, job_id: str) -> ActionResult:
         number, job = await self._opted_in(job_id)

@@ -32,6 +32,7 @@ from goodput.scheduler import (
     JobInfo,
     NodeInfo,
     PermanentSchedulerError,
+    ReservationInfo,
     ResubmitRequest,
     Scheduler,
     TransientSchedulerError,
@@ -289,6 +290,21 @@ class SlurmRestBackend:
     async def update_dependency(self, job_id: str, dependency: str) -> ActionResult:
         validate_job_id(job_id)
         return await self._need_fallback("update job dependencies").update_dependency(job_id, dependency)
+
+    # slurmrestd 22.05 (v0.0.36-38) has no reservation updates: the CLI/SSH fallback does them.
+    async def get_reservation(self, name: str) -> ReservationInfo:
+        return await self._need_fallback("read reservations").get_reservation(name)
+
+    async def allow_reservation_user(self, name: str, user: str) -> ActionResult:
+        return await self._need_fallback("update reservations").allow_reservation_user(name, user)
+
+    async def use_reservation(self, job_id: str, name: str) -> ActionResult:
+        validate_job_id(job_id)
+        await self._opted_in_job(job_id)
+        return await self._need_fallback("update job reservations").use_reservation(job_id, name)
+
+    async def add_reservation_nodes(self, name: str, nodes: Sequence[str]) -> ActionResult:
+        return await self._need_fallback("update reservations").add_reservation_nodes(name, nodes)
 
     async def cancel_job(self, job_id: str) -> ActionResult:
         validate_job_id(job_id)

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
+from goodput.demo.reservations import FakeReservations, placeable
 from goodput.identifiers import validate_job_id, validate_node_name, validate_reason
 from goodput.scheduler import (
     ACTIVE_JOB_STATES,
@@ -32,6 +33,7 @@ from goodput.scheduler import (
     JobInfo,
     JobState,
     NodeInfo,
+    ReservationInfo,
     ResubmitRequest,
     UnknownJobError,
     UnknownNodeError,
@@ -61,6 +63,8 @@ class FakeClusterState(BaseModel):
     jobs: dict[str, JobInfo] = Field(default_factory=dict)
     journal: list[JournalEntry] = Field(default_factory=list)
     next_job_id: int = 5000
+    reservations: dict[str, ReservationInfo] = Field(default_factory=dict)
+    job_reservations: dict[str, str] = Field(default_factory=dict)  # job id -> its reservation
 
 
 def demo_cluster(node_count: int = 8, gpus: int = 8) -> FakeClusterState:
@@ -79,8 +83,8 @@ def demo_cluster(node_count: int = 8, gpus: int = 8) -> FakeClusterState:
     return state
 
 
-class FakeScheduler:
-    """Implements `goodput.scheduler.Scheduler`.
+class FakeScheduler(FakeReservations):
+    """Implements `goodput.scheduler.Scheduler` (reservations: goodput.demo.reservations).
 
     `action_delay_s` sleeps *after* a mutation is recorded and before it returns, which is the
     nastiest moment for a worker to die: the effect happened, the activity did not complete.
@@ -209,7 +213,7 @@ class FakeScheduler:
             job = self._opted_in(_job(s, job_id))
             if rules.is_requeued(job):
                 return ActionResult(changed=False, detail=f"job {job_id} is already pending (requeued)")
-            nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=job.nodes)
+            nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=job.nodes, job_id=job_id)
             state = JobState.PENDING if hold or nodes is None else JobState.RUNNING
             # A pending job keeps its old node list here only so the fake remembers its size.
             s.jobs[job_id] = job.model_copy(update={
@@ -328,7 +332,7 @@ class FakeScheduler:
             if not held and job.state is JobState.PENDING:
                 # Its remembered nodes are its own last allocation (a requeue held it): as free
                 # to it as they were to a plain requeue.
-                nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=job.nodes)
+                nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=job.nodes, job_id=job_id)
                 # Released but short of nodes: it waits for resources, as slurmctld would say.
                 update |= ({"state": JobState.RUNNING, "nodes": nodes, "state_reason": ""} if nodes
                            else {"state_reason": "Resources"})
@@ -362,7 +366,7 @@ def _schedule_pending(s: FakeClusterState) -> None:
             if _waiting(s, job):
                 s.jobs[job.job_id] = job.model_copy(update={"state_reason": "Dependency"})
                 continue
-            nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=())
+            nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=(), job_id=job.job_id)
             if nodes:
                 s.jobs[job.job_id] = job.model_copy(update={"state": JobState.RUNNING, "nodes": nodes,
                                                             "state_reason": ""})
@@ -384,12 +388,12 @@ def _waiting(s: FakeClusterState, job: JobInfo) -> bool:
 
 
 def _place(s: FakeClusterState, count: int, exclude: Sequence[str],
-           freeing: Sequence[str]) -> tuple[str, ...] | None:
+           freeing: Sequence[str], job_id: str | None = None) -> tuple[str, ...] | None:
     """Pick healthy nodes for a (re)started job; None when capacity is short."""
     busy = {n for j in s.jobs.values() if j.state is JobState.RUNNING for n in j.nodes}
     busy -= set(freeing)
-    healthy = [n.name for n in s.nodes.values()
-               if not n.drained and n.name not in exclude and n.name not in busy]
+    healthy = placeable(s, job_id, [n.name for n in s.nodes.values()
+                                    if not n.drained and n.name not in exclude and n.name not in busy])
     if len(healthy) < count:
         return None
     return tuple(healthy[:count])

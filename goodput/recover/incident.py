@@ -30,6 +30,7 @@ from goodput.recover.breaker import BreakerPolicy, DrainRequest
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.node_health import ReturnToServicePolicy
 from goodput.recover.policy import Policy, ResumeStrategy
+from goodput.recover.spares import SparePolicy
 from goodput.scheduler import JobInfo
 
 # A storm can send thousands of anomalies for one job; history keeps every signal, but the
@@ -61,6 +62,8 @@ class NodeHealthRequest(Frozen):
     nodes: tuple[str, ...]
     incident_id: str
     policy: ReturnToServicePolicy
+    # Set when a spare pool is configured: the node refills it once back in service.
+    spares: SparePolicy | None = None
 
 
 class AuditInput(Frozen):
@@ -168,6 +171,8 @@ class ResumeInput(Frozen):
     # Exported to a resubmitted job (GOODPUT_RESUME_FROM / GOODPUT_RESUME_STEP).
     environment: dict[str, str] = Field(default_factory=dict)
     observed_at: datetime | None = None  # as in IsolateInput
+    # The hot-spare pool to restart the job in (None: none configured, queue as before).
+    spares: SparePolicy | None = None
 
 
 class ResumeResult(Frozen):
@@ -177,6 +182,9 @@ class ResumeResult(Frozen):
     restart_count_before: int = 0
     # Output file sizes just before the resume: the new attempt's lines come after them.
     log_offsets: dict[str, int] = Field(default_factory=dict)
+    # The pool the job was pointed at, and its spares that were free then ("" / (): not used).
+    spare_pool: str = ""
+    spare_nodes: tuple[str, ...] = ()
 
 
 class VerifyInput(Frozen):
@@ -195,6 +203,7 @@ class VerifyInput(Frozen):
 class VerifyResult(Frozen):
     ok: bool
     detail: str
+    nodes: tuple[str, ...] = ()  # where the job runs, once it does
 
 
 class StopInput(Frozen):

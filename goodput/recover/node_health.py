@@ -18,6 +18,7 @@ from pydantic import Field
 
 from goodput.identifiers import validate_node_name
 from goodput.models import Frozen
+from goodput.recover.spares import SparePolicy
 
 MAX_OUTPUT = 2000
 
@@ -81,7 +82,10 @@ class ReturnResult(Frozen):
 class NodeHealthStarter(Protocol):
     """Hands a node goodput just drained to its return-to-service workflow."""
 
-    async def drained(self, cluster: str, node: str, incident_id: str, policy: ReturnToServicePolicy) -> None: ...
+    async def drained(self, cluster: str, node: str, incident_id: str, policy: ReturnToServicePolicy, *,
+                      spares: SparePolicy | None = None) -> None:
+        """`spares`: the pool the node refills once back in service (None: no pool)."""
+        ...
 
 
 class NodeCheck(Protocol):

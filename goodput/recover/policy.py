@@ -26,6 +26,7 @@ from goodput.models import (
 from goodput.recover.breaker import BreakerPolicy
 from goodput.recover.node_health import ReturnToServicePolicy
 from goodput.recover.node_incident import NodeIncidentPolicy
+from goodput.recover.spares import SparePolicy
 from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
 
 
@@ -73,6 +74,8 @@ class Policy(Frozen):
     # A closed incident keeps accepting late evidence of its job attempt this long, so the tail
     # of a burst is folded in instead of being turned away.
     linger_s: float = Field(default=30.0, ge=0.0, le=3600.0)
+    # Hot spares: a restarted job starts on a node held in this reservation instead of queueing.
+    spares: SparePolicy = Field(default_factory=SparePolicy)
 
     def mode_for(self, partition: str) -> Mode:
         """Sites trust goodput partition by partition; unknown partitions get the default."""

@@ -15,12 +15,15 @@ from goodput.identifiers import (
     validate_job_id,
     validate_node_name,
     validate_reason,
+    validate_reservation,
 )
 
 Argv = list[str]
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MAX_ENV_VALUE = 4096
+# goodput.slurm.submit_as's rule for an owner's name, repeated as the builder's last guard.
+_USER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.@-]{0,63}$")
 
 
 def version() -> Argv:
@@ -99,6 +102,31 @@ def update_dependency(job_id: str, dependency: str) -> Argv:
 def exclude_nodes(job_id: str, nodes: Sequence[str]) -> Argv:
     names = ",".join(validate_node_name(n) for n in nodes)
     return ["scontrol", "update", f"JobId={validate_job_id(job_id)}", f"ExcNodeList={names}"]
+
+
+def show_reservation(name: str) -> Argv:
+    return ["scontrol", "show", "reservation", "-o", validate_reservation(name)]
+
+
+def reservation_add_user(name: str, user: str) -> Argv:
+    """`Users+=` adds one user and keeps the others (22.05 supports it; adding twice is a no-op).
+    `user` is Slurm's record of a job's owner, checked by `submit_as.validate_user_name`."""
+    if not _USER.fullmatch(user):
+        raise InvalidIdentifierError(f"invalid user name {user[:60]!r}")
+    return ["scontrol", "update", f"ReservationName={validate_reservation(name)}", f"Users+={user}"]
+
+
+def reservation_nodes(name: str, nodes: Sequence[str]) -> Argv:
+    """The reservation's whole node list: 22.05 refuses `Nodes+=` ("The +=/-= notation is not
+    supported when updating Nodes"), so a refill writes the old list plus the new node."""
+    names = ",".join(dict.fromkeys(validate_node_name(n) for n in nodes))
+    if not names:
+        raise InvalidIdentifierError("a reservation needs at least one node")
+    return ["scontrol", "update", f"ReservationName={validate_reservation(name)}", f"Nodes={names}"]
+
+
+def job_reservation(job_id: str, name: str) -> Argv:
+    return ["scontrol", "update", f"JobId={validate_job_id(job_id)}", f"Reservation={validate_reservation(name)}"]
 
 
 def cancel(job_id: str) -> Argv:
