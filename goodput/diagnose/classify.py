@@ -126,8 +126,11 @@ _KIND_OF: dict[Category, AnomalyKind] = {
 def anomaly_from_verdict(verdict: Verdict, *, anomaly_id: str, job_id: str, observed_at: datetime,
                          detected_at: datetime, cluster: str = "default", job_attempt: int = 0,
                          host: str | None = None) -> Anomaly:
-    """The live service's anomaly for a classified log; `host` is where the log came from, if known."""
-    node = verdict.host or (host if verdict.culprit_kind in (CulpritKind.GPU, CulpritKind.NODE) else None)
+    """The live service's anomaly for a classified log; `host` is where the log came from, if known.
+    A verdict that drains (a GPU or node fault, or an application fault that wedged the GPU) names
+    the source host when the log itself names none."""
+    node = verdict.host or (host if verdict.drain or verdict.culprit_kind in (CulpritKind.GPU, CulpritKind.NODE)
+                            else None)
     return Anomaly(
         id=anomaly_id, source=AnomalySource.LOG, kind=_KIND_OF[verdict.category], cluster=cluster,
         job_id=job_id, job_attempt=job_attempt, nodes=(node,) if node else (),

@@ -47,6 +47,7 @@ XID_CASES = [
     (119, "Timeout after 45s of waiting for RPC response from GPU2 GSP!", "xid-119", Category.GPU_HARDWARE, True),
     (120, "GSP task 0 faulted", "xid-120", Category.GPU_HARDWARE, True),
     (136, "Link training failed", "xid-136", Category.NVLINK, True),
+    (137, "RLW_RXPIPE interrupt hit on link 11 on GPU0: PRIV Error", "xid-137", Category.NVLINK, True),
     (140, "An uncorrectable ECC error escaped remapping", "xid-140", Category.GPU_HARDWARE, True),
     (143, "GPU init failed", "xid-143", Category.GPU_HARDWARE, True),
     (149, "NETIR_LINK_EVT  Fatal   XC0 i0 Link 07 (0x00000004 0x00000000)", "xid-nvlink5-fatal",
@@ -84,13 +85,19 @@ def test_xid_without_pid_and_with_full_bdf() -> None:
     assert m.host is None
 
 
-def test_xid_31_unrecognized_client_is_hardware() -> None:
+def test_xid_31_unrecognized_client_blames_the_program_and_drains_the_wedged_node() -> None:
     line = XID.format(code=31, tail="MMU Fault: ENGINE CE3 HUBCLIENT_CE1 faulted @ 0x0. Fault is of type "
                                      "FAULT_PDE ACCESS_TYPE_VIRT_READ, UNRECOGNIZED_CLIENT")
     matched = ids(line)
     assert "xid-31-unrecognized-client" in matched
     best = max(CAT.match_line(line, 1), key=lambda m: m.signature.rank_key)
-    assert best.signature.category is Category.GPU_HARDWARE and best.signature.drain
+    assert best.signature.category is Category.APP_ERROR and best.signature.drain and not best.signature.restart
+    # The fault line broken off its Xid line, and the shortened form, say the same.
+    assert "xid-31-unrecognized-client" in ids("          MMU Fault: ENGINE GRAPHICS GPC0 UNRECOGNIZED_CLIENT "
+                                               "faulted @ 0x182400_0030198d.")
+    assert "xid-31-unrecognized-client" in ids("Xid 31 PCI:0000:f0:00 pid=47 ... UNRECOGNIZED_CLIENT ...")
+    # A hardware Xid still outranks it.
+    assert CAT.get("xid-109").precedence > best.signature.precedence  # type: ignore[union-attr]
 
 
 def test_xid_code_is_not_a_prefix_match() -> None:
@@ -132,6 +139,8 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
      "Software caused connection abort", "nccl-bootstrap-connect-failed", {"peer": "169.254.20.10"}),
     ("[W socket.cpp:663] [c10d] The client socket has failed to connect to any network address of (05, 40323).",
      "c10d-store-connect-failed", {}),
+    ("h1:5971:6015 [4] NCCL INFO socketPollConnect: connect to 10.29.224.148<52333> returned Connection refused, "
+     "retrying (18/34) after sleep for 1800 msec", "nccl-connect-refused", {"peer": "10.29.224.148"}),
     ("Feb 22 17:46:38 ip-10-1-74-228 slurmd[13562]: spank-epilog: error: pyxis: mkdir: cannot create directory",
      "slurm-spank-prolog-error", {"host": "ip-10-1-74-228"}),
     (K + "NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149",
@@ -299,6 +308,27 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("  rank      : 12 (local_rank: 4)", "torchrun-summary-rank", {"rank": "12"}),
     (K + "NVRM: The NVIDIA GPU 0000:4e:00.0", "gpu-pci-banner", {"pci": "0000:4e:00.0"}),
     ("srun: error: hx-1: tasks 0-7: Exited with exit code 1", "srun-task-exit", {"host": "hx-1", "task": "0"}),
+    ("srun: error: nid8: tasks 0-57,59-63: Terminated", "srun-task-exit",
+     {"task": "0", "detail": "-57,59-63", "action": "Terminated"}),
+    ("[2026-11-29T00:00:00.809] error: *** STEP 5.0 ON nid8 CANCELLED AT 2026-11-29T00:00:00 DUE TO TASK FAILURE ***",
+     "slurm-task-failure", {}),
+    # what the job was doing when it failed
+    ("zeyer@cn-234 ~ % nvidia-smi", "shell-prompt", {"host": "cn-234"}),
+    ("[admin@gpu-a07 ~]$ dmesg -T | grep NVRM", "shell-prompt", {"host": "gpu-a07"}),
+    ("root@dgx-3:/workspace# nvidia-smi -q -d ROW_REMAPPER", "shell-prompt", {"host": "dgx-3"}),
+    ("| Diagnostic                | Result                                         |", "dcgm-diag-report", {}),
+    ("| Error                     | GPU 3 has uncorrectable memory errors and row  |", "gpu-row-remap-failure", {}),
+    ("2026-11-29 10:28:25,496 - root - INFO - Saving latest checkpoint model trained for 3 epochs",
+     "checkpoint-save-started", {}),
+    ("saving checkpoint at iteration    2000 to /ckpt in torch_dist format", "checkpoint-save-started", {}),
+    ("successfully saved checkpoint from iteration    2000 to /ckpt", "checkpoint-save-done", {}),
+    ("    _next_data (torch/utils/data/dataloader.py:1329)", "py-spy-data-frame", {"detail": "_next_data"}),
+    ("[train] rank 1 stalls at iteration 5", "rank-named-stalled", {"rank": "1"}),
+    ("WARNING:torch.distributed.elastic.agent.server.api:Received 2 death signal, shutting down workers",
+     "launcher-sigint", {}),
+    ("[ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', '--local_rank=3', '--zero', "
+     "'2'] exits with return code = -9", "deepspeed-exit-sigkill", {"detail": "3"}),
+    ("RuntimeError: write(): fd 29 failed with Input/output error", "storage-write-eio", {}),
 ]
 
 
@@ -314,7 +344,8 @@ NEAR_MISSES = [
     "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.90.07",
     "hx-1:2201:2201 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.1.2.9<0>",
     " iteration      100/   1000 | lm loss: 2.3 | number of nan iterations:   0 |",
-    "successfully saved checkpoint from iteration    2000 to /ckpt",
+    "Saved 3 files to /tmp",
+    "straggler report: rank 3 is not a straggler (relative perf 0.98)",
     "INFO: error_file not set, using default",
     "the model uses 3% of free memory; no space issues expected",
     "slurmstepd: error: *** JOB 77 ON hx-1 COMPLETED ***",

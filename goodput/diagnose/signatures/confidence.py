@@ -35,6 +35,9 @@ class Ingredients:
     rival: Category | None      # another root cause of a different category that nearly won
     informational: bool = False  # only lines that never decide alone (corrected errors, recovered warnings)
     inferred: bool = False       # the culprit is inferred from what is missing (the rank that did not report)
+    # What would confirm a culprit read off other lines than the deciding one (the task Slurm did
+    # not terminate, the peer the completion errors point at); None when the culprit is stated.
+    confirm: str | None = None
 
 
 _TIMEOUT_SETTLE = ("the flight recorder dump (TORCH_NCCL_TRACE_BUFFER_SIZE) or the desync report "
@@ -59,6 +62,8 @@ def grade(facts: Ingredients) -> tuple[Confidence, str | None]:
         return Confidence.LOW, "the timeouts do not say which rank stopped: " + _TIMEOUT_SETTLE
     if facts.category is Category.HANG and not facts.culprit_named:
         return Confidence.LOW, "the log does not say which rank hung: " + _HANG_SETTLE
+    if facts.confirm is not None:
+        return Confidence.MEDIUM, facts.confirm
     if facts.inferred:
         return Confidence.MEDIUM, ("the culprit is the one rank that did not report the timeout; if the log is "
                                    "not every rank's, " + _TIMEOUT_SETTLE)

@@ -106,11 +106,14 @@ def collective_mismatch(timeouts: Iterable[Match], signature: Signature,
     the ranks ran different collectives, an application bug. The minority ranks are named.
 
     Without a process-group id (older PyTorch) all timeouts are taken as one group: a log of one
-    job rarely times out in two groups at the same sequence number.
+    job rarely times out in two groups at the same sequence number. Without a sequence number (older
+    still) nothing says the timeouts were the same collective, so they prove no mismatch.
     """
     groups: dict[tuple[str, str], dict[tuple[str, str], list[Match]]] = {}
     for m in timeouts:
         g = m.groups
+        if not g.get("code"):
+            continue
         variant = (g.get("op", ""), g.get("numel", ""))
         groups.setdefault((g.get("pg", ""), g.get("code", "")), {}).setdefault(variant, []).append(m)
     for variants in groups.values():
@@ -125,12 +128,13 @@ def collective_mismatch(timeouts: Iterable[Match], signature: Signature,
 
 
 _LAUNCHER_EXITS = frozenset({"elastic-worker-failed", "elastic-worker-exit-status", "torchrun-exit-sigkill",
-                             "native-segfault", "bus-error-exit"})
+                             "deepspeed-exit-sigkill", "native-segfault", "bus-error-exit"})
 
 
 def single_node_local_rank(hits: Iterable[Match]) -> int | None:
-    """The local rank torchrun reports as failed (`failed (exitcode: N) local_rank: L`), when the log
-    shows one host at most: on a single node the local rank is the global rank."""
+    """The local rank torchrun (`failed (exitcode: N) local_rank: L`) or the DeepSpeed launcher (the
+    child's `--local_rank=L`) reports as failed, when the log shows one host at most: on a single
+    node the local rank is the global rank."""
     for m in sorted(hits, key=lambda m: m.line_no):
         if m.signature.id in _LAUNCHER_EXITS:
             local = bounded_int(m.groups.get("detail"), max_digits=MAX_RANK_DIGITS)

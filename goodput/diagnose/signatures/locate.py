@@ -3,9 +3,10 @@
 A fault line rarely names everything: a Python exception knows its rank but not its host, an
 `srun: error:` line knows host and task, a torchrun failure summary spreads host, rank and exit
 code over consecutive lines, the kernel's fallen-off-the-bus banner names the PCI id two lines
-before the message. This collector remembers those facts (bounded, so a hostile log cannot grow
-it without limit) and fills them into the hits that lack them. Numbers read from a line are
-bounded (`bounded_int`): an absurd rank or communicator size is ignored, never converted.
+before the message, a pasted terminal session names its host once in the prompt. This collector
+remembers those facts (bounded, so a hostile log cannot grow it without limit) and fills them
+into the hits that lack them. Numbers read from a line are bounded (`bounded_int`): an absurd rank
+or communicator size is ignored, never converted.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, LineContext, Match
-from goodput.untrusted_text import bounded_int
+from goodput.untrusted_text import LinearRegex, bounded_int
 
 MAX_ENTRIES = 10_000
 # `0000:bb:00.0` is 12 characters; NCCL's compact form is shorter. Longer is not a bus id.
@@ -21,6 +22,19 @@ MAX_BUS_ID_CHARS = 16
 # torchrun prints host, rank and exitcode within a few lines of each other.
 SUMMARY_SPAN = 4
 BANNER_SPAN = 4
+# torchrun's "Root Cause (first observed failure):" heading, then `[0]:`, time, host, rank.
+ROOT_CAUSE_SPAN = 6
+# A node's name on one of its fabrics (`jean-zay-iam37-ib0`, `nid001-hsn0`) is the node's name plus
+# the interface; Slurm, and a drain, know the node by the plain name.
+_INTERFACE_SUFFIX = LinearRegex(r"-(?:ib|hsn|ipoib|opa)\d{0,2}")
+
+
+def node_of(host: str | None) -> str | None:
+    """The node a host name stands for: the name without a fabric interface suffix."""
+    if not host:
+        return host
+    base, dash, suffix = host.rpartition("-")
+    return base if dash and base and _INTERFACE_SUFFIX.fullmatch(("-" + suffix).encode()) else host
 
 
 def nccl_bus_id_to_pci(bus_id: str) -> str:
@@ -36,6 +50,10 @@ class Locator:
         self._summary_host: tuple[str, int] | None = None
         self._summary_rank: tuple[int, str | None, int] | None = None
         self._banner_pci: tuple[str, str | None, int] | None = None
+        self._prompt_host: str | None = None
+        self._root_cause_at: int | None = None
+        # The rank (and host) torchrun's summary names as the first observed failure.
+        self.root_cause: tuple[int, str | None] | None = None
         # rank -> (communicator size, host, PCI id) from NCCL init lines; the biggest communicator
         # is the world, whose ranks are global ranks (sub-communicators number their own).
         self._nccl: dict[int, tuple[int, str, str]] = {}
@@ -53,6 +71,12 @@ class Locator:
         if sig_id == "torchrun-summary-host":
             self._summary_host = (g["host"], line)
             return match
+        if sig_id == "shell-prompt":
+            self._prompt_host = g["host"]
+            return match
+        if sig_id == "torchrun-root-cause":
+            self._root_cause_at = line
+            return match
         if sig_id == "torchrun-summary-rank":
             rank = bounded_int(g.get("rank"), max_digits=MAX_RANK_DIGITS)
             if rank is None:
@@ -62,6 +86,9 @@ class Locator:
                 host = self._summary_host[0]
                 self._remember(self.rank_host, rank, host)
             self._summary_rank = (rank, host, line)
+            if self._root_cause_at is not None and line - self._root_cause_at <= ROOT_CAUSE_SPAN:
+                self.root_cause = (rank, host)
+                self._root_cause_at = None
             return match
         if sig_id == "nccl-init-rank":
             host = match.host
@@ -86,6 +113,8 @@ class Locator:
             self._remember(self.rank_host, match.context.rank, host)
 
         updates: dict[str, str] = {}
+        if not host and self._prompt_host:
+            updates["host"] = self._prompt_host
         if (self._summary_rank and match.rank is None and "exitcode" in match.text
                 and line - self._summary_rank[2] <= SUMMARY_SPAN):
             rank, summary_host, _ = self._summary_rank
@@ -100,19 +129,22 @@ class Locator:
         return dataclasses.replace(match, groups={**g, **updates})
 
     def host_of(self, match: Match) -> str | None:
-        """The host that printed (or is named by) a hit, joined through ranks and tasks if need be."""
+        """The node that printed (or is named by) a hit, joined through ranks and tasks if need be."""
         if match.host:
-            return match.host
+            return node_of(match.host)
         ctx: LineContext = match.context
         named_rank = bounded_int(match.groups.get("rank"), max_digits=MAX_RANK_DIGITS)
         if named_rank is not None and named_rank in self.rank_host:
-            return self.rank_host[named_rank]
+            return node_of(self.rank_host[named_rank])
         if ctx.rank is not None and ctx.rank in self.rank_host:
-            return self.rank_host[ctx.rank]
+            return node_of(self.rank_host[ctx.rank])
         if ctx.task is not None and ctx.task in self.task_host:
-            return self.task_host[ctx.task]
+            return node_of(self.task_host[ctx.task])
         world = self._world_entry(match)
-        return world[1] if world else None
+        return node_of(world[1]) if world else None
+
+    def node_of_rank(self, rank: int) -> str | None:
+        return node_of(self.rank_host.get(rank))
 
     def gpu_of(self, match: Match) -> str | None:
         """The PCI id of the GPU behind a rank, when NCCL's init lines told us."""

@@ -4,10 +4,11 @@ Rules, in order: a root cause beats a knock-on effect beats an informational hit
 higher catalogue precedence wins (hardware explains software symptoms); among those the earliest
 line wins (the first rank to fail is the culprit, the others die of the teardown). Application
 errors printed after Slurm ended the job (time limit, preemption, cancel) are teardown noise.
-The culprit is named whenever the log lets a careful reader name it, and nothing is drained
-unless a host or GPU can be named and the deciding signature calls for it. Every number taken
-from a line is bounded before it is converted, and every name shown is clipped: a hostile line
-changes nothing but its own hit.
+The culprit is named whenever the log lets a careful reader name it (`naming`); whether a node
+must go is the deciding signature's call, made even when the log does not spell the host (a GPU
+fault is printed on its own node). What the job was doing when it failed can change the reading
+(`circumstances`). Every number taken from a line is bounded before it is converted, and every
+name shown is clipped: a hostile line changes nothing but its own hit.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Iterable
 
 from pydantic import Field
 
+from goodput.diagnose.signatures.circumstances import Circumstances
 from goodput.diagnose.signatures.confidence import Confidence, Ingredients, grade
 from goodput.diagnose.signatures.crossline import (
     collective_mismatch,
@@ -25,33 +27,32 @@ from goodput.diagnose.signatures.crossline import (
     silent_rank,
     single_node_local_rank,
 )
-from goodput.diagnose.signatures.locate import Locator
-from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, ROLE_ORDER, Match, Role, Signature
+from goodput.diagnose.signatures.locate import Locator, node_of
+from goodput.diagnose.signatures.model import ROLE_ORDER, Match, Role, Signature
+from goodput.diagnose.signatures.naming import clip, pick, reporting_rank
 from goodput.models import Category, CulpritKind, Frozen, RestartEffect
-from goodput.untrusted_text import LinearRegex, bounded_int, utf8
 
 MAX_HITS_PER_SIGNATURE = 20
 MAX_EVIDENCE = 8
 MAX_EVIDENCE_CHARS = 512
 MAX_TIMEOUTS = 1000
-MAX_NAMED_RANKS = 16
 # A root cause of another category this close in precedence makes the verdict less than certain.
 RIVAL_MARGIN = 10
 # The culprit offline when the log does not spell its host: whoever produced the log.
 SOURCE_NODE = "the node that produced this log"
 _TIMEOUT_ID = "nccl-watchdog-timeout"
 _MISMATCH_ID = "nccl-collective-mismatch"
-_HEARTBEAT_ID = "nccl-heartbeat-stuck"
 # A launcher that kills a hung rank itself (NVRx's rank monitor) leaves exit code -9: not the OOM killer.
 _LAUNCHER_KILLS = frozenset({"nvrx-heartbeat-timeout", "nvrx-section-timeout"})
-_SIGKILL_ID = "torchrun-exit-sigkill"
+_SIGKILL_IDS = frozenset({"torchrun-exit-sigkill", "deepspeed-exit-sigkill"})
 # torchrun's failure summary: "Failures:" lists the other ranks' exits, then the root cause.
 _OTHER_FAILURES_ID = "torchrun-other-failures"
 _ROOT_CAUSE_ID = "torchrun-root-cause"
 # A task the kernel reports stuck in D state, and a stack frame in the NVIDIA driver.
 _STUCK_TASK_ID = "kernel-task-d-state"
 _DRIVER_FRAME_ID = "kernel-nvidia-frame"
-_RANK_IN_MESSAGE = LinearRegex(r"\bRank (\d{1,9})\]")
+# A local port error names no host when the log lost it; the peers' completion errors point at it.
+_PORT_ERROR_ID = "nccl-ib-port-error"
 # Categories whose lines after a Slurm termination banner are consequences of the termination.
 _TEARDOWN = frozenset({Category.APP_ERROR, Category.OOM, Category.NCCL_TIMEOUT, Category.NETWORK,
                        Category.HANG, Category.STORAGE, Category.UNKNOWN})
@@ -84,18 +85,6 @@ class Verdict(Frozen):
     catalogue_version: int = 1
 
 
-def _clip(text: str) -> str:
-    text = text.rstrip("\r\n")
-    return text if len(text) <= MAX_EVIDENCE_CHARS else text[:MAX_EVIDENCE_CHARS] + "…[truncated]"
-
-
-def _rank_list(ranks: str) -> tuple[list[str], int | None]:
-    """The ranks a desync report names (the first `MAX_NAMED_RANKS`) and the first one as a number."""
-    listed = [r.strip() for r in ranks.split(",", MAX_NAMED_RANKS)[:MAX_NAMED_RANKS] if r.strip()]
-    listed = [r for r in listed if bounded_int(r, max_digits=MAX_RANK_DIGITS) is not None]
-    return listed, bounded_int(listed[0], max_digits=MAX_RANK_DIGITS) if listed else None
-
-
 class VerdictBuilder:
     """Consumes hits in line order (streaming, bounded memory) and produces one verdict."""
 
@@ -104,6 +93,7 @@ class VerdictBuilder:
         the packaged catalogue's)."""
         self.catalogue_version = catalogue_version
         self.locator = Locator()
+        self.circumstances = Circumstances()
         self._hits: list[Match] = []
         self._per_sig: dict[str, int] = {}
         self._terminated_at: int | None = None
@@ -121,11 +111,15 @@ class VerdictBuilder:
 
     def add(self, match: Match) -> None:
         match = self.locator.observe(match)
+        self.circumstances.observe(match)
         sig = match.signature
         if sig.terminates and self._terminated_at is None:
             self._terminated_at = match.line_no
         if sig.restart_effect is not RestartEffect.NONE:
             self._effects[sig.restart_effect] = match
+        cancel = self.circumstances.owner_cancel
+        if cancel is not None and RestartEffect.NEVER not in self._effects:
+            self._effects[RestartEffect.NEVER] = cancel
         if sig.id in _LAUNCHER_KILLS and self._launcher_kill_at is None:
             self._launcher_kill_at = match.line_no
         if sig.id == _OTHER_FAILURES_ID:
@@ -161,9 +155,13 @@ class VerdictBuilder:
 
     def role_of(self, match: Match) -> Role:
         sig = match.signature
+        if sig.id in _SIGKILL_IDS and self._in_other_failures(match.line_no):
+            # The agent's own SIGKILL of the surviving workers (after SIGTERM's grace period), not
+            # the OOM killer: it says nothing about why the job failed.
+            return Role.INFO
         if sig.role is Role.ROOT and self._in_other_failures(match.line_no):
             return Role.KNOCK_ON
-        if sig.id == _SIGKILL_ID and self._launcher_kill_at is not None and match.line_no > self._launcher_kill_at:
+        if sig.id in _SIGKILL_IDS and self._launcher_kill_at is not None and match.line_no > self._launcher_kill_at:
             return Role.KNOCK_ON
         if (self._terminated_at is not None and match.line_no > self._terminated_at
                 and not sig.terminates and sig.role is Role.ROOT and sig.category in _TEARDOWN):
@@ -175,7 +173,7 @@ class VerdictBuilder:
 
     def _collective_mismatch(self) -> Match | None:
         signature = self._mismatch or _default_mismatch()
-        return collective_mismatch(self._timeouts, signature, _reporting_rank) if signature else None
+        return collective_mismatch(self._timeouts, signature, reporting_rank) if signature else None
 
     def build(self) -> Verdict:
         mismatch = self._collective_mismatch()
@@ -184,6 +182,7 @@ class VerdictBuilder:
         for synthesized in (recurring_app_xid(self._hits), driver_hang(self._stuck, self._driver_frames)):
             if synthesized is not None:
                 self._hits.append(synthesized)
+        self._hits += self.circumstances.synthesize(self._hits, self._timeouts, reporting_rank)
         if not self._hits:
             confidence, settle = grade(Ingredients(
                 category=Category.UNKNOWN, culprit_kind=CulpritKind.UNKNOWN, culprit_named=False,
@@ -205,47 +204,62 @@ class VerdictBuilder:
             return self._informational(ranked)
         supporting = [m for m in ranked
                       if m.signature.category == sig.category and self.role_of(m) is lead_role]
-        kind, culprit, host, gpu, rank = self._culprit(supporting)
+        kind, culprit, host, gpu, rank = pick(supporting, self.locator)
+        kind, culprit, host, rank, placed = self._placed(lead, kind, culprit, host, rank)
         if kind in (CulpritKind.APP, CulpritKind.RANK) and len(self.locator.hosts) <= 1:
             if culprit is None:
                 # The rank the launcher saw fail (or killed, hung) is the culprit on a one-node log.
                 rank = single_node_local_rank(ranked)
                 culprit = f"rank {rank}" if rank is not None else None
             if rank is not None and host is None and self.locator.hosts:
-                host = next(iter(self.locator.hosts))  # the only host the log shows ran every rank
+                host = node_of(next(iter(self.locator.hosts)))  # the only host the log shows ran every rank
         # Whether the node must go is the signature's call; naming it is a separate question. A GPU
         # fault is printed on the GPU's own node, so a log that does not spell its host still says
         # which node: the one that produced it (live, the watcher or push stream knows which that
         # is, and attribution checks it is the job's). A node fault seen from elsewhere (Slurm's
-        # NODE FAILURE banner on the batch host) names nothing, and nothing is drained for it.
-        drain = sig.drain and kind in (CulpritKind.GPU, CulpritKind.NODE) and (host is not None or sig.source_local)
-        if drain and culprit is None:
+        # NODE FAILURE banner on the batch host) names nothing, and nothing is drained for it. An
+        # application fault that wedges the GPU (Xid 31 from an unrecognized client) blames the
+        # program and still drains the node for a reset.
+        drain = sig.drain and (host is not None or sig.source_local)
+        if drain and culprit is None and kind in (CulpritKind.GPU, CulpritKind.NODE):
             kind, culprit = CulpritKind.NODE, SOURCE_NODE
         # Everything that did not decide: weaker causes, consequences, informational hits.
         supporting_ids = {id(m) for m in supporting}
         consequences = [m for m in ranked if id(m) not in supporting_ids]
         signatures = tuple(dict.fromkeys(m.signature.id for m in ranked))
         evidence = self._evidence(lead, supporting, consequences)
-        others = [h for h in dict.fromkeys(self.locator.host_of(m) for m in supporting) if h and h != host]
+        others = [h for h in dict.fromkeys(self.locator.host_of(m) for m in supporting
+                                           if m.signature.culprit_kind is sig.culprit_kind) if h and h != host]
         explanation = self._explain(lead, lead_role, kind, culprit, host, drain, consequences)
+        if placed:
+            explanation += f" The culprit is named from line {placed[0]}: {placed[1]}"
         silent = None
         if sig.id == _TIMEOUT_ID and kind is CulpritKind.UNKNOWN:
-            silent = silent_rank(self._timeouts, _reporting_rank)
+            silent = silent_rank(self._timeouts, reporting_rank)
             if silent is not None:
                 kind, rank, culprit = CulpritKind.RANK, silent.rank, f"rank {silent.rank}"
-                host = self.locator.rank_host.get(silent.rank)
+                host = self.locator.node_of_rank(silent.rank)
                 explanation += (f" {silent.reporters} ranks timed out in {silent.op} #{silent.seq} and rank "
                                 f"{silent.rank} is the only one below them that did not: the others were "
                                 "waiting for it.")
         if others and kind in (CulpritKind.GPU, CulpritKind.NODE):
             explanation += f" The same kind of fault is also reported on {', '.join(others[:5])}."
         restart, why_not = self._restart(sig.restart)
+        first = self.circumstances.first_transfer
+        # Only a fault between two hosts: a node's own HCA failing (a drain) is hardware, whenever it fails.
+        if (restart and first is not None and sig.category is Category.NETWORK
+                and sig.culprit_kind is CulpritKind.NETWORK):
+            restart, why_not = False, (
+                f"Not restarted: the error came on the first transfer after NCCL connected (line "
+                f"{first.line_no}): the hosts never exchanged data, a fabric configuration fault (GID index, "
+                "routing, security group) that an unchanged restart repeats.")
         if why_not:
             explanation += " " + why_not
         confidence, settle = grade(Ingredients(
             category=sig.category, culprit_kind=kind, culprit_named=culprit not in (None, SOURCE_NODE),
             from_source_node=culprit == SOURCE_NODE, root_cause=lead_role is Role.ROOT, any_hit=True,
-            rival=self._rival(lead, ranked), inferred=silent is not None))
+            rival=self._rival(lead, ranked), inferred=silent is not None,
+            confirm=placed[2] if placed and culprit is not None else None))
         return Verdict(category=sig.category, culprit_kind=kind, culprit=culprit, restart=restart,
                        drain=drain, signatures=signatures, evidence=evidence, explanation=explanation,
                        host=host, gpu=gpu, rank=rank, confidence=confidence, settle=settle,
@@ -304,58 +318,35 @@ class VerdictBuilder:
                 return m.signature.category
         return None
 
-    def _culprit(self, supporting: list[Match]
-                 ) -> tuple[CulpritKind, str | None, str | None, str | None, int | None]:
-        """Kind, display name, host, GPU and rank of the culprit, degrading as facts run out."""
-        want = supporting[0].signature.culprit_kind
-        if want is CulpritKind.UNKNOWN:
-            return CulpritKind.UNKNOWN, None, None, None, None
-        if supporting[0].signature.id == _HEARTBEAT_ID and len(
-                {r for r in (_reporting_rank(m) for m in supporting) if r is not None}) > 1:
-            # Every rank's watchdog stuck at once is a job-wide stall, not one bad rank.
-            return CulpritKind.UNKNOWN, None, None, None, None
-        best: tuple[CulpritKind, str | None, str | None, str | None, int | None] | None = None
-        for m in supporting:
-            named = self._name(want, m)
-            if named[1] is not None:
-                return named
-            best = best or named
-        assert best is not None
-        return best
-
-    def _name(self, want: CulpritKind, m: Match
-              ) -> tuple[CulpritKind, str | None, str | None, str | None, int | None]:
-        g = m.groups
-        host = self.locator.host_of(m)
-        rank = m.rank
-        listed, first = _rank_list(g.get("ranks", ""))
-        if want is CulpritKind.APP:
-            if len(listed) > 1:
-                return CulpritKind.APP, "ranks " + ", ".join(listed), host, None, rank
-            if first is not None:
-                rank = first
-            return CulpritKind.APP, (f"rank {rank}" if rank is not None else None), host, None, rank
-        if want is CulpritKind.STORAGE:
-            path = g.get("path")
-            return CulpritKind.STORAGE, _clip(path) if path else None, host, None, rank
-        if want is CulpritKind.NETWORK:
-            peer = _clip(g["peer"]) if g.get("peer") else None
-            name = f"{host} <-> {peer}" if host and peer else (host or peer)
-            return CulpritKind.NETWORK, name, host, None, rank
-        if want is CulpritKind.RANK and first is not None:
-            label = f"rank {listed[0]}" if len(listed) == 1 else "ranks " + ", ".join(listed)
-            return CulpritKind.RANK, label, self.locator.rank_host.get(first), None, first
-        pci = (g.get("pci") or self.locator.gpu_of(m)) if want is CulpritKind.GPU else None
-        if pci:
-            return CulpritKind.GPU, (f"{host} GPU {pci}" if host else f"GPU {pci}"), host, pci, rank
-        if host and want is not CulpritKind.RANK:
-            return CulpritKind.NODE, host, host, None, rank
-        if rank is not None and want in (CulpritKind.GPU, CulpritKind.NODE):
-            # The hardware of the rank that printed the error, on a host the log does not spell.
-            return want, f"the {want} of rank {rank}", None, None, rank
-        if rank is not None:
-            return CulpritKind.RANK, f"rank {rank}", host, None, rank
-        return want, None, host, None, rank
+    def _placed(self, lead: Match, kind: CulpritKind, culprit: str | None, host: str | None, rank: int | None
+                ) -> tuple[CulpritKind, str | None, str | None, int | None, tuple[int, str, str | None] | None]:
+        """A culprit other lines name better than the deciding one: torchrun's root cause over a rank
+        its summary lists as teardown, the one task Slurm did not terminate, the node whose dead port
+        its peers' completion errors point at. The last value says which line, why, and what would
+        confirm a culprit that is inferred rather than stated."""
+        if kind in (CulpritKind.APP, CulpritKind.RANK):
+            root = self.locator.root_cause
+            if root is not None and (rank is None or self._in_other_failures(lead.line_no)):
+                return kind, f"rank {root[0]}", node_of(root[1]) or host, root[0], (
+                    lead.line_no, f"torchrun's summary names rank {root[0]} as the first observed failure; "
+                                  "the other exits it lists are the agent tearing the group down.", None)
+            failed = self.circumstances.failed_task() if rank is None else None
+            if failed is not None:
+                return kind, f"rank {failed[0]}", node_of(failed[1]) or host, failed[0], (
+                    lead.line_no, f"task {failed[0]} is the only one missing from the tasks Slurm terminated "
+                                  "after the failure, so it is the task that failed.",
+                    f"task {failed[0]}'s own output (its last lines before it exited) and sacct's record of "
+                    "the step confirm which task failed first")
+        if lead.signature.id == _PORT_ERROR_ID and host is None:
+            peers = {m.groups["peer"] for m in self._hits
+                     if m.groups.get("peer") and m.signature.category is Category.NETWORK}
+            if len(peers) == 1:
+                node = node_of(clip(peers.pop()))
+                return CulpritKind.NODE, node, node, rank, (
+                    lead.line_no, f"the port error's own host is not in the log, but its peers' errors all "
+                                  f"point at {node}.",
+                    f"the kernel log or `ibstat` of {node} showing the port going down confirms it")
+        return kind, culprit, host, rank, None
 
     def _evidence(self, lead: Match, supporting: list[Match], consequences: list[Match]
                   ) -> tuple[Evidence, ...]:
@@ -370,7 +361,7 @@ class VerdictBuilder:
             if m.signature.id not in seen:
                 seen.add(m.signature.id)
                 chosen.setdefault(m.line_no, m.text)
-        return tuple(Evidence(line=n, text=_clip(t)) for n, t in sorted(chosen.items()))
+        return tuple(Evidence(line=n, text=clip(t)) for n, t in sorted(chosen.items()))
 
     def _explain(self, lead: Match, role: Role, kind: CulpritKind, culprit: str | None,
                  host: str | None, drain: bool, consequences: list[Match]) -> str:
@@ -399,15 +390,6 @@ class VerdictBuilder:
             ids = ", ".join(dict.fromkeys(m.signature.id for m in consequences[:50]))
             parts.append(f"{len(consequences)} other line(s) are weaker evidence or consequences ({ids}).")
         return " ".join(parts)
-
-
-def _reporting_rank(match: Match) -> int | None:
-    """The global rank that printed a timeout: the launcher prefix, else the message's own `[Rank N]`."""
-    if match.context.rank is not None:
-        return match.context.rank
-    found = _RANK_IN_MESSAGE.search(utf8(match.text))
-    rank = bounded_int(found.group(1), max_digits=MAX_RANK_DIGITS) if found else None
-    return rank if rank is not None else match.context.task
 
 
 def _default_mismatch() -> Signature | None:
