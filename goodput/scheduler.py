@@ -58,6 +58,9 @@ class JobInfo(Frozen):
     work_dir: str = ""
     excluded_nodes: tuple[str, ...] = ()
     held: bool = False
+    # The reservation the job asked for (`--reservation`): a constraint goodput keeps, so such a
+    # job is never moved into the hot-spare pool.
+    reservation: str = Field(default="", max_length=1024)
     # What it waits on, as Slurm prints it (`afterok:12(unfulfilled)`); the owner's text.
     dependency: str = Field(default="", max_length=4096)
     # The job's owner as Slurm records it (never as the job describes itself): resubmissions run

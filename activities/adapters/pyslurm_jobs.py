@@ -69,6 +69,7 @@ def job_info(job: Any) -> JobInfo:
         stdout_path=text_of(field_of(job, "standard_output")), stderr_path=text_of(field_of(job, "standard_error")),
         command=text_of(field_of(job, "command")), work_dir=text_of(field_of(job, "working_directory")),
         excluded_nodes=hosts_of(field_of(job, "excluded_nodes")),
+        reservation=text_of(field_of(job, "reservation"))[:1024],
         held=reason in _HELD_REASONS or (field_of(job, "priority") == 0 and state is JobState.PENDING),
         user=text_of(field_of(job, "user_name")), user_id=id_of(field_of(job, "user_id")),
         group_id=id_of(field_of(job, "group_id")))

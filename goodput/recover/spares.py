@@ -72,6 +72,10 @@ def choose_pool(policy: SparePolicy, job: JobInfo, reservation: ReservationInfo,
                 exclude: Collection[str]) -> PoolChoice:
     """Use the pool when one of its nodes can take the job now; otherwise queue as before."""
     name = policy.reservation
+    if job.reservation and job.reservation != name:
+        # Moving it would drop a constraint its owner set (a dedicated or maintenance reservation).
+        return PoolChoice(use=False, pool=name, note=f"the job runs in its own reservation {job.reservation}: "
+                                                     f"pool {name} not used, queued normally")
     if "FLEX" not in {f.upper() for f in reservation.flags}:
         return PoolChoice(use=False, pool=name, note=f"pool {name} is not Flags=FLEX (a job could not also use "
                                                      "nodes outside it): not used, queued normally")

@@ -294,6 +294,7 @@ def job_from_json(job: Mapping[str, Any], *, expand_output: bool = False) -> Job
         work_dir=text(job.get("current_working_directory")),
         excluded_nodes=_hostnames(job.get("excluded_nodes")),
         held=held,
+        reservation=text(job.get("resv_name"))[:1024],
         dependency=text(job.get("dependency"))[:4096],
         user=text(job.get("user_name")),
         user_id=id_number(job.get("user_id")),

@@ -251,6 +251,7 @@ def job_from_record(record: Mapping[str, str]) -> JobInfo:
         work_dir=clean(record.get("WorkDir")),
         excluded_nodes=hostnames(record, "ExcNodeList"),
         held=held,
+        reservation=clean(record.get("Reservation"))[:1024],
         dependency=clean(record.get("Dependency"))[:4096],
         user=user,
         user_id=user_id,

@@ -72,6 +72,12 @@ def test_a_free_spare_is_used_and_an_empty_or_rigid_pool_is_not() -> None:
     assert not excluded.use
     rigid = choose_pool(SPARES, JOB, reservation("node4", flags=("SPEC_NODES",)), nodes, exclude=())
     assert not rigid.use and "FLEX" in rigid.note
+    # A job in a reservation of its own keeps it: moving it into the pool would drop its owner's constraint.
+    own = choose_pool(SPARES, JOB.model_copy(update={"reservation": "hero-run"}), reservation("node4"), nodes,
+                      exclude=())
+    assert not own.use and "own reservation hero-run" in own.note
+    assert choose_pool(SPARES, JOB.model_copy(update={"reservation": POOL}), reservation("node4"), nodes,
+                       exclude=()).use
 
 
 def test_a_returned_node_refills_the_pool_only_below_its_target() -> None:

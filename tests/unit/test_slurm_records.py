@@ -50,6 +50,13 @@ def test_running_job_raw_fields_used_for_resubmission() -> None:
     assert raw["BatchFlag"] == "1"
 
 
+def test_a_jobs_own_reservation_is_read_and_none_is_empty() -> None:
+    running = record("scontrol-job-running-22.05.txt")
+    assert job_from_record(running).reservation == ""  # scontrol prints no Reservation= without one
+    assert job_from_record({**running, "Reservation": "hero-run"}).reservation == "hero-run"
+    assert job_from_record({**running, "Reservation": "(null)"}).reservation == ""
+
+
 def test_held_job() -> None:
     job = job_from_record(record("scontrol-job-held-22.05.txt"))
     assert job.state is JobState.PENDING
