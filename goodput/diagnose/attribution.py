@@ -9,7 +9,7 @@ blamed (and no node drained) when the evidence says the application is at fault.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from goodput.diagnose.layout import JobLayout, Located, locate
 from goodput.diagnose.signatures import ROLE_ORDER, Catalogue, Role, Signature, default_catalogue
@@ -144,7 +144,14 @@ _SIGKILL_ID = "torchrun-exit-sigkill"
 # So are the peers' tracebacks that follow the kill: a rank that lost its peer reports the lost
 # connection (and the traceback that carries it); blaming the application for that would turn a
 # hang the launcher handled into an application error that is never restarted.
-_AFTER_LAUNCHER_KILL = frozenset({_SIGKILL_ID, "dist-connection-lost", "python-traceback"})
+_AFTER_LAUNCHER_KILL = frozenset({_SIGKILL_ID, "dist-connection-lost", "python-traceback",
+                                  # the peer's launcher then reports that worker's exit code 1
+                                  "elastic-worker-exit-status"})
+# "After" by a little slack: `srun -l` forwards each node's output on its own, so a peer's lines
+# can reach the log a moment before the launcher's timeout line that caused them. A rank that
+# really failed first leaves its peers blocked for the whole heartbeat timeout before the kill
+# (8 s in the lab, minutes in production), longer than this.
+_KILL_ORDER_SLACK = timedelta(seconds=5)
 
 
 def _who_said_never(anomalies: Sequence[Anomaly], catalogue: Catalogue) -> str:
@@ -164,7 +171,8 @@ def _weight(anomaly: Anomaly, catalogue: Catalogue, launcher_kill_at: datetime |
     sig = lead_signature(anomaly, catalogue)
     if sig is None:
         return ROLE_ORDER[Role.ROOT], PRECEDENCE[category_of(anomaly, catalogue)]
-    if sig.id in _AFTER_LAUNCHER_KILL and launcher_kill_at is not None and anomaly.observed_at >= launcher_kill_at:
+    if (sig.id in _AFTER_LAUNCHER_KILL and launcher_kill_at is not None
+            and anomaly.observed_at >= launcher_kill_at - _KILL_ORDER_SLACK):
         return ROLE_ORDER[Role.KNOCK_ON], sig.precedence
     return sig.rank_key
 

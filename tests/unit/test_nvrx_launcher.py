@@ -60,6 +60,20 @@ def test_the_launchers_kill_in_a_later_batch_is_the_hang_not_an_oom() -> None:
     assert not attribution.restart and not attribution.drain
 
 
+PEER_EXIT = ("1: E1201 13:23:07.101000 25546 .venv/lib/python3.11/site-packages/torch/distributed/elastic/"
+             "multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 25701) of binary: /usr/bin/python")
+
+
+def test_the_peers_exit_code_after_the_launchers_kill_is_its_consequence() -> None:
+    """The surviving rank loses its peer and exits 1; its launcher reports that. srun may forward it
+    a moment before the other node's timeout line. Either way, it is the kill's consequence."""
+    peer = LiveLogDetector.start(KEY, T0).feed(lines(PEER_EXIT), at(5.0), at(5.0))
+    assert attribute(peer, RUNNING).category is Category.APP_ERROR  # alone, an exit code 1 is the program's
+    timeout = LiveLogDetector.start(KEY, T0).feed(lines(HEARTBEAT, KILLED, RESTART, start=10), at(7.5), at(7.5))
+    attribution = attribute([*peer, *timeout], RUNNING)
+    assert attribution.category is Category.HANG and attribution.restart_effect is RestartEffect.IN_JOB
+
+
 def test_an_in_job_restart_starts_the_step_count_over() -> None:
     hang = HangConfig(k=5, floor_s=10, startup_grace_s=60)
     detector = LiveLogDetector.start(KEY, T0, hang=hang)
