@@ -7,6 +7,8 @@ attributes and the latency settings `goodput up` uses.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
@@ -18,6 +20,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from tests._task_dump import LEAD_S, dump_tasks, timeout_of
 from workers import devserver
 from workers.prometheus import Exposition, publish, published
 from workflows import search
@@ -58,6 +61,19 @@ def task_queue() -> Iterator[str]:
     yield f"tq-{uuid.uuid4().hex[:10]}"
 
 
+@pytest_asyncio.fixture
+async def tasks_dumped_before_timeout(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """Every async test's awaits, printed a little before pytest-timeout stops it (tests._task_dump)."""
+    limit = timeout_of(request.config, request.node.get_closest_marker("timeout"))
+    handle = (asyncio.get_running_loop().call_later(limit - LEAD_S, dump_tasks, request.node.nodeid)
+              if limit > LEAD_S else None)
+    try:
+        yield
+    finally:
+        if handle is not None:
+            handle.cancel()
+
+
 @pytest.fixture
 def now() -> datetime:
     return datetime.now(UTC)
@@ -84,6 +100,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The Slurm lab's tests go first: they are the longest chain and mostly wait on Slurm, so under
     `make test`'s two workers the other worker's CPU-bound tests (fuzzing, the classifier) run
     beside them instead of after them."""
+    for item in items:
+        if inspect.iscoroutinefunction(getattr(item, "function", None)):
+            item.fixturenames.append("tasks_dumped_before_timeout")  # type: ignore[attr-defined]
     lab = [item for item in items if item.path.is_relative_to(LAB_TESTS)]
     items[:] = lab + [item for item in items if not item.path.is_relative_to(LAB_TESTS)]
 
