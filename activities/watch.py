@@ -20,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 from activities.recovery import mapped
 from goodput.detect.hang import ProgressState
 from goodput.detect.live import LiveLogDetector, LiveState
+from goodput.detect.log_marks import merge, replays
 from goodput.detect.logtail import LogLine, LogTailer
 from goodput.detect.scheduler_watch import Snapshot, changes, new_running, snapshot
 from goodput.detect.watch import (
@@ -86,6 +87,10 @@ class WatchActivities:
         key = IncidentKey(cluster=request.cluster, job_id=job.job_id, job_attempt=job.restart_count)
         node = job.nodes[0] if len(job.nodes) == 1 else None
         state = checkpoint.live or LiveState(progress=ProgressState(started_at=request.started_at))
+        if resumed is not None or activity.info().attempt > 1:
+            # The last heartbeat may predate lines whose anomaly already went out: ask how far they go.
+            delivered = merge([r.mark for r in state.replays], await self._launcher.delivered(key))
+            state = state.model_copy(update={"replays": replays(delivered, initial)})
         detector = LiveLogDetector(key, state, node=node, hang=request.hang)
         # srun -l labels stay in the text: the catalogue reads them (rank and host context).
         tailers = [LogTailer(p, cursors.get(p), srun_labels=False, owner_uid=job.user_id) for p in paths]

@@ -108,6 +108,15 @@ class RestartEffect(StrEnum):
     NEVER = "never"      # the job asked not to be restarted (NVRx exit code 93, a user's cancel)
 
 
+class LogMark(Frozen):
+    """The last line of a job file that one log anomaly's batch covered (goodput.detect.log_marks)."""
+
+    path: str = Field(min_length=1, max_length=4096)
+    inode: int | None = Field(default=None, ge=0)
+    device: int | None = Field(default=None, ge=0)
+    offset: int = Field(ge=0)
+
+
 class Anomaly(Frozen):
     """One observation that something is wrong with one job attempt."""
 
@@ -131,6 +140,9 @@ class Anomaly(Frozen):
     # What this evidence says about restarting, net of its own order (an in-job restart the
     # launcher later gave up on is `gave-up`): attribution weighs it across the incident.
     restart_effect: RestartEffect = RestartEffect.NONE
+    # Log watchers only: how far into each file this anomaly's lines went, so a watcher that
+    # resumes on another worker does not send them again under another batch (goodput.detect.log_marks).
+    log_marks: tuple[LogMark, ...] = Field(default=(), max_length=16)
 
     @property
     def incident_key(self) -> IncidentKey:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from opentelemetry import trace
 from opentelemetry.metrics import Meter
 from opentelemetry.trace import Tracer
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -23,9 +23,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from goodput.cli.service import IncidentService
 from goodput.detect.logtail import TailCursor
 from goodput.detect.watch import WatchCheckpoint, WatchClusterInput, WatchJobInput
-from goodput.models import Anomaly
+from goodput.models import Anomaly, IncidentKey, LogMark
 from goodput.recover.policy import Policy
 from workers.telemetry import instruments
+from workflows.recovery import RecoveryWorkflow
 from workflows.watch import ClusterWatchWorkflow, JobWatchWorkflow, cluster_watch_id, job_watch_id
 
 log = logging.getLogger("goodput.watch")
@@ -73,6 +74,17 @@ class TemporalWatchLauncher:
                 task_queue=self._task_queue, id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
 
+
+    async def delivered(self, key: IncidentKey) -> tuple[LogMark, ...]:
+        handle = self._client.get_workflow_handle_for(RecoveryWorkflow.run, key.workflow_id)
+        try:
+            return await handle.query(RecoveryWorkflow.log_marks, rpc_timeout=HANDOVER_TIMEOUT)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                log.warning("log marks of %s not read: %s", key.workflow_id, err)
+        except WorkflowQueryFailedError as err:  # an incident from before log marks existed
+            log.warning("log marks of %s not read: %s", key.workflow_id, err)
+        return ()
 
     async def handover(self, cluster: str, job_id: str, attempt: int, wait_s: float) -> tuple[TailCursor, ...]:
         """Where the watcher of `attempt` stopped reading.

@@ -19,10 +19,18 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from goodput.checkpoints import Checkpoint, LostWork, lost_work_of
     from goodput.diagnose.node_memory import MemoryVerdict, observation_of, with_memory
-    from goodput.models import ActionKind, Anomaly, Attribution, Mode, OperatorDecision, RecoveryPlan, RestartEffect
+    from goodput.models import (
+        ActionKind,
+        Anomaly,
+        Attribution,
+        LogMark,
+        Mode,
+        OperatorDecision,
+        RecoveryPlan,
+        RestartEffect,
+    )
     from goodput.recover.audit import AuditAction
     from goodput.recover.incident import (
-        MAX_REPORTED_ANOMALIES,
         AttributeInput,
         AttributeResult,
         CheckpointInput,
@@ -46,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.recover.spares import spare_outcome
     from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
     from workflows.audit_trail import AuditTrail
+    from workflows.evidence import Evidence
     from workflows.node_link import NodeLinks
     from workflows.recovery_steps import CancelledByOperator, Escalation
 
@@ -53,7 +62,7 @@ S = IncidentState
 
 
 @workflow.defn
-class RecoveryWorkflow(NodeLinks):
+class RecoveryWorkflow(NodeLinks, Evidence):
     @workflow.init
     def __init__(self, start: RecoveryStart) -> None:
         self._start = start
@@ -61,6 +70,7 @@ class RecoveryWorkflow(NodeLinks):
         self._anomaly_count = 0
         self._weighed = 0  # how many anomalies the latest attribution saw
         self._seen_ids: set[str] = set()
+        self._log_marks: tuple[LogMark, ...] = ()
         self._state = S.DETECTED
         self._mode = start.mode or start.policy.mode
         self._decision: Decision | None = None
@@ -328,15 +338,6 @@ class RecoveryWorkflow(NodeLinks):
         raise Escalation(f"job did not run again after {policy.max_resume_attempts} attempt(s)")
 
     # -- signals, updates, queries --------------------------------------------------------
-
-    @workflow.signal
-    def anomaly(self, anomaly: Anomaly) -> None:
-        if anomaly.id in self._seen_ids:
-            return  # a detector retrying the same signal is not new evidence
-        self._seen_ids.add(anomaly.id)
-        self._anomaly_count += 1
-        if len(self._anomalies) < MAX_REPORTED_ANOMALIES:
-            self._anomalies.append(anomaly)
 
     @workflow.signal
     def approve(self, decision: OperatorDecision) -> None:

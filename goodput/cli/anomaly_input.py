@@ -84,6 +84,8 @@ def _require_unicode(data: dict[str, Any]) -> None:
 
 def from_mapping(data: dict[str, Any], now: datetime) -> Anomaly:
     _require_unicode(data)
+    if "log_marks" in data:  # they tell a resumed log watcher which lines to skip: its own to set
+        raise AnomalyInputError("invalid anomaly: log_marks is set by goodput's log watchers only")
     defaults: dict[str, Any] = {"id": f"manual-{uuid.uuid4().hex[:12]}", "source": "operator",
                                 "observed_at": now, "detected_at": now}
     try:

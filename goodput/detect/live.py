@@ -2,9 +2,10 @@
 
 The same catalogue and verdict code as `goodput classify`, applied batch by batch to what the
 tailer returns, plus the progress/hang detector. Pure apart from the state it folds: time is
-passed in, and anomaly ids are digests of (job attempt, file, byte offset), so a watcher that
-restarts from an older cursor and re-reads a few lines produces the same ids, which the
-incident workflow deduplicates.
+passed in, and anomaly ids are digests of the job attempt and the batch's first decisive line
+(file, byte offset, text). A watcher that restarts from an older cursor re-reads lines whose anomaly already
+went out; it is told where they end (goodput.detect.log_marks) and matches only what lies past
+them, so the old lines are not sent again and the new ones are not mistaken for a repeat.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from datetime import datetime, timedelta
 from pydantic import Field
 
 from goodput.detect.hang import DEFAULT_HANG_CONFIG, HangConfig, ProgressState, assess_hang, hang_anomaly
+from goodput.detect.log_marks import Replay, marks_of, sort_out
 from goodput.detect.logtail import LogLine
 from goodput.detect.progress import ProgressParser
 from goodput.detect.stamps import line_time
@@ -42,11 +44,22 @@ class LiveState(Frozen):
     rank_hosts: dict[int, str] = Field(default_factory=dict)
     straggler_reported: bool = False
     straggler_reports: ReportTally = Field(default_factory=ReportTally)
+    # After a resume: lines read again whose anomaly the incident already has.
+    replays: tuple[Replay, ...] = ()
 
 
 def anomaly_id(key: IncidentKey, *parts: object) -> str:
     digest = hashlib.sha256("\0".join(map(str, (key.cluster, key.job_id, key.job_attempt, *parts))).encode())
     return f"log-{digest.hexdigest()[:20]}"
+
+
+def _identity(line: LogLine) -> tuple[object, ...]:
+    """Names a line the same however often it is read, and no other line: a tailed file by inode
+    (a rotated file is read on under another name; a new file takes the old name and offsets) and
+    text (a truncated file reuses offsets); pushed lines by stream path and counter."""
+    if line.inode is None:
+        return line.path, line.offset
+    return "file", line.device, line.inode, line.offset, line.text
 
 
 # How far before the read a line's own time stamp is believed (the text is the job's).
@@ -86,7 +99,9 @@ class LiveLogDetector:
         progress = self.state.progress
         steps = dict(self.state.rank_steps)
         hosts = dict(self.state.rank_hosts)
+        replays = self.state.replays
         for line in lines:
+            sent, replays = sort_out(line, replays) if replays else (False, replays)
             event = self._progress.parse(line.text)
             if event is not None:
                 progress = progress.observe(event, observed_at, self._hang)
@@ -95,30 +110,34 @@ class LiveLogDetector:
                     steps[event.rank] = window
                     if event.host:
                         hosts[event.rank] = event.host
+            # Straggler reports are named by rank alone: one read again dedupes in the incident.
             reported = self._straggler_report(line, observed_at, detected_at)
             if reported is not None:
                 found.append(reported)
             for match in self._catalogue.match_line(line.text, line.line_no):
+                if match.signature.restart_effect is RestartEffect.IN_JOB:
+                    progress = progress.restarted(observed_at)  # replayed steps are progress again
+                if sent:
+                    continue  # counted as progress again, but its anomaly went out before the resume
                 # A launcher's in-job restart or give-up is not a failure line, but the incident
                 # must hear of it: it decides whether goodput restarts the job at all.
                 if match.signature.role in _DECISIVE:
                     first = first or line
                 elif match.signature.restart_effect is not RestartEffect.NONE:
                     effect_line = effect_line or line
-                if match.signature.restart_effect is RestartEffect.IN_JOB:
-                    progress = progress.restarted(observed_at)  # replayed steps are progress again
                 matches.append(match)
-        self.state = self.state.model_copy(update={"progress": progress, "rank_steps": steps, "rank_hosts": hosts})
+        self.state = self.state.model_copy(update={"progress": progress, "rank_steps": steps, "rank_hosts": hosts,
+                                                   "replays": replays})
         first = first or effect_line
         if first is None:
             return found
         verdict = VerdictBuilder(self._catalogue.version).add_all(matches).build()
         anomaly = anomaly_from_verdict(
-            verdict, anomaly_id=anomaly_id(self.key, first.path, first.offset), job_id=self.key.job_id,
+            verdict, anomaly_id=anomaly_id(self.key, *_identity(first)), job_id=self.key.job_id,
             observed_at=observable_at(first, observed_at), detected_at=detected_at, cluster=self.key.cluster,
             job_attempt=self.key.job_attempt, host=self._node)
         self.state = self.state.model_copy(update={"anomalies": self.state.anomalies + 1})
-        return [*found, self._with_progress(anomaly)]
+        return [*found, self._with_progress(anomaly).model_copy(update={"log_marks": marks_of(lines)})]
 
     def _straggler_report(self, line: LogLine, observed_at: datetime, detected_at: datetime) -> Anomaly | None:
         """One straggler anomaly per attempt, when a rank's own reports say it lags."""

@@ -61,6 +61,9 @@ class LogLine(Frozen):
     """Byte offset of the line's first byte in its file."""
     line_no: int
     """1-based line number in the file (counted from where tailing began when starting at the end)."""
+    inode: int | None = None
+    device: int | None = None
+    """Which file the line is in, whatever its name now (goodput.detect.log_marks)."""
     rank: int | None = None
     text: str
     truncated: bool = False
@@ -337,6 +340,7 @@ class LogTailer:
             rank, text = split_srun_label(text)
         self._line_no += 1
         self._lines.append(LogLine(path=self._source, offset=offset, line_no=self._line_no, rank=rank,
+                                   inode=self._inode, device=self._device,
                                    text=text, truncated=truncated, observed_at=self._now,
                                    written_at=self._written))
 

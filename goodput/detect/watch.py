@@ -17,7 +17,7 @@ from goodput.detect.hang import DEFAULT_HANG_CONFIG, HangConfig
 from goodput.detect.live import LiveState
 from goodput.detect.logtail import TailCursor
 from goodput.detect.scheduler_watch import Snapshot
-from goodput.models import Anomaly, Frozen
+from goodput.models import Anomaly, Frozen, IncidentKey, LogMark
 from goodput.scheduler import JobInfo
 from goodput.slurm.optin import DEFAULT_MARKER, is_opted_in
 
@@ -92,4 +92,9 @@ class WatchLauncher(Protocol):
 
     async def handover(self, cluster: str, job_id: str, attempt: int, wait_s: float) -> tuple[TailCursor, ...]:
         """Where the previous attempt's watcher stopped reading (empty when there was none)."""
+        ...
+
+    async def delivered(self, key: IncidentKey) -> tuple[LogMark, ...]:
+        """How far into each file the lines of `key`'s incident go (goodput.detect.log_marks);
+        empty when there is no incident yet or it cannot be asked."""
         ...
