@@ -159,12 +159,10 @@ async def test_a_crash_restarted_in_job_is_recorded_and_left_to_the_launcher(
     await eventually(s.text, lambda t: "resumed from step 5" in t, timeout=60, what="the restarted workers resuming")
 
 
-# Failed in 2 of 3 fresh-clone runs this session (APP_ERROR, not HANG): srun forwards each node's
-# output on its own, so the peer's exit code and traceback can reach the log before the launcher's
-# timeout line. attribution.py now treats them as the kill's consequence (with a slack and the
-# peer's exit status, unit-tested in tests/unit/test_nvrx_launcher.py), but it has not yet run
-# here three times in a row: non-strict until it has.
-@pytest.mark.xfail(reason="srun output ordering; fixed in attribution, awaiting 3 clean lab runs", strict=False)
+# srun forwards each node's output on its own, so the peer's exit code and traceback can reach the
+# log before the launcher's timeout line; attribution.py treats them as the kill's consequence (with
+# a slack, unit-tested in tests/unit/test_nvrx_launcher.py). Before that this came out APP_ERROR in
+# 2 of 3 fresh-clone runs; since, it passed in 4 lab runs in a row (2 fresh-clone CI runs, 2 alone).
 async def test_a_hang_the_launcher_restarts_in_job_is_left_to_the_launcher(
         lab: Lab, client: Client, task_queue: str, tmp_path: Path, ft_launcher: Path) -> None:
     s = Scenario(lab, client, task_queue, tmp_path, ft_launcher)
