@@ -9,11 +9,12 @@ on to a new attempt, and that attempt gets its own incident.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from datetime import timedelta
+from collections.abc import Iterable, Sequence
+from datetime import UTC, timedelta
 from pathlib import Path
 
 from opentelemetry.trace import Tracer
+from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.client import (
     Client,
     RPCError,
@@ -42,7 +43,7 @@ from goodput.diagnose.node_memory import NodeStanding
 from goodput.identifiers import validate_cluster
 from goodput.models import Anomaly, Mode, OperatorDecision
 from goodput.recover.breaker import BreakerState
-from goodput.recover.incident import Decision, IncidentReport, RecoveryStart
+from goodput.recover.incident import Decision, IncidentReport, RecoveryStart, WaitingStep
 from goodput.recover.kill_switch import KillSwitchState
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.node_health import NodeHealthState
@@ -97,6 +98,19 @@ async def connect_from(settings: Settings, tracer: Tracer | None = None) -> Clie
     key = settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None
     return await connect(settings.temporal_address, settings.namespace, tracer,
                          tls=tls_config(settings.temporal_tls, api_key=key is not None), api_key=key)
+
+
+def waiting_steps(pending: Iterable[PendingActivityInfo]) -> tuple[WaitingStep, ...]:
+    """The steps a running incident waits for, with the failure Temporal is retrying, if any: a
+    requeue retried while slurmctld is down says so here instead of looking stuck."""
+    steps = []
+    for activity in pending:
+        failure = activity.last_failure.message if activity.HasField("last_failure") else ""
+        next_at = (activity.next_attempt_schedule_time.ToDatetime(tzinfo=UTC)
+                   if activity.HasField("next_attempt_schedule_time") else None)
+        steps.append(WaitingStep(step=activity.activity_type.name or "?", attempt=max(activity.attempt, 1),
+                                 last_failure=" ".join(failure.split())[:600], next_attempt_at=next_at))
+    return tuple(steps)
 
 
 def summary_of(wf: WorkflowExecution) -> IncidentSummary:
@@ -205,9 +219,10 @@ class TemporalIncidentService:
             described = await handle.describe(rpc_timeout=RPC_TIMEOUT)
             if described.status == WorkflowExecutionStatus.COMPLETED:
                 return await handle.result(rpc_timeout=RPC_TIMEOUT)
-            return await handle.query(RecoveryWorkflow.report, rpc_timeout=RPC_TIMEOUT)
+            report = await handle.query(RecoveryWorkflow.report, rpc_timeout=RPC_TIMEOUT)
         except RPCError as err:
             raise _translate(err, incident_id) from err
+        return report.model_copy(update={"waiting": waiting_steps(described.raw_description.pending_activities)})
 
     async def decide(self, incident_id: str, decision: Decision) -> IncidentState:
         handle = self._client.get_workflow_handle_for(RecoveryWorkflow.run, incident_id)

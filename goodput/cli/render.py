@@ -56,6 +56,8 @@ def incident_detail(report: IncidentReport) -> Group:
         head.add_row("resumed as", report.resumed_job_id)
     if report.node_incidents:  # one fault, many jobs: `goodput faults` lists the others it hit
         head.add_row("node incidents", ", ".join(report.node_incidents))
+    for waiting in report.waiting:  # a step Temporal is retrying says why here, not in a log
+        head.add_row("waiting for", Text(waiting.describe(), style="yellow" if waiting.last_failure else ""))
 
     plan = Table(title="plan", show_header=True)
     plan.add_column("#")

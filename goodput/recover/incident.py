@@ -70,6 +70,27 @@ class AuditInput(Frozen):
     records: tuple[AuditRecord, ...]
 
 
+class WaitingStep(Frozen):
+    """A recovery step Temporal is retrying or about to run: what an incident waits for now.
+
+    Not in the workflow's own state (a step's failed attempts never reach the workflow until the
+    last one): the service reads it from Temporal's description of the run (`IncidentService.get`).
+    """
+
+    step: str
+    attempt: int = Field(default=1, ge=1)
+    last_failure: str = Field(default="", max_length=600)
+    next_attempt_at: datetime | None = None
+
+    def describe(self) -> str:
+        text = f"{self.step} (attempt {self.attempt})"
+        if self.last_failure:
+            text += f", last failure: {self.last_failure}"
+        if self.next_attempt_at is not None:
+            text += f"; next attempt at {self.next_attempt_at:%H:%M:%S} UTC"
+        return text
+
+
 class IncidentReport(Frozen):
     incident_id: str
     key: IncidentKey
@@ -93,6 +114,8 @@ class IncidentReport(Frozen):
     # One fault, many jobs: the node incidents (goodput.recover.node_incident) this job incident
     # is linked to, i.e. the faults it shares with the other jobs they hit.
     node_incidents: tuple[str, ...] = ()
+    # Filled in by the service for a running incident: the steps Temporal is running or retrying.
+    waiting: tuple[WaitingStep, ...] = ()
 
 
 class DecisionVerb(StrEnum):
