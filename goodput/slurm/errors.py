@@ -68,6 +68,11 @@ def classify(argv: Sequence[str], returncode: int, stdout: str, stderr: str) -> 
     message = " ".join(head.split())[:500] or f"exit status {returncode}"
     lowered = message.lower()
     where = f"{argv[0] if argv else '?'} {argv[1] if len(argv) > 1 else ''}".strip()
+    if returncode < 0:
+        # Killed by a signal, or (over SSH) cut off with its connection: it may or may not have
+        # taken effect, which a retry of an idempotent step sorts out; it is never a verdict.
+        return TransientSchedulerError(f"{where}: ended without an exit status (killed, or its connection "
+                                       f"dropped); it may or may not have run{': ' + message if head.strip() else ''}")
     text = f"{where}: {message}"
     if any(phrase in lowered for phrase in TRANSIENT_PHRASES):
         return TransientSchedulerError(text)

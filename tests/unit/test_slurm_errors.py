@@ -70,3 +70,11 @@ def test_huge_error_text_is_looked_at_only_in_its_head() -> None:
 def test_record_errors_are_permanent_scheduler_errors() -> None:
     assert issubclass(AmbiguousRecordError, SlurmRecordError)
     assert issubclass(SlurmRecordError, PermanentSchedulerError)
+
+
+def test_a_command_without_an_exit_status_is_retried_not_judged() -> None:
+    """Killed by a signal (a negative status), or cut off over SSH (no status at all): the
+    command may have run, so only an idempotent retry can tell; it is never a permanent error."""
+    for status in (-1, -9):
+        error = classify(["scontrol", "requeuehold", "1001"], status, "", "")
+        assert isinstance(error, TransientSchedulerError) and "may or may not have run" in str(error)

@@ -1,0 +1,112 @@
+"""SSH mode: the connection to the login node drops while the requeue command runs; the step is
+retried over a new connection and the job is requeued exactly once (slurmctld's own log).
+
+The worst moment is made real, not simulated: slurmctld is frozen (SIGSTOP) so the remote
+`scontrol requeuehold` waits on it, and then every sshd session process is killed, which drops the
+TCP connection under the running command. The orphaned command still reaches the controller once
+it thaws, so the requeue may well have happened when the worker hears only "connection lost": the
+retry must see that and finish the job (exclude, release) instead of requeueing it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from activities.adapters.slurm_cli import SlurmCliBackend
+from activities.adapters.slurm_runner import CommandResult
+from activities.adapters.slurm_ssh import SshRunner
+from goodput.models import AnomalyKind, Mode
+from goodput.recover.incident import IncidentReport
+from goodput.recover.lifecycle import IncidentState
+from goodput.recover.policy import Policy
+from goodput.scheduler import JobState
+from tests.fakes.notifier import RecordingNotifier
+from tests.workflows.helpers import anomaly, inject
+from workers.worker import build_worker
+
+from .conftest import Lab, Sshd
+from .harness import eventually
+from .test_chaos_on_slurm import XID, submit
+from .test_controller_outage_on_slurm import controller_pid
+
+pytestmark = [pytest.mark.slurm, pytest.mark.ssh, pytest.mark.temporal, pytest.mark.slow]
+
+REQUEUES = (["scontrol", "requeue"], ["scontrol", "requeuehold"])
+
+
+def children_of(parent: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == parent:
+                found.append(int(entry.name))
+    return found
+
+
+class DropsMidRequeue(SshRunner):
+    """The real SSH runner; the first requeue's connection is cut while the command waits."""
+
+    def __init__(self, lab: Lab, sshd: Sshd, *, sshd_pid: int, controller: int) -> None:
+        super().__init__("127.0.0.1", port=sshd.port, username="root", known_hosts=sshd.known_hosts,
+                         client_keys=[sshd.client_key], env={"SLURM_CONF": str(lab.conf)}, timeout_s=30)
+        self._sshd, self._controller = sshd_pid, controller
+        self.dropped: list[int] = []
+
+    async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                  timeout_s: float | None = None) -> CommandResult:
+        if self.dropped or list(argv[:2]) not in REQUEUES:
+            return await super().run(argv, stdin=stdin, timeout_s=timeout_s)
+        os.kill(self._controller, signal.SIGSTOP)
+        try:
+            running = asyncio.create_task(super().run(argv, stdin=stdin, timeout_s=timeout_s))
+            await asyncio.sleep(1.0)  # the command is on the login node, waiting for the controller
+            self.dropped = children_of(self._sshd)
+            for session in self.dropped:
+                os.kill(session, signal.SIGKILL)
+        finally:
+            os.kill(self._controller, signal.SIGCONT)
+        return await running
+
+
+@pytest.mark.timeout(240)
+async def test_a_connection_dropped_mid_requeue_requeues_the_job_once(
+        lab: Lab, sshd: Sshd, client: Client, task_queue: str, tmp_path: Path) -> None:
+    log = lab.dir / "log" / "slurmctld.log"
+    start = log.stat().st_size
+    sshd_pid = int((sshd.known_hosts.parent / "sshd.pid").read_text().split()[0])
+    runner = DropsMidRequeue(lab, sshd, sshd_pid=sshd_pid, controller=controller_pid(lab))
+    backend = SlurmCliBackend(runner)
+    policy = Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
+                    verify_running_timeout_s=120, in_job_follow_s=0)
+    try:
+        job_id = submit(lab, tmp_path, "--nodes=2")
+        job = await eventually(lambda: backend.get_job(job_id), lambda j: j.state is JobState.RUNNING,
+                               timeout=30, what="job to run")
+        async with build_worker(client, task_queue, backend, RecordingNotifier(), policy=policy):
+            incident = await inject(client, task_queue, anomaly(job_id, kind=AnomalyKind.GPU_FAULT,
+                                                                nodes=job.nodes[-1:], evidence=(XID,)),
+                                    policy, Mode.AUTONOMOUS)
+            handle = client.get_workflow_handle(incident, result_type=IncidentReport)
+            report = await asyncio.wait_for(handle.result(), timeout=150)
+        again = await backend.get_job(job_id)
+    finally:
+        await runner.close()
+    assert runner.dropped, "no ssh session was cut"
+    assert report.state is IncidentState.RECOVERED, report.timeline
+    with log.open("rb") as raw:
+        raw.seek(start)
+        text = raw.read().decode("utf-8", "replace")
+    assert len(re.findall(rf"Requeuing JobId={job_id}\b", text)) == 1
+    assert again.restart_count == 1 and again.state is JobState.RUNNING and job.nodes[-1] not in again.nodes
