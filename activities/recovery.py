@@ -143,18 +143,23 @@ class RecoveryActivities:
 
     @activity.defn(name="reserve_drain")
     async def reserve_drain(self, request: ReserveInput) -> DrainVerdict:
-        return await self._gate.reserve(request.cluster, request.request, request.policy)
+        async with heartbeating():
+            return await self._gate.reserve(request.cluster, request.request, request.policy)
 
     @activity.defn(name="consult_node_memory")
     async def consult_node_memory(self, request: MemoryInput) -> MemoryVerdict:
-        return await self._memory.consult(request.cluster, request.observation, request.policy)
+        async with heartbeating():
+            return await self._memory.consult(request.cluster, request.observation, request.policy)
 
     @activity.defn(name="attribute")
     async def attribute(self, request: AttributeInput) -> AttributeResult:
         job: JobInfo | None = None
         note = ""
         try:
-            job = await mapped(self._scheduler.get_job(request.key.job_id))
+            # A scheduler that hangs must fail this attempt with its own error (the command's or
+            # request's timeout), which `goodput incident` shows, not with a heartbeat timeout.
+            async with heartbeating():
+                job = await mapped(self._scheduler.get_job(request.key.job_id))
         except ApplicationError as err:
             if err.type != UnknownJobError.__name__:
                 raise
@@ -301,27 +306,27 @@ class RecoveryActivities:
         capacity_deadline = deadline + request.capacity_wait_s
         last = "not polled yet"
         missing, missing_at = "", -1e9
-        while True:
-            activity.heartbeat(last)
-            job = await mapped(self._scheduler.get_job(request.job_id))
-            restarted = not request.same_job or job.restart_count > request.restart_count_before
-            last = f"job {job.job_id} is {job.state} (restarts={job.restart_count})"
-            if job.state is JobState.PENDING and waiting_for_capacity(job.state_reason):
-                if loop.time() - missing_at >= CAPACITY_NOTE_EVERY_S:  # the node list is not free to read
-                    missing, missing_at = await self._missing(job), loop.time()
-                last += f", waiting for capacity ({job.state_reason}: {missing})"
-                deadline = max(deadline, min(loop.time() + request.poll_interval_s * 2, capacity_deadline))
-            if job.state is JobState.RUNNING and restarted:
-                running = f"{last} on {','.join(job.nodes) or '?'}"
-                if request.progress_past is None:
-                    return VerifyResult(ok=True, detail=running, nodes=job.nodes)
-                return (await self._progress(request, job, running)).model_copy(update={"nodes": job.nodes})
-            if restarted and job.state not in (JobState.PENDING, JobState.REQUEUED, JobState.RUNNING,
-                                               JobState.COMPLETING):
-                return VerifyResult(ok=False, detail=f"resumed job ended: {last}")
-            if loop.time() >= deadline:
-                return VerifyResult(ok=False, detail=f"not running within {request.timeout_s:.0f}s: {last}")
-            await asyncio.sleep(request.poll_interval_s)
+        async with heartbeating(lambda: last):  # also while one poll waits on a slow scheduler
+            while True:
+                job = await mapped(self._scheduler.get_job(request.job_id))
+                restarted = not request.same_job or job.restart_count > request.restart_count_before
+                last = f"job {job.job_id} is {job.state} (restarts={job.restart_count})"
+                if job.state is JobState.PENDING and waiting_for_capacity(job.state_reason):
+                    if loop.time() - missing_at >= CAPACITY_NOTE_EVERY_S:  # the node list costs a read
+                        missing, missing_at = await self._missing(job), loop.time()
+                    last += f", waiting for capacity ({job.state_reason}: {missing})"
+                    deadline = max(deadline, min(loop.time() + request.poll_interval_s * 2, capacity_deadline))
+                if job.state is JobState.RUNNING and restarted:
+                    running = f"{last} on {','.join(job.nodes) or '?'}"
+                    if request.progress_past is None:
+                        return VerifyResult(ok=True, detail=running, nodes=job.nodes)
+                    return (await self._progress(request, job, running)).model_copy(update={"nodes": job.nodes})
+                if restarted and job.state not in (JobState.PENDING, JobState.REQUEUED, JobState.RUNNING,
+                                                   JobState.COMPLETING):
+                    return VerifyResult(ok=False, detail=f"resumed job ended: {last}")
+                if loop.time() >= deadline:
+                    return VerifyResult(ok=False, detail=f"not running within {request.timeout_s:.0f}s: {last}")
+                await asyncio.sleep(request.poll_interval_s)
 
     async def _missing(self, job: JobInfo) -> str:
         try:
@@ -352,23 +357,26 @@ class RecoveryActivities:
     @activity.defn(name="stop_job")
     async def stop_job(self, request: StopInput) -> str:
         # Successors first: once the job is cancelled an `afterany` one would start at once.
-        chain = await hold_successors(self._scheduler, await mapped(self._scheduler.get_job(request.job_id)))
-        result = await mapped(self._scheduler.cancel_job(request.job_id))
+        async with heartbeating():
+            chain = await hold_successors(self._scheduler, await mapped(self._scheduler.get_job(request.job_id)))
+            result = await mapped(self._scheduler.cancel_job(request.job_id))
         if result.changed:
             self._metrics.accepted(AuditAction.STOP, request.observed_at)
         return result.detail + (f"; {chain}" if chain else "")
 
     @activity.defn(name="consult_kill_switch")
     async def consult_kill_switch(self, cluster: str) -> KillSwitchState:
-        return await self._kill_switch.read(cluster) if self._kill_switch else KillSwitchState()
+        async with heartbeating():
+            return await self._kill_switch.read(cluster) if self._kill_switch else KillSwitchState()
 
     @activity.defn(name="start_node_health")
     async def start_node_health(self, request: NodeHealthRequest) -> None:
         if self._node_health is None:
             return
-        for node in request.nodes:
-            await self._node_health.drained(request.cluster, node, request.incident_id, request.policy,
-                                            spares=request.spares)
+        async with heartbeating():
+            for node in request.nodes:
+                await self._node_health.drained(request.cluster, node, request.incident_id, request.policy,
+                                                spares=request.spares)
 
     @activity.defn(name="check_node")
     async def check_node(self, request: NodeCheckInput) -> CheckResult:
@@ -377,13 +385,14 @@ class RecoveryActivities:
 
     @activity.defn(name="return_node")
     async def return_node(self, request: ReturnInput) -> ReturnResult:
-        node = await mapped(self._scheduler.get_node(request.node))
-        if not node.drained:
-            return ReturnResult(returned=False, detail=f"{node.name} is not drained any more: someone resumed it")
-        if owning_incident(node.reason) is None:
-            return ReturnResult(returned=False, detail=f"{node.name} is drained by someone else now "
-                                                       f"({node.reason[:120]!r}): left alone")
-        result = await mapped(self._scheduler.resume_node(node.name, node.reason))
+        async with heartbeating():
+            node = await mapped(self._scheduler.get_node(request.node))
+            if not node.drained:
+                return ReturnResult(returned=False, detail=f"{node.name} is not drained any more: someone resumed it")
+            if owning_incident(node.reason) is None:
+                return ReturnResult(returned=False, detail=f"{node.name} is drained by someone else now "
+                                                           f"({node.reason[:120]!r}): left alone")
+            result = await mapped(self._scheduler.resume_node(node.name, node.reason))
         return ReturnResult(returned=result.changed, detail=result.detail)
 
     @activity.defn(name="audit")
@@ -394,7 +403,8 @@ class RecoveryActivities:
     @activity.defn(name="notify")
     async def notify(self, notification: Notification) -> None:
         self._metrics.notified(notification)  # before sending: a broken webhook closes incidents too
-        await self._notifier.notify(notification)
+        async with heartbeating():  # a slow webhook must not time out into a second notification
+            await self._notifier.notify(notification)
 
     def all(self) -> list[Callable[..., Awaitable[object]]]:
         return [self.attribute, self.reserve_drain, self.consult_node_memory, self.find_checkpoint, self.isolate,

@@ -104,7 +104,8 @@ def scheduler_from(settings: Settings, *, resubmit_key: ResubmitKey | None = Non
     # SSH to a login node when one is configured (a pod has no Slurm clients), else to local commands.
     return SlurmRestBackend(slurm.rest_url, user=slurm.rest_user, token=token, fallback=ssh or local,
                             allow_partitions=partitions, comment_marker=marker, enforce_opt_in=enforce,
-                            allow_http=slurm.rest_allow_http, ca_file=slurm.rest_ca_file)
+                            allow_http=slurm.rest_allow_http, ca_file=slurm.rest_ca_file,
+                            timeout_s=slurm.command_timeout_s)
 
 
 def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier: Notifier, *,

@@ -79,6 +79,7 @@ class SlurmRestBackend:
         verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(ca_file)) if ca_file else True
         # trust_env=False: proxies from the environment would see the token, and .netrc would add
         # its own credentials
+        self._timeout_s = timeout_s
         self._client = httpx.AsyncClient(base_url=url, transport=transport, timeout=timeout_s,
                                          follow_redirects=False, trust_env=False, verify=verify)
         self._user = user
@@ -131,6 +132,9 @@ class SlurmRestBackend:
                     chunks.append(chunk)
             finally:
                 await response.aclose()
+        except httpx.TimeoutException as exc:  # httpx's own text is often empty
+            raise TransientSchedulerError(self._redact(
+                f"slurmrestd {method} {path}: no answer within {self._timeout_s:g} s ({type(exc).__name__})")) from None
         except httpx.TransportError as exc:
             raise TransientSchedulerError(
                 self._redact(f"slurmrestd {method} {path}: {type(exc).__name__}: {exc}")) from None

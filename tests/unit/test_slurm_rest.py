@@ -294,3 +294,17 @@ async def test_proxies_and_netrc_from_the_environment_are_ignored(monkeypatch: p
         server.close()
         await server.wait_closed()
     assert len(heads) == 1 and "authorization" not in heads[0]
+
+
+async def test_a_request_nobody_answers_says_how_long_it_waited() -> None:
+    """A hung slurmrestd: the step's retry reason names the wait, not httpx's empty message."""
+    def hangs(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/openapi/v3":
+            return httpx.Response(200, json=SPEC_22_05)
+        raise httpx.ReadTimeout("", request=request)
+
+    backend = SlurmRestBackend("https://restd.test", user="goodput", token=TOKEN, timeout_s=8,
+                               transport=httpx.MockTransport(hangs))
+    with pytest.raises(TransientSchedulerError, match=r"no answer within 8 s \(ReadTimeout\)"):
+        await backend.get_job("7")
+    await backend.aclose()
