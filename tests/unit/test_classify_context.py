@@ -53,6 +53,13 @@ NAMING: list[Row] = [
         "...-48:34050:34121 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error",
         RETRY.format(h="n51"), RETRY.format(h="n52").replace("10.0.0.98", "10.0.0.97")],
      Category.NETWORK, CulpritKind.NODE, SOURCE_NODE, True, True),
+    # A network verdict blames the path even when no line names an end of it.
+    ("network-verdict-without-an-endpoint-blames-the-path", [
+        "[rank5]: torch.distributed.DistBackendError: NCCL error in: ../ProcessGroupNCCL.cpp:1970, remote process "
+        "exited or there was a network error, NCCL version 2.20.5"],
+     Category.NETWORK, CulpritKind.NETWORK, None, False, True),
+    ("a-timeout-without-a-culprit-still-names-nobody", [TIMEOUT.format(r=2, seq=812)],
+     Category.NCCL_TIMEOUT, CulpritKind.UNKNOWN, None, False, True),
 ]
 
 

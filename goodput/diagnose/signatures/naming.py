@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from goodput.diagnose.signatures.locate import Locator
 from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, Match
-from goodput.models import CulpritKind
+from goodput.models import Category, CulpritKind
 from goodput.untrusted_text import LinearRegex, bounded_int, utf8
 
 MAX_NAMED_RANKS = 16
@@ -51,8 +51,15 @@ def reporting_rank(match: Match) -> int | None:
 
 def pick(supporting: Sequence[Match], locator: Locator) -> Named:
     """The culprit of the deciding hits: the first of them that names one, else the kind alone."""
-    want = supporting[0].signature.culprit_kind
+    lead = supporting[0].signature
+    want = lead.culprit_kind
     if want is CulpritKind.UNKNOWN:
+        if lead.category is Category.NETWORK:
+            # A network verdict blames the path between the hosts even when its line names neither end
+            # (NCCL's "remote process exited or there was a network error"): the category already says
+            # so, and "unknown" would contradict it. A peer that died first is another verdict, made
+            # when its own error is in the log.
+            return CulpritKind.NETWORK, None, None, None, None
         return CulpritKind.UNKNOWN, None, None, None, None
     monitors = [m for m in supporting if m.signature.id in EVERY_RANK_MONITORS]
     if len({r for r in (reporting_rank(m) for m in monitors) if r is not None}) > 1:

@@ -373,7 +373,7 @@ class VerdictBuilder:
             where = f" on {host}" if host and host not in culprit else ""
             parts.append(f"Culprit: {culprit}{where} ({kind}).")
         elif kind not in (CulpritKind.UNKNOWN, CulpritKind.APP):
-            parts.append(f"The log does not say which {kind} is at fault.")
+            parts.append(f"The log does not say which {'link' if kind is CulpritKind.NETWORK else kind} is at fault.")
         if sig.category in (Category.APP_ERROR, Category.OOM):
             parts.append("The application is at fault; no hardware is blamed.")
         if sig.drain and not drain:
