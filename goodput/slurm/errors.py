@@ -71,8 +71,9 @@ def classify(argv: Sequence[str], returncode: int, stdout: str, stderr: str) -> 
     if returncode < 0:
         # Killed by a signal, or (over SSH) cut off with its connection: it may or may not have
         # taken effect, which a retry of an idempotent step sorts out; it is never a verdict.
-        return TransientSchedulerError(f"{where}: ended without an exit status (killed, or its connection "
-                                       f"dropped); it may or may not have run{': ' + message if head.strip() else ''}")
+        detail = f": {message[:400]}" if head.strip() else ""
+        return TransientSchedulerError(f"{where}: no exit status (killed, or its connection dropped); it may or may "
+                                       f"not have run{detail}")
     text = f"{where}: {message}"
     if any(phrase in lowered for phrase in TRANSIENT_PHRASES):
         return TransientSchedulerError(text)

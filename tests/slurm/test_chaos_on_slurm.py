@@ -86,11 +86,15 @@ class Workers:
     def killed(self) -> list[int]:
         return [p.returncode for p in self.procs if p.poll() == -signal.SIGKILL]
 
+    def replace_the_dead(self) -> None:
+        """Start replacements at once; the next case waits for them only if they are not up yet."""
+        while len(self.alive()) < 2:
+            self.spawn()
+
     async def two_alive(self) -> None:
         crashed = [p.returncode for p in self.procs if p.poll() not in (None, -signal.SIGKILL)]
         assert not crashed, f"a chaos worker exited on its own ({crashed}): see {self.home}/worker-*.log"
-        while len(self.alive()) < 2:
-            self.spawn()
+        self.replace_the_dead()
         await eventually(lambda: _ready(self), lambda n: n >= len(self.procs), timeout=60,
                          what="both chaos workers polling")
 
@@ -170,6 +174,7 @@ async def recover(client: Client, workers: Workers, kill_at: str, fault: str, jo
     report = await asyncio.wait_for(handle.result(), timeout=150)
     assert len(workers.killed()) == killed_before + 1, f"the worker was not killed at {kill_at}"
     assert not workers.arm.exists()
+    workers.replace_the_dead()  # starts while this case's checks and the next job's start run
     return report
 
 
@@ -195,10 +200,12 @@ async def test_xid_recovery_survives_a_worker_killed_at(kill_at: str, lab: Lab, 
     assert again.restart_count == 1 and bad not in again.nodes
 
 
+# A kill before a step starts is one mechanism whatever the step (that attempt never ran; the
+# survivor runs it after the heartbeat timeout), proven at every step above. Crash and hang add what
+# differs for them: a requeue without a drain, its retry after the effect, and verification.
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(("fault", "kill_at"), [
-    ("crash", "attribute:before"), ("crash", "resume:before"), ("crash", "resume:after"), ("crash", "verify:before"),
-    ("hang", "find_checkpoint:before"), ("hang", "resume:after")])
+    ("crash", "resume:after"), ("crash", "verify:before"), ("hang", "resume:after")])
 async def test_restart_without_drain_survives_a_worker_killed_at(
         fault: str, kill_at: str, lab: Lab, client: Client, workers: Workers, records: SlurmRecords,
         tmp_path: Path) -> None:

@@ -78,3 +78,5 @@ def test_a_command_without_an_exit_status_is_retried_not_judged() -> None:
     for status in (-1, -9):
         error = classify(["scontrol", "requeuehold", "1001"], status, "", "")
         assert isinstance(error, TransientSchedulerError) and "may or may not have run" in str(error)
+    noisy = classify(["scontrol", "requeue", "13"], -1, "", "Job is pending execution for job 13" * 50)
+    assert isinstance(noisy, TransientSchedulerError) and len(str(noisy)) < 600  # bounded, as every error text
