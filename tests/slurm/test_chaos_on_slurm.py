@@ -34,7 +34,7 @@ from goodput.ownership import owning_incident
 from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy, ResumeStrategy
-from goodput.scheduler import JobState
+from goodput.scheduler import JobInfo, JobState
 from tests.workflows.helpers import anomaly, inject
 
 from .conftest import Lab
@@ -114,11 +114,16 @@ async def workers(temporal_env: WorkflowEnvironment,
     finally:
         for proc in pool.alive():
             proc.send_signal(signal.SIGINT)
+        stubborn = []
         for proc in pool.procs:
             try:
-                proc.wait(timeout=20)
+                proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
+                stubborn.append(proc.pid)
                 proc.kill()
+                proc.wait(timeout=10)  # reaped, so no Popen outlives its process
+        if stubborn:
+            print(f"chaos workers {stubborn} ignored SIGINT for 30 s (logs in {pool.home}); killed")
 
 
 @dataclass
@@ -156,6 +161,15 @@ def submit(lab: Lab, tmp_path: Path, *args: str) -> str:
     return lab.sbatch("--requeue", f"--output={tmp_path}/out-%j.log", f"--chdir={tmp_path}", *args, str(script))
 
 
+async def running(lab: Lab, tmp_path: Path, *, nodes: int) -> tuple[SlurmCliBackend, JobInfo]:
+    """A fresh opted-in `--requeue` job, once Slurm runs it."""
+    backend = SlurmCliBackend()
+    job_id = submit(lab, tmp_path, f"--nodes={nodes}")
+    job = await eventually(lambda: backend.get_job(job_id), lambda j: j.state is JobState.RUNNING,
+                           timeout=30, what="job to run")
+    return backend, job
+
+
 async def recover(client: Client, workers: Workers, kill_at: str, fault: str, job_id: str, nodes: tuple[str, ...],
                   policy: Policy = POLICY) -> IncidentReport:
     """Arm the kill, inject the fault's anomaly, and wait for the incident's end."""
@@ -186,10 +200,8 @@ XID_STEPS = ["attribute:before", "reserve_drain:before", "isolate:before", "isol
 @pytest.mark.parametrize("kill_at", XID_STEPS)
 async def test_xid_recovery_survives_a_worker_killed_at(kill_at: str, lab: Lab, client: Client, workers: Workers,
                                                         records: SlurmRecords, tmp_path: Path) -> None:
-    backend = SlurmCliBackend()
-    job_id = submit(lab, tmp_path, "--nodes=2")
-    job = await eventually(lambda: backend.get_job(job_id), lambda j: j.state is JobState.RUNNING,
-                           timeout=30, what="job to run")
+    backend, job = await running(lab, tmp_path, nodes=2)
+    job_id = job.job_id
     bad = job.nodes[-1]
     report = await recover(client, workers, kill_at, "xid", job_id, job.nodes)
     assert report.state is IncidentState.RECOVERED, report.timeline
@@ -209,24 +221,21 @@ async def test_xid_recovery_survives_a_worker_killed_at(kill_at: str, lab: Lab, 
 async def test_restart_without_drain_survives_a_worker_killed_at(
         fault: str, kill_at: str, lab: Lab, client: Client, workers: Workers, records: SlurmRecords,
         tmp_path: Path) -> None:
-    backend = SlurmCliBackend()
-    job_id = submit(lab, tmp_path, "--nodes=1")
-    job = await eventually(lambda: backend.get_job(job_id), lambda j: j.state is JobState.RUNNING,
-                           timeout=30, what="job to run")
+    backend, job = await running(lab, tmp_path, nodes=1)
+    job_id = job.job_id
     report = await recover(client, workers, kill_at, fault, job_id, job.nodes)
     assert report.state is IncidentState.RECOVERED, report.timeline
     assert all(records.drains(node) == [] for node in ("node1", "node2", "node3", "node4"))
     assert records.requeues(job_id) == 1 and records.submissions() == [job_id]
+    assert (await backend.get_job(job_id)).restart_count == 1
 
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("kill_at", ["resume:before", "resume:after"])
 async def test_resubmission_survives_a_worker_killed_at(kill_at: str, lab: Lab, client: Client, workers: Workers,
                                                         records: SlurmRecords, tmp_path: Path) -> None:
-    backend = SlurmCliBackend()
-    job_id = submit(lab, tmp_path, "--nodes=2")
-    job = await eventually(lambda: backend.get_job(job_id), lambda j: j.state is JobState.RUNNING,
-                           timeout=30, what="job to run")
+    backend, job = await running(lab, tmp_path, nodes=2)
+    job_id = job.job_id
     bad = job.nodes[-1]
     policy = POLICY.model_copy(update={"resume": ResumeStrategy.RESUBMIT})
     report = await recover(client, workers, kill_at, "xid", job_id, job.nodes, policy)
