@@ -10,6 +10,7 @@ real-Slurm coverage would look green while testing nothing.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -252,3 +253,31 @@ def _lab_pid(lab: Lab, pid_file: Path) -> int | None:
     except (OSError, ValueError):
         return None
     return pid if f"SLURMLAB_TAG={lab.dir}".encode() in environ else None
+
+
+@dataclass
+class SlurmRecords:
+    """slurmctld's own log from where a test began: what Slurm itself recorded, not goodput's timeline."""
+
+    log: Path
+    start: int
+
+    def text(self) -> str:
+        with self.log.open("rb") as raw:
+            raw.seek(self.start)
+            return raw.read().decode("utf-8", "replace")
+
+    def drains(self, node: str) -> list[str]:
+        return re.findall(rf"update_node: node {re.escape(node)} reason set to: (goodput:\S+)", self.text())
+
+    def requeues(self, job_id: str) -> int:
+        return len(re.findall(rf"Requeuing JobId={re.escape(job_id)}\b", self.text()))
+
+    def submissions(self) -> list[str]:
+        return re.findall(r"_slurm_rpc_submit_batch_job: JobId=(\d+)", self.text())
+
+
+@pytest.fixture
+def records(lab: Lab) -> Iterator[SlurmRecords]:
+    log = lab.dir / "log" / "slurmctld.log"
+    yield SlurmRecords(log, log.stat().st_size)

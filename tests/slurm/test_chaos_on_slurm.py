@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import secrets
 import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +36,7 @@ from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import JobInfo, JobState
 from tests.workflows.helpers import anomaly, inject
 
-from .conftest import Lab
+from .conftest import Lab, SlurmRecords
 from .harness import eventually
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.slow]
@@ -124,34 +123,6 @@ async def workers(temporal_env: WorkflowEnvironment,
                 proc.wait(timeout=10)  # reaped, so no Popen outlives its process
         if stubborn:
             print(f"chaos workers {stubborn} ignored SIGINT for 30 s (logs in {pool.home}); killed")
-
-
-@dataclass
-class SlurmRecords:
-    """slurmctld's own log, from where a case began."""
-
-    log: Path
-    start: int
-
-    def text(self) -> str:
-        with self.log.open("rb") as raw:
-            raw.seek(self.start)
-            return raw.read().decode("utf-8", "replace")
-
-    def drains(self, node: str) -> list[str]:
-        return re.findall(rf"update_node: node {re.escape(node)} reason set to: (goodput:\S+)", self.text())
-
-    def requeues(self, job_id: str) -> int:
-        return len(re.findall(rf"Requeuing JobId={re.escape(job_id)}\b", self.text()))
-
-    def submissions(self) -> list[str]:
-        return re.findall(r"_slurm_rpc_submit_batch_job: JobId=(\d+)", self.text())
-
-
-@pytest.fixture
-def records(lab: Lab) -> Iterator[SlurmRecords]:
-    log = lab.dir / "log" / "slurmctld.log"
-    yield SlurmRecords(log, log.stat().st_size)
 
 
 def submit(lab: Lab, tmp_path: Path, *args: str) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import signal
 import time
 from pathlib import Path
@@ -31,7 +30,7 @@ from tests.workflows.helpers import anomaly, inject
 from workers.client import TemporalIncidentService
 from workers.worker import build_worker
 
-from .conftest import Lab
+from .conftest import Lab, SlurmRecords
 from .harness import eventually
 from .test_chaos_on_slurm import XID, submit
 
@@ -61,9 +60,7 @@ def controller_pid(lab: Lab) -> int:
 
 @pytest.mark.timeout(300)
 async def test_a_controller_stopped_for_a_minute_during_requeue_delays_the_recovery_without_escalating(
-        lab: Lab, client: Client, task_queue: str, tmp_path: Path) -> None:
-    log = lab.dir / "log" / "slurmctld.log"
-    start = log.stat().st_size
+        lab: Lab, records: SlurmRecords, client: Client, task_queue: str, tmp_path: Path) -> None:
     pid = controller_pid(lab)
     backend = FreezesTheController(pid)
     job_id = submit(lab, tmp_path, "--nodes=2")
@@ -93,10 +90,7 @@ async def test_a_controller_stopped_for_a_minute_during_requeue_delays_the_recov
     assert retried, [r.waiting for r in seen]
     print("waiting for:", retried[-1].describe())
     assert "scontrol" in retried[-1].last_failure or "slurm" in retried[-1].last_failure.lower()
-    with log.open("rb") as raw:
-        raw.seek(start)
-        text = raw.read().decode("utf-8", "replace")
-    assert len(re.findall(rf"Requeuing JobId={job_id}\b", text)) == 1
+    assert records.requeues(job_id) == 1
     again = await backend.get_job(job_id)
     assert again.restart_count == 1 and job.nodes[-1] not in again.nodes
 
