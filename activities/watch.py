@@ -79,10 +79,15 @@ class WatchActivities:
         resumed = _details(WatchCheckpoint)
         checkpoint = resumed if isinstance(resumed, WatchCheckpoint) else WatchCheckpoint()
         initial = checkpoint.cursors or request.cursors
+        after_unknown_attempt = False
         if not initial and resumed is None and job.restart_count > 0:
             # A requeued job may append to its predecessor's file: start where that watch stopped.
             initial = await self._launcher.handover(request.cluster, job.job_id, job.restart_count - 1,
                                                     wait_s=3 * request.job_check_interval_s)
+            # No such watch (the attempt died before a scan saw it, or its watch never reported):
+            # what the file holds was printed by earlier attempts. Read from its end, for an old
+            # fatal line taken as this attempt's would start a second recovery of a recovered job.
+            after_unknown_attempt = not initial
         cursors = {c.path: c for c in initial}
         key = IncidentKey(cluster=request.cluster, job_id=job.job_id, job_attempt=job.restart_count)
         node = job.nodes[0] if len(job.nodes) == 1 else None
@@ -93,7 +98,8 @@ class WatchActivities:
             state = state.model_copy(update={"replays": replays(delivered, initial)})
         detector = LiveLogDetector(key, state, node=node, hang=request.hang)
         # srun -l labels stay in the text: the catalogue reads them (rank and host context).
-        tailers = [LogTailer(p, cursors.get(p), srun_labels=False, owner_uid=job.user_id) for p in paths]
+        tailers = [LogTailer(p, cursors.get(p), start_at_end=after_unknown_attempt, srun_labels=False,
+                             owner_uid=job.user_id) for p in paths]
         refused: list[str] = []
         loop = asyncio.get_running_loop()
         next_check = loop.time() + request.job_check_interval_s

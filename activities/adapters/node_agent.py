@@ -179,6 +179,9 @@ class NodeAgent:
         self._jobs: list[JobInfo] | None = None
         self._jobs_task: asyncio.Task[Sequence[JobInfo]] | None = None
         self._next_refresh = 0.0
+        # Loop times: when the list in hand was asked for, and when the oldest unstepped Xid was read.
+        self._jobs_asked_at = self._list_started_at = float("-inf")
+        self._xids_read_at: float | None = None
         self._probe_task: asyncio.Task[tuple[list[GpuSample], list[XidEvent]]] | None = None
         self._written: AgentCheckpoint | None = None
 
@@ -211,9 +214,14 @@ class NodeAgent:
         self._read_kernel(now)  # first: it is the source that still answers when NVML hangs
         samples, polled = await self._read_probe()
         self._pending_probe = [*self._pending_probe, *polled][-MAX_PENDING_XIDS:]
-        await self._refresh_jobs()
+        loop_now = asyncio.get_running_loop().time()
+        if (self._pending_kernel or self._pending_probe) and self._xids_read_at is None:
+            self._xids_read_at = loop_now
+        await self._refresh_jobs(newer_than=self._xids_read_at)
         if self._jobs is None:
             return  # an Xid taken as "no job here" would be lost for good; keep it until we know
+        if self._list_predates_xids(loop_now):
+            return  # a job started since that list would miss its Xid; a newer list is on its way
         try:
             self._state, anomalies = agent_step(
                 self._state, node=self.node, cluster=self.cluster, samples=samples,
@@ -225,7 +233,7 @@ class NodeAgent:
                           len(self._pending_probe) + len(self._pending_kernel))
             anomalies = []
         self.stats.steps += 1
-        self._pending_probe, self._pending_kernel = [], []
+        self._pending_probe, self._pending_kernel, self._xids_read_at = [], [], None
         if self._pending_cursor is not None:
             self._cursor = self._pending_cursor
         if self._state.unattributed:
@@ -286,14 +294,23 @@ class NodeAgent:
         self._pending_kernel = [*self._pending_kernel, *events][-MAX_PENDING_XIDS:]
         self._pending_cursor = self._kernel.cursor
 
-    async def _refresh_jobs(self) -> None:
-        """Jobs are listed in the background: a slow controller must not stall the GPU and log reads."""
+    def _list_predates_xids(self, loop_now: float) -> bool:
+        """Xids wait for a job list asked for after they were read, for at most one refresh period
+        (then a stale list beats holding a GPU fault back while the controller is down)."""
+        read_at = self._xids_read_at
+        return read_at is not None and self._jobs_asked_at < read_at and loop_now - read_at < self._job_refresh
+
+    async def _refresh_jobs(self, newer_than: float | None = None) -> None:
+        """Jobs are listed in the background: a slow controller must not stall the GPU and log reads.
+        A list older than `newer_than` (an Xid's read time) is refreshed now, not at the next period."""
         loop = asyncio.get_running_loop()
-        if self._jobs_task is None and loop.time() >= self._next_refresh:
+        stale = newer_than is not None and self._jobs_asked_at < newer_than
+        if self._jobs_task is None and (loop.time() >= self._next_refresh or stale):
+            self._list_started_at = loop.time()
             self._jobs_task = asyncio.create_task(self._list_jobs())
         if self._jobs_task is None:
             return
-        if self._jobs is None:  # nothing known yet: worth waiting one interval for
+        if self._jobs is None or stale:  # nothing known yet, or an Xid waits: worth one interval
             await asyncio.wait({self._jobs_task}, timeout=self._interval)
         if not self._jobs_task.done():
             return
@@ -307,6 +324,7 @@ class NodeAgent:
             return
         self._errors.ok("scheduler list_jobs")
         self._jobs = [job for job in jobs if self.node in job.nodes]
+        self._jobs_asked_at = self._list_started_at
 
     async def _list_jobs(self) -> Sequence[JobInfo]:
         return await self._scheduler.list_jobs()

@@ -202,6 +202,23 @@ async def test_xids_wait_for_the_job_list_and_unsent_anomalies_for_the_sink(tmp_
     assert AgentCheckpoint.model_validate_json(state.read_text()).outbox == ()
 
 
+async def test_an_xid_of_a_job_that_started_after_the_last_job_list_is_still_its_jobs(tmp_path: Path) -> None:
+    """The job list is refreshed every job_refresh_s; an Xid read in between is stepped against a
+    list asked for after it, else a job started since (its first minutes) would lose its Xid."""
+    cluster = demo_cluster()
+    job = cluster.jobs.pop("1001")
+    kern = tmp_path / "kern.log"
+    kern.write_text("")
+    sink = RecordingSink()
+    agent = NodeAgent(NODE, "c1", None, kern, FakeScheduler(cluster), sink, OptInRule(), interval_s=0.01,
+                      job_refresh_s=3600)
+    async with running(agent):
+        cluster.jobs["1001"] = job  # starts now, long before the next periodic list
+        append(kern, xid_line(79))
+        await until(lambda: sink.anomalies, "the Xid pinned on the new job")
+    assert [(a.job_id, a.signature_ids) for a in sink.anomalies] == [("1001", ("xid-79",))]
+
+
 async def test_no_job_on_the_node_and_jobs_not_opted_in_get_nothing(tmp_path: Path) -> None:
     cluster = demo_cluster()
     cluster.jobs["1001"] = cluster.jobs["1001"].model_copy(update={"comment": ""})
