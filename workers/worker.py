@@ -119,12 +119,13 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
     # Anomalies the watchers find open incidents with the service's policy.
     sink = IncidentSink(TemporalIncidentService(client, task_queue), policy or Policy())
     watch = WatchActivities(scheduler, sink, TemporalWatchLauncher(client, task_queue))
+    node_incidents = NodeIncidentActivities(TemporalNodeIncidents(client, task_queue), scheduler)
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[RecoveryWorkflow, DrainBreakerWorkflow, NodeMemoryWorkflow, JobWatchWorkflow,
                    ClusterWatchWorkflow, KillSwitchWorkflow, NodeHealthWorkflow, NodeIncidentWorkflow],
-        activities=[*recovery.all(), *NodeIncidentActivities(TemporalNodeIncidents(client, task_queue)).all(),
+        activities=[*recovery.all(), *node_incidents.all(),
                     watch.watch_job_logs, watch.watch_scheduler, SpareActivities(scheduler).refill_spares],
         # A dead worker's sticky workflows move to a live one after this, not the 10 s default.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),

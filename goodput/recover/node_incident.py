@@ -23,6 +23,7 @@ from pydantic import Field
 from goodput.models import Frozen, Mode
 
 MAX_EVIDENCE = 20
+MAX_EARLIER = 10
 MAX_EVIDENCE_LINE = 300
 
 
@@ -81,6 +82,9 @@ class LinkRequest(Frozen):
     mode: Mode
     evidence: tuple[str, ...] = ()
     policy: NodeIncidentPolicy = Field(default_factory=NodeIncidentPolicy)
+    # Whether the scheduler has the node out of service (drained, down, not responding) as the
+    # link is asked for; None when unknown. Filled in by the link activity, never by the workflow.
+    node_out: bool | None = None
 
 
 class LinkAnswer(Frozen):
@@ -121,6 +125,9 @@ class NodeIncidentState(Frozen):
     lead_since: datetime | None = None
     waiting: tuple[str, ...] = ()
     decision: IsolationDecision | None = None
+    # Decisions of earlier faults on the node within this node incident's life: the node was put
+    # back into service and failed again (newest last, bounded).
+    earlier: tuple[IsolationDecision, ...] = ()
 
     @property
     def incident_id(self) -> str:
@@ -168,6 +175,21 @@ def _with_link(state: NodeIncidentState, request: LinkRequest, role: Role, now: 
                                     "first_at": state.first_at or now, "last_at": now})
 
 
+def _back_in_service(state: NodeIncidentState, request: LinkRequest) -> bool:
+    """The node was isolated by this fault's decision and is in service again (an operator resumed
+    it, or its slurmd registered after Slurm's DOWN): a job hit there now is a new fault, which
+    needs its own decision; joining the old one would leave the failing node in service."""
+    decision = state.decision
+    return (request.node_out is False and decision is not None
+            and decision.outcome in (Isolation.DRAINED, Isolation.ALREADY)
+            and all(link.incident_id != request.incident_id for link in state.links))
+
+
+def _new_fault(state: NodeIncidentState) -> NodeIncidentState:
+    earlier = (*state.earlier, state.decision)[-MAX_EARLIER:] if state.decision else state.earlier
+    return NodeIncidentState(cluster=state.cluster, node=state.node, earlier=earlier)
+
+
 def link(state: NodeIncidentState, request: LinkRequest, now: datetime,
          policy: NodeIncidentPolicy) -> tuple[NodeIncidentState, LinkAnswer]:
     """Link a job incident to the fault and tell it its part. Asking again (a retried activity)
@@ -179,6 +201,8 @@ def link(state: NodeIncidentState, request: LinkRequest, now: datetime,
                 outcome=Isolation.RECOMMENDED, by=request.incident_id, at=now,
                 detail=f"drain of {request.node} recommended ({request.mode} mode); nothing done")})
         return state, _answer(state, Role.RECORD)
+    if _back_in_service(state, request):
+        state = _new_fault(state)
     if _decided(state.decision):
         state = _with_link(state, request, Role.JOIN, now, policy)
         return state, _answer(state, Role.JOIN)

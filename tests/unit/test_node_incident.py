@@ -95,6 +95,38 @@ def test_a_decision_made_is_joined_by_every_later_acting_incident(outcome: Isola
     assert (refusal("node3", answer) is not None) == (outcome in (Isolation.REFUSED, Isolation.FAILED))
 
 
+@pytest.mark.parametrize(("outcome", "node_out", "role"), [
+    # drained (or Slurm's DOWN) and still out: the same fault, joined
+    (Isolation.DRAINED, True, Role.JOIN), (Isolation.ALREADY, True, Role.JOIN),
+    # the scheduler could not say: trust the decision, as before the question was asked
+    (Isolation.DRAINED, None, Role.JOIN),
+    # put back into service since (an operator's resume, slurmd registered again): a new fault
+    (Isolation.DRAINED, False, Role.LEAD), (Isolation.ALREADY, False, Role.LEAD),
+    # a refused or failed drain never took the node out: in service is what the decision left
+    (Isolation.REFUSED, False, Role.JOIN), (Isolation.FAILED, False, Role.JOIN),
+])
+def test_a_node_back_in_service_that_fails_again_is_a_new_fault(outcome: Isolation, node_out: bool | None,
+                                                                role: Role) -> None:
+    state = decided(outcome)
+    again = ask("inc-2").model_copy(update={"node_out": node_out})
+    state, answer = link(state, again, at(60), POLICY)
+    assert answer.role is role
+    if role is Role.LEAD:  # a fresh fault: this incident decides, the old decision is history
+        assert (state.leader, state.decision, state.linked, state.first_at) == ("inc-2", None, 1, at(60))
+        assert [d.by for d in state.earlier] == ["inc-1"]
+        assert [link.incident_id for link in state.links] == ["inc-2"]
+    else:
+        assert state.earlier == () and state.linked == 2
+
+
+def test_an_incident_of_the_old_fault_asking_again_keeps_its_part() -> None:
+    state = decided(Isolation.DRAINED)
+    retried = ask("inc-1").model_copy(update={"node_out": False})  # its own retried link, after a resume
+    state, answer = link(state, retried, at(60), POLICY)
+    assert answer.role is Role.JOIN and answer.decision is not None and answer.decision.by == "inc-1"
+    assert state.earlier == () and state.linked == 1
+
+
 def test_monitor_mode_records_one_recommendation_for_the_fault() -> None:
     state, first = linked(ask("inc-1", acts=False, mode=Mode.MONITOR), ask("inc-2", acts=False, mode=Mode.MONITOR))
     assert state.decision is not None and state.decision.outcome is Isolation.RECOMMENDED
