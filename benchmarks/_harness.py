@@ -24,6 +24,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from benchmarks._git import commit
 from goodput.scheduler import Scheduler
 from tests.fakes.notifier import RecordingNotifier
 from workers import devserver
@@ -56,7 +57,9 @@ def environment() -> dict[str, Any]:
 
 
 def emit(result: dict[str, Any], as_json: bool) -> None:
+    """The JSON result line; every result names the commit it measured (benchmarks/_git.py)."""
     if as_json:
+        result.setdefault("commit", commit())
         print(json.dumps(result, sort_keys=True, default=str))
 
 

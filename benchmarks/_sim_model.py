@@ -18,12 +18,17 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
+
+from benchmarks._sim_classes import CLASSES, COMPONENT_CLASS, MANUAL_ACTION_CLASSES
 
 # "The Llama 3 Herd of Models" (Llama Team, AI @ Meta, 2024), Table 5: root causes of the 419
 # unexpected interruptions in a 54-day snapshot of Llama 3 405B pre-training on 16,384 H100 GPUs.
 # (component, category in the paper, count, needs a replacement node in this model)
 # The counts sum to 419; the paper's percentage column does not match every count (it prints 30.1%
 # next to 148 faulty-GPU interruptions, which is 35.3% of 419). The model uses the counts.
+# Which failure class (and so which measured goodput latency) each component gets:
+# benchmarks._sim_classes.COMPONENT_CLASS.
 LLAMA3_INTERRUPTIONS: tuple[tuple[str, str, int, bool], ...] = (
     ("Faulty GPU", "GPU", 148, True),
     ("GPU HBM3 Memory", "GPU", 72, True),
@@ -111,9 +116,11 @@ class SimParams:
     # (b) the seed's automation: means as measured.
     seed_detection_s: float = 69.0
     seed_action_s: float = 94.0
-    # (c) goodput: medians (a latency benchmark reports p50).
+    # (c) goodput: medians (a latency benchmark reports p50), for every failure class not in
+    # class_latency: (class, detection median s, action median s or None: a person acts).
     detection_s: float = 1.0
     action_s: float = 2.0
+    class_latency: tuple[tuple[str, float, float | None], ...] = ()
     auto_sigma: float = 0.5  # lognormal shape of both automated models' latencies
     # (a) no automation: a person notices and acts.
     manual_on_detect_min: float = 15.0  # median, staffed hours
@@ -154,6 +161,22 @@ def _median_from_mean(mean: float, sigma: float) -> float:
     return mean * math.exp(-0.5 * sigma * sigma)
 
 
+def _floored_mean(floor: float, median: float, sigma: float) -> float:
+    """E[max(floor, X)] for X lognormal with this median and sigma."""
+    if sigma <= 0 or floor <= 0:
+        return max(floor, median * math.exp(0.5 * sigma * sigma))
+    a = (math.log(floor) - math.log(median)) / sigma
+    phi = NormalDist().cdf
+    return floor * phi(a) + median * math.exp(0.5 * sigma * sigma) * phi(sigma - a)
+
+
+def class_shares() -> dict[str, float]:
+    """Share of the Llama 3 interruptions in each failure class."""
+    total = sum(_WEIGHTS)
+    return {c: sum(w for comp, w in zip(_COMPONENTS, _WEIGHTS, strict=True) if COMPONENT_CLASS[comp] == c) / total
+            for c in CLASSES}
+
+
 def draw_failures(params: SimParams, rng: random.Random) -> list[Failure]:
     """Failures until their running time alone exceeds the horizon (no model can see more)."""
     rate = params.job_rate_per_s
@@ -189,15 +212,26 @@ class Response:
             raise ValueError(f"unknown model {model!r}")
         self.model = model
         self.p = params
+        # Medians of (detection, action) per failure class; action None: a person acts.
+        self._by_class: dict[str, tuple[float, float | None]] = {}
         if model == "seed":
-            self._det = _median_from_mean(params.seed_detection_s, params.auto_sigma)
-            self._act = _median_from_mean(params.seed_action_s, params.auto_sigma)
+            seed = (_median_from_mean(params.seed_detection_s, params.auto_sigma),
+                    _median_from_mean(params.seed_action_s, params.auto_sigma))
+            self._by_class = dict.fromkeys(CLASSES, seed)
         elif model == "goodput":
-            self._det, self._act = params.detection_s, params.action_s
+            given = {c: (d, a) for c, d, a in params.class_latency}
+            self._by_class = {c: given.get(c, (params.detection_s, params.action_s)) for c in CLASSES}
+        # No automation fixes the application's own bug (a restart fails again): whatever an
+        # automated model detects in that class, a person acts, in the seed as in goodput.
+        for name in MANUAL_ACTION_CLASSES & self._by_class.keys():
+            self._by_class[name] = (self._by_class[name][0], None)
+
+    def _medians(self, f: Failure) -> tuple[float, float | None]:
+        return self._by_class[COMPONENT_CLASS[f.component]]
 
     def detect(self, f: Failure, t: float) -> float:
         if self.model != "manual":
-            return _lognormal(self._det, self.p.auto_sigma, f.z_detect)
+            return _lognormal(self._medians(f)[0], self.p.auto_sigma, f.z_detect)
         p = self.p
         on = max(p.manual_floor_s, _lognormal(p.manual_on_detect_min * 60.0, p.manual_sigma, f.z_detect))
         wait = seconds_to_on_hours(t, p)
@@ -209,14 +243,28 @@ class Response:
 
     def act(self, f: Failure, t: float) -> float:
         if self.model != "manual":
-            return _lognormal(self._act, self.p.auto_sigma, f.z_action)
+            median = self._medians(f)[1]
+            if median is not None:
+                return _lognormal(median, self.p.auto_sigma, f.z_action)
+        # People act: always in the manual model; in goodput's for a failure it blames on the
+        # application (app-error: it detects, takes no action, a person fixes the code). Same draw
+        # as the manual model's, so on such a failure both take exactly the same action time.
         p = self.p
         return max(p.manual_floor_s, _lognormal(p.manual_action_min * 60.0, p.manual_sigma, f.z_action))
 
     def mean_latency_s(self) -> tuple[float, float]:
-        """Mean detection and action latency of an automated model (not defined for manual)."""
-        k = math.exp(0.5 * self.p.auto_sigma**2)
-        return self._det * k, self._act * k
+        """Mean detection and action latency of an automated model over the Llama 3 mix (not defined
+        for manual)."""
+        if self.model == "manual":
+            raise ValueError("manual latencies depend on time of day")
+        p, k, total = self.p, math.exp(0.5 * self.p.auto_sigma**2), sum(_WEIGHTS)
+        manual_act = _floored_mean(p.manual_floor_s, p.manual_action_min * 60.0, p.manual_sigma)
+        det = act = 0.0
+        for comp, w in zip(_COMPONENTS, _WEIGHTS, strict=True):
+            d, a = self._by_class[COMPONENT_CLASS[comp]]
+            det += w * d * k
+            act += w * (a * k if a is not None else manual_act)
+        return det / total, act / total
 
 
 def seconds_to_on_hours(t: float, p: SimParams) -> float:

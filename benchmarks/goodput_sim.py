@@ -8,7 +8,9 @@ same failures (common random numbers):
 
   (a) manual:  no automation; a person notices (slower nights and weekends) and acts;
   (b) seed:    the seed implementation's measured latencies (mean detection 69 s, action 94 s);
-  (c) goodput: goodput's latencies (--detection-s/--action-s, or --from-latency-json).
+  (c) goodput: goodput's latencies: --detection-s/--action-s for every failure, or per failure class
+      (--from-latency-json, the latency benchmark's `classes`; see benchmarks/_sim_classes.py).
+  A failure blamed on the application is a person's to fix in every model (the manual action time).
 
 Output: ETTR (effective training time ratio: kept training time / wall time), GPU-hours lost and
 where they went, for each model, plus a sweep over the checkpoint interval. See
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._git import commit
+from benchmarks._sim_classes import LatencyFile, LatencyFileError, latency_report, read_latency_file, render_latencies
 from benchmarks._sim_levers import DEFAULT_QUEUE_WAIT_MIN, evaluate_levers, render_levers
 from benchmarks._sim_model import (
     LOST_PHASES,
@@ -38,6 +41,7 @@ from benchmarks._sim_model import (
     PHASES,
     SimParams,
     analytic_ettr,
+    class_shares,
     draw_failures,
     replication_seed,
     simulate,
@@ -76,13 +80,14 @@ def _parser() -> argparse.ArgumentParser:
     a("--repair-days", type=float, default=d.repair_days, help="mean repair turnaround of a drained node")
     a("--seed-detection-s", type=float, default=d.seed_detection_s, help="(b) mean detection latency")
     a("--seed-action-s", type=float, default=d.seed_action_s, help="(b) mean action latency")
-    a("--detection-s", type=float, default=d.detection_s, help="(c) median detection latency")
-    a("--action-s", type=float, default=d.action_s, help="(c) median action latency")
+    a("--detection-s", type=float, default=d.detection_s, help="(c) median detection latency, every failure")
+    a("--action-s", type=float, default=d.action_s, help="(c) median action latency, every failure")
     a(
         "--from-latency-json",
         type=Path,
         default=None,
-        help="read (c) latencies from a JSON file with detection_p50_s and action_p50_s",
+        help="read (c) latencies per failure class from the latency benchmark's JSON (its `classes`: "
+        "detection_p50_s and action_p50_s of each); overrides --detection-s/--action-s",
     )
     a("--auto-sigma", type=float, default=d.auto_sigma, help="lognormal sigma of (b) and (c) latencies")
     a(
@@ -110,12 +115,10 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def params_from_args(ns: argparse.Namespace) -> tuple[SimParams, str]:
-    detection_s, action_s, source = ns.detection_s, ns.action_s, "command line"
-    if ns.from_latency_json is not None:
-        data = json.loads(ns.from_latency_json.read_text())
-        detection_s, action_s = float(data["detection_p50_s"]), float(data["action_p50_s"])
-        source = str(ns.from_latency_json)
+def params_from_args(ns: argparse.Namespace) -> tuple[SimParams, LatencyFile | None]:
+    """The scenario, and the latency file its per-class latencies came from (None: the command line).
+    Raises LatencyFileError for a file without usable `classes`."""
+    source = None if ns.from_latency_json is None else read_latency_file(ns.from_latency_json)
     p = SimParams(
         days=ns.days,
         gpus=ns.gpus,
@@ -129,8 +132,9 @@ def params_from_args(ns: argparse.Namespace) -> tuple[SimParams, str]:
         repair_days=ns.repair_days,
         seed_detection_s=ns.seed_detection_s,
         seed_action_s=ns.seed_action_s,
-        detection_s=detection_s,
-        action_s=action_s,
+        detection_s=ns.detection_s,
+        action_s=ns.action_s,
+        class_latency=source.class_latency if source else (),
         auto_sigma=ns.auto_sigma,
         manual_on_detect_min=ns.manual_on_detect_min,
         manual_off_detect_min=ns.manual_off_detect_min,
@@ -197,7 +201,10 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     ns = parser.parse_args(argv)
     if ns.reps < 1:
         parser.error("--reps must be at least 1")
-    params, source = params_from_args(ns)
+    try:
+        params, source = params_from_args(ns)
+    except LatencyFileError as err:
+        parser.error(str(err))
     intervals = [float(x) for x in ns.sweep_min.split(",") if x.strip()]
     started = time.perf_counter()
     ev = evaluate(params, ns.seed, ns.reps, intervals, ns.levers_queue_wait_min)
@@ -206,7 +213,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     # interval from (`+dirty` when any of them differs from the commit).
     result: dict[str, Any] = {"benchmark": "goodput_sim", "commit": commit(
         "benchmarks/goodput_sim.py", "benchmarks/_sim_model.py", "benchmarks/_sim_levers.py",
-        "goodput/checkpoints/advice.py")}
+        "benchmarks/_sim_classes.py", "goodput/checkpoints/advice.py")}
     for m in MODELS:
         result[f"ettr_{m}"] = round(models[m]["ettr"], 5)
         result[f"ettr_{m}_std"] = round(models[m]["ettr_std"], 5)
@@ -232,8 +239,12 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         "spare_nodes": params.spare_nodes,
         "seed": ns.seed,
         "reps": ns.reps,
-        "goodput_latency_source": source,
+        "goodput_latency_source": source.path if source else "command line",
     }
+    del result["params"]["class_latency"]  # as goodput_latencies below, by name
+    if source:  # every class has its own latency: the command-line ones were not used
+        result["params"]["detection_s"] = result["params"]["action_s"] = None
+    result["goodput_latencies"] = latency_report(params, class_shares(), source)
     result["models"] = models
     result["sweep"] = ev["sweep"]
     result["levers"] = ev["levers"]
@@ -272,7 +283,9 @@ def render(r: dict[str, Any]) -> str:
         f"latencies: (a) people: detect median {p['manual_on_detect_min']:g} min staffed / "
         f"{p['manual_off_detect_min']:g} min off-hours, act median {p['manual_action_min']:g} min; "
         f"(b) seed: mean {p['seed_detection_s']:g} s + {p['seed_action_s']:g} s; "
-        f"(c) goodput: median {p['detection_s']:g} s + {p['action_s']:g} s ({p['goodput_latency_source']})",
+        + (f"(c) goodput: median {p['detection_s']:g} s + {p['action_s']:g} s for every failure (command line)"
+           if p["detection_s"] is not None else
+           f"(c) goodput: per failure class from {p['goodput_latency_source']} (table below)"),
         "",
         f"{'model':<10}{'ETTR (mean ± sd)':>20}{'min..max':>17}{'interrupts':>12}"
         f"{'detect s':>10}{'action s':>10}{'GPU-h lost':>14}",
@@ -289,9 +302,9 @@ def render(r: dict[str, Any]) -> str:
         f"goodput {r['ettr_analytic_goodput']:.4f}"
     )
     lines.append(
-        f"goodput vs seed: ETTR +{r['ettr_gain_goodput_vs_seed']:.4f} ± {r['ettr_gain_goodput_vs_seed_std']:.4f} "
+        f"goodput vs seed: ETTR {r['ettr_gain_goodput_vs_seed']:+.4f} ± {r['ettr_gain_goodput_vs_seed_std']:.4f} "
         f"(paired), {r['gpu_hours_saved_goodput_vs_seed']:,} GPU-h saved; vs manual: "
-        f"+{r['ettr_gain_goodput_vs_manual']:.4f} ± {r['ettr_gain_goodput_vs_manual_std']:.4f}, "
+        f"{r['ettr_gain_goodput_vs_manual']:+.4f} ± {r['ettr_gain_goodput_vs_manual_std']:.4f}, "
         f"{r['gpu_hours_saved_goodput_vs_manual']:,} GPU-h saved"
     )
     lines += ["", "wall-clock hours lost per run (mean), by phase:"]
@@ -301,6 +314,8 @@ def render(r: dict[str, Any]) -> str:
     lines.append(
         f"{'total lost':<17}" + "".join(f"{sum(ms[m]['hours'][ph] for ph in LOST_PHASES):>12.2f}" for m in MODELS)
     )
+    if p["detection_s"] is None:  # per class from a latency file
+        lines += render_latencies(r["goodput_latencies"])
     if r["sweep"]:
         lines += ["", "ETTR by checkpoint interval (mean over replications):"]
         lines.append(f"{'interval min':<14}" + "".join(f"{m:>12}" for m in MODELS))

@@ -1,33 +1,34 @@
-"""`latency`: fault → detected → first Slurm action → running again, on a real local Slurm cluster.
+"""`latency`: fault → incident → Slurm's record of the action → running again, with goodput as shipped.
 
-Brings up its own Slurm lab (scripts/slurm-lab, separate directory and ports), a real Temporal
-dev server, and one goodput worker in autonomous mode with the real detectors and the CLI
-backend. J opted-in `--requeue` jobs print a progress line every 0.2 s; the benchmark injects
-faults through a control file each job polls, N of each kind:
+Brings up its own Slurm lab, a real Temporal dev server, one `goodput worker` process and a
+`goodput agent` per job node, all on the shipped defaults (see `_latency_lab`); the result says
+`"settings": "defaults"` and lists the few settings it had to name. Five fault classes:
 
-* `crash` — the job prints an NCCL watchdog timeout and exits 1 (log-evident, no drain);
-* `die` — the job exits 1 silently: only Slurm's FAILED state tells (scheduler watcher);
-* `hang` — the job stops printing progress (hang detector: max(k × step time, floor)).
+* `xid-kernel-log` — an Xid 79 line appended to the job node's kernel log, read by that node's
+  agent: drain the node, requeue the job excluding it;
+* `crash` — the job prints an NCCL watchdog timeout and exits 1: requeue, nothing drained;
+* `hang` — the job stops printing progress (the hang detector's shipped floor is 300 s): requeue;
+* `node-failure` — the job node's slurmd is SIGKILLed (Slurm's own NOT_RESPONDING/NODE_FAIL): drain,
+  requeue elsewhere;
+* `app-error` — a Python traceback and exit 1: the application is at fault, no action.
 
-Per fault: `detection_s` = the incident's first anomaly detected_at - fault time (an upper
-bound on observed→detected: it includes the job's own ≤0.2 s reaction), `action_s` = the first
-Slurm action (the requeue) done - detected, `resume_s` = fault → the next attempt printing
-progress (dominated by Slurm's requeue delay, cred_expire + 1 s = 11 s in the lab).
+Clocks: detection runs from the injector's timestamp (taken as the fault is written; the job
+reacts within its 0.2 s loop) to the incident workflow's start time on the Temporal server; action
+from that start to the first action slurmctld logged (a drain with goodput's reason, `Requeuing
+JobId`, or the copy's submission); resume from the fault to the next run printing its second step
+(the lab's requeue delay, cred_expire + 1 = 11 s, dominates it). All three clocks are this host's
+clock; `clock` reports each one's measured offset and bound.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import random
-import shutil
-import subprocess
+import re
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,256 +36,318 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from activities.adapters.slurm_cli import SlurmCliBackend
-from benchmarks._harness import connect, dev_server, emit, environment, summary
-from goodput.detect.hang import HangConfig
-from goodput.detect.watch import WatchClusterInput
-from goodput.models import IncidentKey, Mode
-from goodput.recover.breaker import BreakerPolicy
+from benchmarks import _latency_lab as rig
+from benchmarks._git import commit
+from benchmarks._harness import connect, dev_server, emit, environment
+from benchmarks._latency_records import CLASSES, SlurmEvent, clock_gap, first, per_class, resumed_run, slurmctld_events
+from goodput.models import IncidentKey
 from goodput.recover.incident import IncidentReport
-from goodput.recover.lifecycle import IncidentState
-from goodput.recover.policy import Policy
-from goodput.scheduler import JobState
-from tests.fakes.notifier import RecordingNotifier
-from workers.watching import start_cluster_watch
-from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
 from workflows.watch import cluster_watch_id
 
-REPO = Path(__file__).resolve().parents[1]
-LAB = REPO / "scripts" / "slurm-lab"
-KINDS = ("crash", "die", "hang")
-SEED_DETECTION_S, SEED_ACTION_S = 69.0, 94.0
-NCCL = ("[rank0]:[E1129 06:22:43.551920 41877 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
-        "operation timeout: WorkNCCL(SeqNum=96022, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
-        "ran for 600083 milliseconds before timing out.")
-JOB = """#!/bin/bash
-#SBATCH --comment=goodput:opt-in
-#SBATCH --requeue
-#SBATCH --open-mode=append
-#SBATCH --ntasks=1
-#SBATCH --cpus-per-task=1
-r=${{SLURM_RESTART_COUNT:-0}}
-ctl={dir}/ctl-$SLURM_JOB_ID-$r
-step=0
-while true; do
-  step=$((step + 1))
-  echo "attempt $r iteration $step/ 100000 | elapsed time per iteration (ms): 200.0"
-  if [ -f "$ctl" ]; then
-    case "$(cat "$ctl")" in
-      crash) echo '{nccl}'; exit 1 ;;
-      die) exit 1 ;;
-      hang) exec sleep 100000 ;;
-    esac
-  fi
-  sleep 0.2
-done
-"""
+# The only settings named: act (the shipped mode only recommends), and a drain breaker that lets
+# the drain classes run back to back (shipped: 4 drains per 10 min; it limits how many nodes may be
+# drained, not how fast one is).
+SETTINGS = {"GOODPUT_POLICY__MODE": "autonomous", "GOODPUT_POLICY__BREAKER__MAX_DRAINED_NODES": "100"}
+HANG_NODE, PINNED_NODE = "node1", "node2"
 
 
-def ensure_slurm_installed() -> None:
-    """The lab needs Debian's Slurm and munge packages; install them as `make test` does."""
-    if shutil.which("slurmctld") and shutil.which("sbatch"):
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise RuntimeError("Slurm is not installed: run `sudo bash scripts/slurm-lab/install.sh` first")
-    subprocess.run(["bash", str(LAB / "install.sh")], check=True, timeout=900)
-
-
-@asynccontextmanager
-async def slurm_lab(nodes: int) -> AsyncIterator[Path]:
-    ensure_slurm_installed()
-    lab_dir = Path(tempfile.gettempdir()) / "goodput-bench-slurmlab"
-    env = {**os.environ, "SLURMLAB_DIR": str(lab_dir), "SLURMLAB_NODES": str(nodes), "SLURMLAB_CPUS": "4",
-           "SLURMLAB_CTL_PORT": "26817", "SLURMLAB_SLURMD_BASEPORT": "26900", "SLURMLAB_REST_PORT": "26820"}
-    up = subprocess.run(["bash", str(LAB / "up.sh")], env=env, capture_output=True, text=True, timeout=180)
-    if up.returncode not in (0, 3):
-        raise RuntimeError(f"slurm lab did not start: {up.stdout}\n{up.stderr}")
-    previous = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(lab_dir / "etc" / "slurm.conf")
-    try:
-        yield lab_dir
-    finally:
-        subprocess.run(["bash", str(LAB / "down.sh")], env=env, capture_output=True, timeout=180)
-        if previous is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = previous
-
-
-def sbatch(script: Path, workdir: Path) -> str:
-    done = subprocess.run(["sbatch", "--parsable", f"--output={workdir}/job-%j.out", f"--chdir={workdir}",
-                           str(script)], capture_output=True, text=True, timeout=30, check=True)
-    return done.stdout.strip().split(";")[0]
-
-
-async def wait_for(predicate: Any, timeout_s: float, poll_s: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await predicate():
-            return True
-        await asyncio.sleep(poll_s)
-    return False
-
-
-class Run:
-    def __init__(self, client: Client, cluster: str, workdir: Path, quota: dict[str, int]) -> None:
-        self.client, self.cluster, self.workdir, self.quota = client, cluster, workdir, quota
+class Bench:
+    def __init__(self, client: Client, cluster: str, lab: rig.Lab, workdir: Path, kernel_logs: dict[str, Path]):
+        self.client, self.cluster, self.lab, self.workdir = client, cluster, lab, workdir
+        self.kernel_logs = kernel_logs
+        self.script = workdir / "train.sbatch"
+        self.script.write_text(rig.JOB.format(dir=workdir, nccl=rig.NCCL))
         self.samples: list[dict[str, Any]] = []
         self.failures: list[str] = []
 
-    def next_kind(self, rng: random.Random) -> str | None:
-        open_kinds = [k for k, left in self.quota.items() if left > 0]
-        if not open_kinds:
+    async def running_job(self, name: str, *options: str) -> str | None:
+        job = rig.sbatch(self.script, self.workdir, name, *options)
+        out = self.workdir / f"{name}.out"
+        if not await rig.wait_for(lambda: _ready(out, job), 120, poll_s=0.2):
+            self.failures.append(f"{name} (job {job}) never made progress")
+            rig.scancel(job)
             return None
-        kind = rng.choice(open_kinds)
-        self.quota[kind] -= 1
-        return kind
+        return job
 
-    async def cycle_job(self, job_id: str, seed: int) -> None:
-        rng = random.Random(seed)
-        out = self.workdir / f"job-{job_id}.out"
-        attempt = 0
-        while (kind := self.next_kind(rng)) is not None:
-            marker = f"attempt {attempt} iteration 3/"
-            if not await wait_for(lambda m=marker: _contains(out, m), 120):
-                self.failures.append(f"{job_id}: attempt {attempt} never progressed")
-                return
-            fault_wall = datetime.now(UTC)
-            fault = time.monotonic()
-            (self.workdir / f"ctl-{job_id}-{attempt}").write_text(kind)
-            resumed = f"attempt {attempt + 1} iteration 2/"
-            if not await wait_for(lambda m=resumed: _contains(out, m), 180, poll_s=0.1):
-                self.failures.append(f"{job_id}: {kind} at attempt {attempt} never resumed")
-                return
-            resume_s = time.monotonic() - fault
-            report = await self.report(IncidentKey(cluster=self.cluster, job_id=job_id, job_attempt=attempt))
-            sample: dict[str, Any] = {"kind": kind, "job": job_id, "attempt": attempt, "resume_s": resume_s,
-                                      "incident": IncidentKey(cluster=self.cluster, job_id=job_id,
-                                                              job_attempt=attempt).workflow_id}
-            if report is not None and report.anomalies:
-                detected = min(a.detected_at for a in report.anomalies)
-                sample["detection_s"] = (detected - fault_wall).total_seconds()
-                acted = [e.at for e in report.timeline if e.state is IncidentState.RESUMING and "requeue" in e.detail
-                         and "attempt" not in e.detail]
-                if acted:
-                    sample["action_s"] = (acted[0] - detected).total_seconds()
-            self.samples.append(sample)
-            attempt += 1
+    async def fault(self, kind: str, name: str, job: str, node: str | None = None) -> dict[str, Any]:
+        """Injects one fault into a running job; the sample is filled in as the recovery goes on."""
+        sample: dict[str, Any] = {"class": kind, "name": name, "job": job, "node": node,
+                                  "incident": IncidentKey(cluster=self.cluster, job_id=job, job_attempt=0).workflow_id}
+        if kind == "xid-kernel-log":
+            assert node is not None
+            stamp = datetime.now(UTC)
+            with self.kernel_logs[node].open("a") as log:
+                log.write(rig.XID_79.format(stamp=stamp.isoformat(timespec="seconds"), node=node) + "\n")
+        elif kind == "node-failure":
+            assert node is not None
+            stamp = datetime.now(UTC)
+            self.lab.kill_slurmd(node)
+        else:
+            stamp = datetime.now(UTC)
+            (self.workdir / f"ctl-{job}-0").write_text(kind)
+        sample["fault_at"] = stamp
+        self.samples.append(sample)
+        return sample
 
-    async def outcomes(self) -> None:
-        """Each incident's final state, once its verification and linger are over."""
-        for sample in self.samples:
-            handle = self.client.get_workflow_handle_for(RecoveryWorkflow.run, sample["incident"])
+    async def follow(self, sample: dict[str, Any], detect_timeout_s: float) -> None:
+        """Waits for the incident to start and, unless the class takes no action, for the job to run again."""
+        started = await self.workflow_start(sample["incident"], detect_timeout_s)
+        if started is None:
+            self.failures.append(f"{sample['class']} {sample['name']}: no incident within {detect_timeout_s:.0f} s")
+            return
+        sample["started_at"] = started
+        sample["detection_s"] = (started - sample["fault_at"]).total_seconds()
+        if sample["class"] == "app-error":
+            return
+        out = self.workdir / f"{sample['name']}.out"
+        resumed: list[tuple[str, int]] = []
+
+        async def running_again() -> bool:
+            run = resumed_run(rig.read(out), (sample["job"], 0))
+            if run:
+                resumed.append(run)
+            return run is not None
+
+        if await rig.wait_for(running_again, 300, poll_s=0.1):
+            sample["resume_s"] = (datetime.now(UTC) - sample["fault_at"]).total_seconds()
+            sample["resumed_as"] = list(resumed[0])
+        else:
+            self.failures.append(f"{sample['class']} {sample['name']}: not running again within 300 s")
+
+    async def workflow_start(self, workflow_id: str, timeout_s: float) -> datetime | None:
+        handle = self.client.get_workflow_handle(workflow_id)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
             try:
-                sample["outcome"] = str((await asyncio.wait_for(handle.result(), timeout=120)).state)
-            except (RPCError, TimeoutError) as err:
-                sample["outcome"] = f"unknown: {err}"
-
-    async def report(self, key: IncidentKey) -> IncidentReport | None:
-        handle = self.client.get_workflow_handle_for(RecoveryWorkflow.run, key.workflow_id)
-        for _ in range(100):
-            try:
-                return await handle.query(RecoveryWorkflow.report)
+                return (await handle.describe()).start_time
             except RPCError:
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.2)
         return None
 
+    async def pinned_class(self, kind: str, node: str, n: int, detect_timeout_s: float) -> None:
+        """n jobs pinned to one node, all faulted at once (half a second apart)."""
+        names = [f"{kind}-{i}" for i in range(n)]
+        jobs = await asyncio.gather(*(self.running_job(name, f"--nodelist={node}") for name in names))
+        samples = []
+        for name, job in zip(names, jobs, strict=True):
+            if job is not None:
+                samples.append(await self.fault(kind, name, job))
+                await asyncio.sleep(0.5)
+        await asyncio.gather(*(self.follow(s, detect_timeout_s) for s in samples))
 
-async def _contains(path: Path, text: str) -> bool:
-    try:
-        return text in path.read_text(errors="replace")
-    except FileNotFoundError:
-        return False
+    async def node_class(self, kind: str, rounds: int, avoid: Sequence[str]) -> None:
+        """One job at a time on a node of its own choosing; the fault takes that node out, and the
+        benchmark puts it back (slurmd restarted, node resumed) once the job runs elsewhere."""
+        for i in range(rounds):
+            name = f"{kind}-{i}"
+            job = await self.running_job(name, f"--exclude={','.join(avoid)}")
+            nodes = rig.job_nodes(job) if job else []
+            if job is None or len(nodes) != 1:
+                self.failures.append(f"{name}: job {job} not on one node ({nodes})")
+                continue
+            sample = await self.fault(kind, name, job, nodes[0])
+            await self.follow(sample, 180)
+            # Done with this fault before the next: a job still running from this round could share
+            # the next round's node and rightly be hit by its fault too.
+            await self.outcome(sample)
+            rig.scancel(job, *([sample["resumed_as"][0]] if sample.get("resumed_as") else []))
+            if kind == "node-failure":
+                self.lab.start_slurmd(nodes[0])
+                await rig.wait_for(_async(lambda n=nodes[0]: _responding(self.lab.node_state(n))), 90, poll_s=1)
+            self.lab.resume_node(nodes[0])
+
+    async def outcome(self, sample: dict[str, Any]) -> None:
+        """The incident's final report, once its verification and linger are over."""
+        if "started_at" not in sample or "outcome" in sample:
+            return
+        handle = self.client.get_workflow_handle_for(RecoveryWorkflow.run, sample["incident"])
+        try:
+            report: IncidentReport = await asyncio.wait_for(handle.result(), timeout=1200)
+            sample["outcome"] = str(report.state)
+            sample["category"] = str(report.attribution.category) if report.attribution else None
+        except (RPCError, TimeoutError) as err:
+            sample["outcome"] = f"unknown: {type(err).__name__}"
+
+    async def outcomes(self) -> None:
+        await asyncio.gather(*(self.outcome(s) for s in self.samples))
+
+    def judge(self, events: Sequence[SlurmEvent]) -> None:
+        """Action times from slurmctld's log, and whether each fault was handled as planned."""
+        for s in self.samples:
+            fault_at: datetime = s["fault_at"]
+            resumed_as = s.get("resumed_as")
+            copy = resumed_as[0] if resumed_as and resumed_as[0] != s["job"] else None
+            drain = first(events, "drain", s["node"], fault_at) if s["node"] else None
+            requeue = first(events, "requeue", s["job"], fault_at)
+            submit = first(events, "submit", copy, fault_at) if copy else None
+            exclude = first(events, "exclude", s["job"], fault_at)
+            acted = [e.at for e in (drain, requeue, submit, exclude) if e is not None]
+            started = s.get("started_at")
+            if acted and started is not None:
+                s["action_s"] = (min(acted) - started).total_seconds()
+            if drain is not None and started is not None:
+                s["drain_s"] = (drain.at - started).total_seconds()
+            requeues = sum(1 for e in events if e.kind == "requeue" and e.subject == s["job"] and e.at >= fault_at)
+            restarted = requeues + (1 if copy else 0)
+            ran_again = bool(resumed_as)
+            recovered = s.get("outcome") == "recovered"
+            s["slurm"] = {"drained": drain is not None, "requeues": requeues, "copy": copy}
+            if s["class"] == "app-error":
+                s["handled"] = "started_at" in s and not acted and s.get("outcome") not in (None, "recovered") \
+                    and not str(s.get("outcome")).startswith("unknown")
+            elif s["class"] in ("crash", "hang"):
+                s["handled"] = recovered and restarted == 1 and drain is None
+            elif s["class"] == "xid-kernel-log":
+                s["handled"] = recovered and restarted == 1 and drain is not None
+            else:  # node-failure: goodput's drain, or Slurm's own DOWN kept the node out first; the
+                # requeue of a job on a node that stopped answering is logged only at DOWN, if at all
+                s["handled"] = recovered and ran_again and restarted <= 1
+
+    async def clocks(self) -> dict[str, Any]:
+        """The offsets of Temporal's and slurmctld's timestamps from the injector's clock."""
+        temporal, slurm = [], []
+        for _ in range(5):
+            sent = time.time()
+            handle = await self.client.start_workflow("clock-probe", id=f"clock-{uuid.uuid4().hex[:8]}",
+                                                      task_queue=f"clock-probe-{uuid.uuid4().hex[:6]}")
+            answered = time.time()
+            described = await handle.describe()
+            temporal.append((sent, described.start_time.timestamp(), answered))
+            await handle.terminate("clock probe")
+        start = self.lab.slurmctld_log.stat().st_size
+        for i in range(5):
+            sent = time.time()
+            job = rig.sbatch(self.script, self.workdir, f"clock-{i}", "--hold")
+            answered = time.time()
+            rig.scancel(job)
+            submitted = first(slurmctld_events(_tail(self.lab.slurmctld_log, start)), "submit", job)
+            if submitted is not None:
+                slurm.append((sent, submitted.at.timestamp(), answered))
+        return {"temporal": clock_gap(temporal), "slurmctld": clock_gap(slurm),
+                "note": "one host, one clock: the gaps are each recorder's latency and resolution, bounded "
+                        "by half the probe's round trip (sbatch's includes its process start-up)"}
+
+
+def _tail(path: Path, start: int) -> str:
+    with path.open("rb") as raw:
+        raw.seek(start)
+        return raw.read().decode("utf-8", "replace")
+
+
+async def _ready(out: Path, job: str) -> bool:
+    # Two scheduler scans (2 s apart by default) into its run, as any job that has run for a while.
+    return f"run {job}-0 iteration 25/" in rig.read(out)
+
+
+def _responding(state: str) -> bool:
+    """sinfo marks a node whose slurmd does not answer with a trailing `*`; DOWN waits for it to register."""
+    return bool(state) and not state.endswith("*") and "down" not in state
+
+
+def _async(check: Any) -> Any:
+    async def wrapped() -> bool:
+        return bool(check())
+    return wrapped
 
 
 async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
-    cluster = f"bench{uuid.uuid4().hex[:4]}"
-    policy = Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=args.coalesce, linger_s=10.0,
-                    verify_poll_interval_s=0.5, verify_running_timeout_s=120.0, max_resume_attempts=1,
-                    breaker=BreakerPolicy(max_drained_nodes=1000))
-    quota = dict.fromkeys(KINDS, args.faults)
+    cluster = f"lat{uuid.uuid4().hex[:4]}"
     with tempfile.TemporaryDirectory(prefix="goodput-latency-") as tmp:
-        workdir = Path(tmp)
+        workdir = args.keep or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
         workdir.chmod(0o755)
-        script = workdir / "train.sbatch"
-        script.write_text(JOB.format(dir=workdir, nccl=NCCL))
-        async with slurm_lab(args.nodes), dev_server("sqlite-wal") as server:
+        drain_nodes = [f"node{i}" for i in range(3, args.nodes + 1)]
+        kernel_logs = {node: workdir / f"kern-{node}.log" for node in drain_nodes}
+        for node, path in kernel_logs.items():
+            path.write_text(f"{datetime.now(UTC).isoformat(timespec='seconds')} {node} kernel: booted\n")
+        async with rig.slurm_lab(args.nodes, cpus=max(8, 2 * args.n + 2)) as lab, dev_server("sqlite-wal") as server:
             client = await connect(server.address)
             queue = f"latency-{uuid.uuid4().hex[:6]}"
-            backend = SlurmCliBackend()
-            async with build_worker(client, queue, backend, RecordingNotifier(), policy=policy):
-                await start_cluster_watch(client, queue, WatchClusterInput(
-                    cluster=cluster, poll_interval_s=args.scheduler_poll, log_poll_interval_s=args.log_poll,
-                    hang=HangConfig(k=5, floor_s=args.hang_floor, startup_grace_s=60)))
-                jobs = [sbatch(script, workdir) for _ in range(args.jobs)]
-                await wait_for(lambda: _all_running(backend, jobs), 60, poll_s=0.5)
-                run = Run(client, cluster, workdir, quota)
+            log_start = lab.slurmctld_log.stat().st_size
+            with rig.goodput_as_shipped(server.address, cluster, queue, lab, workdir, SETTINGS,
+                                        kernel_logs) as service:
+                bench = Bench(client, cluster, lab, workdir, kernel_logs)
+                if not await bench.workflow_start(cluster_watch_id(cluster), 60):
+                    raise RuntimeError(f"goodput worker did not start: {rig.read(workdir / 'worker.log')[-2000:]}")
+                clock = await bench.clocks()
                 started = time.monotonic()
-                await asyncio.gather(*(run.cycle_job(job, i) for i, job in enumerate(jobs)))
+                wanted = set(args.classes.split(","))
+                hang = asyncio.create_task(bench.pinned_class("hang", HANG_NODE, args.n, 900)
+                                           if "hang" in wanted else asyncio.sleep(0))
+                for kind in ("crash", "app-error"):
+                    if kind in wanted:
+                        await bench.pinned_class(kind, PINNED_NODE, args.n, 120)
+                for kind in ("xid-kernel-log", "node-failure"):
+                    if kind in wanted:
+                        await bench.node_class(kind, args.node_rounds, [HANG_NODE, PINNED_NODE])
+                await hang
+                await bench.outcomes()
                 elapsed = time.monotonic() - started
-                await run.outcomes()
-                await client.get_workflow_handle(cluster_watch_id(cluster)).terminate("benchmark over")
-                subprocess.run(["scancel", *jobs], capture_output=True, timeout=30)
-    return summarise(run.samples, run.failures, elapsed, args)
+                if args.keep:
+                    await _save_histories(client, workdir / "histories")
+                if not service.alive():
+                    bench.failures.append("a goodput process exited during the run")
+                rig.scancel(*[s["job"] for s in bench.samples],
+                            *[s["resumed_as"][0] for s in bench.samples if s.get("resumed_as")])
+            bench.judge(slurmctld_events(_tail(lab.slurmctld_log, log_start)))
+            overrides = {k: v for k, v in service.overrides.items() if k in SETTINGS or k == "GOODPUT_SCHEDULER"}
+    return {
+        "settings": "defaults", "overrides": overrides, "commit": commit(), "classes": per_class(bench.samples),
+        "clock": clock, "failures": bench.failures, "elapsed_s": round(elapsed, 1),
+        "parameters": {"classes": args.classes, "n": args.n, "node_rounds": args.node_rounds, "nodes": args.nodes,
+                       "lab": {"cred_expire_s": 10, "slurmd_timeout_s": 20}},
+        "samples": [_public(s) for s in bench.samples], "environment": environment(),
+    }
 
 
-async def _all_running(backend: SlurmCliBackend, jobs: list[str]) -> bool:
-    states = [(await backend.get_job(j)).state for j in jobs]
-    return all(s is JobState.RUNNING for s in states)
+async def _save_histories(client: Client, into: Path) -> None:
+    """Every workflow's history, for reading a surprising result afterwards (`--keep` only)."""
+    into.mkdir(exist_ok=True)
+    async for execution in client.list_workflows():
+        history = await client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
+        (into / (re.sub(r"[^A-Za-z0-9._-]", "_", execution.id) + ".json")).write_text(history.to_json())
 
 
-def summarise(samples: list[dict[str, Any]], failures: list[str], elapsed: float,
-              args: argparse.Namespace) -> dict[str, Any]:
-    def p(values: list[float], q: str) -> float:
-        return round(summary(values)[q], 3) if values else float("nan")
-
-    def metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
-        det = [r["detection_s"] for r in rows if "detection_s" in r]
-        act = [r["action_s"] for r in rows if "action_s" in r]
-        res = [r["resume_s"] for r in rows]
-        return {"n": len(rows), "detection_p50_s": p(det, "p50"), "detection_p99_s": p(det, "p99"),
-                "action_p50_s": p(act, "p50"), "action_p99_s": p(act, "p99"), "resume_p50_s": p(res, "p50"),
-                "resume_p99_s": p(res, "p99"),
-                "recovered": sum(1 for r in rows if r.get("outcome") == "recovered")}
-
-    result = metrics(samples)
-    result["per_kind"] = {k: metrics([r for r in samples if r["kind"] == k]) for k in KINDS}
-    result["failures"] = failures
-    result["elapsed_s"] = round(elapsed, 1)
-    result["seed_detection_ratio"] = round(SEED_DETECTION_S / result["detection_p50_s"], 1)
-    result["seed_action_ratio"] = round(SEED_ACTION_S / result["action_p50_s"], 1)
-    result["parameters"] = {k: v for k, v in vars(args).items() if k != "json"}
-    result["environment"] = environment()
-    return result
+def _public(sample: dict[str, Any]) -> dict[str, Any]:
+    return {k: (round(v, 3) if isinstance(v, float) else v.isoformat() if isinstance(v, datetime) else v)
+            for k, v in sample.items()}
 
 
 def run(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks latency", description=__doc__)
-    parser.add_argument("--faults", type=int, default=50, help="faults per kind")
-    parser.add_argument("--jobs", type=int, default=16)
-    parser.add_argument("--nodes", type=int, default=8)
-    parser.add_argument("--coalesce", type=float, default=0.5)
-    parser.add_argument("--scheduler-poll", type=float, default=0.5)
-    parser.add_argument("--log-poll", type=float, default=0.1)
-    parser.add_argument("--hang-floor", type=float, default=3.0)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks latency", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=5, help="faults per class for crash, hang and app-error")
+    parser.add_argument("--node-rounds", type=int, default=3,
+                        help="faults per class for xid-kernel-log and node-failure (one node out at a time)")
+    parser.add_argument("--nodes", type=int, default=5, help="lab nodes (node1: hang jobs, node2: crash and "
+                        "app-error jobs, the rest: xid and node-failure jobs)")
+    parser.add_argument("--classes", default=",".join(CLASSES), help="a comma-separated subset, for trying it out")
+    parser.add_argument("--keep", type=Path, help="work in this directory and keep it (logs of goodput and jobs)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.nodes < 4:
+        parser.error("--nodes must be at least 4: two pinned nodes and two for the drain classes")
     result = asyncio.run(run_latency(args))
-    print(f"latency on a local Slurm lab: {result['n']} faults in {result['elapsed_s']} s "
-          f"({args.jobs} jobs on {args.nodes} nodes), autonomous mode")
-    print(f"  {'kind':<6} {'n':>4} {'detect p50':>11} {'p99':>7} {'action p50':>11} {'p99':>7} "
-          f"{'resume p50':>11} {'recovered':>10}")
-    for kind, m in [*result["per_kind"].items(), ("all", result)]:
-        print(f"  {kind:<6} {m['n']:>4} {m['detection_p50_s']:>9.2f} s {m['detection_p99_s']:>5.2f} s "
-              f"{m['action_p50_s']:>9.2f} s {m['action_p99_s']:>5.2f} s {m['resume_p50_s']:>9.2f} s "
-              f"{m['recovered']:>10}")
-    print(f"  seed anchors: detection 69 s, action 94 s → {result['seed_detection_ratio']}× and "
-          f"{result['seed_action_ratio']}× faster at the median")
+    print(f"latency with goodput as shipped (settings: defaults, plus {result['overrides']}), commit "
+          f"{result['commit']}; {result['elapsed_s']} s")
+    print(f"  {'class':<15} {'n':>3} {'handled':>8} {'detect p50':>11} {'p99':>8} {'action p50':>11} {'p99':>8} "
+          f"{'resume p50':>11}")
+    for name in CLASSES:
+        m = result["classes"][name]
+        print(f"  {name:<15} {m['n']:>3} {m['handled']:>8} {_s(m['detection_p50_s']):>11} "
+              f"{_s(m['detection_p99_s']):>8} {_s(m['action_p50_s']):>11} {_s(m['action_p99_s']):>8} "
+              f"{_s(m['resume_p50_s']):>11}")
+    gaps = result["clock"]
+    print(f"  clocks: Temporal {gaps['temporal']}, slurmctld {gaps['slurmctld']}")
     if result["failures"]:
         print(f"  failures: {result['failures'][:5]}")
     emit(result, args.json)
     return result
+
+
+def _s(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f} s"
 
 
 if __name__ == "__main__":

@@ -1,18 +1,22 @@
 """Properties of the goodput discrete-event simulation (benchmarks/goodput_sim.py): bounds, the
-zero-failure limit, monotonicity under common random numbers, the analytic cross-check, the CLI."""
+zero-failure limit, monotonicity under common random numbers, the analytic cross-check, the CLI,
+and goodput's latencies per failure class (benchmarks/_sim_classes.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from benchmarks import goodput_sim
+from benchmarks._sim_classes import CLASSES, COMPONENT_CLASS, LatencyFileError, read_latency_file
 from benchmarks._sim_levers import LEVERS, evaluate_levers
 from benchmarks._sim_model import (
     LLAMA3_INTERRUPTIONS,
@@ -20,8 +24,10 @@ from benchmarks._sim_model import (
     MODELS,
     PHASES,
     Failure,
+    Response,
     SimParams,
     analytic_ettr,
+    class_shares,
     draw_failures,
     queue_draws,
     replication_seed,
@@ -32,6 +38,10 @@ from goodput.checkpoints.advice import daly_interval_s
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT = SimParams(days=14)
+FIXTURE = REPO / "tests" / "fixtures" / "latency-classes.json"
+# tests/fixtures/latency-classes.json, as the model takes it (app-error: no action, a person acts).
+FIXTURE_LATENCY = (("xid-kernel-log", 2.9, 1.2), ("crash", 1.1, 0.8), ("hang", 302.0, 0.9),
+                   ("node-failure", 25.0, 1.0), ("app-error", 1.0, None))
 
 
 def _histories(p: SimParams, reps: int, seed: int = 3) -> list[list[Failure]]:
@@ -138,15 +148,6 @@ def test_same_seed_same_result_and_json_last_line(capsys: pytest.CaptureFixture[
     assert again["models"] == first["models"]
 
 
-def test_latencies_from_a_latency_benchmark_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    src = tmp_path / "latency.json"
-    src.write_text(json.dumps({"detection_p50_s": 4.5, "action_p50_s": 7.25, "other": 1}))
-    r = goodput_sim.run(["--from-latency-json", str(src), "--reps", "1", "--days", "3", "--sweep-min", ""])
-    capsys.readouterr()
-    assert r["params"]["detection_s"] == 4.5 and r["params"]["action_s"] == 7.25
-    assert r["params"]["goodput_latency_source"] == str(src)
-
-
 def test_module_entry_point_prints_json_last() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.goodput_sim", "--json", "--reps", "1", "--days", "2", "--sweep-min", ""],
@@ -202,3 +203,127 @@ def test_the_queue_waits_leave_every_other_result_as_it_was() -> None:
     replays exactly the failures and latencies it did before the levers existed."""
     history = _histories(SHORT, 1)[0]
     assert simulate(history, SHORT, "goodput") == simulate(history, SHORT, "goodput", queue_draws(1, len(history)))
+
+
+# -- goodput's latencies per failure class (benchmarks/_sim_classes.py) -------------------------------
+
+def _with_hang(latency: tuple[tuple[str, float, float | None], ...], hang_s: float) -> tuple[
+        tuple[str, float, float | None], ...]:
+    return tuple((c, hang_s if c == "hang" else d, a) for c, d, a in latency)
+
+
+def test_every_llama3_component_has_one_of_the_five_classes() -> None:
+    assert set(COMPONENT_CLASS) == {c[0] for c in LLAMA3_INTERRUPTIONS}
+    assert set(COMPONENT_CLASS.values()) == set(CLASSES)  # and every class stands for something
+    assert COMPONENT_CLASS["Faulty GPU"] == "xid-kernel-log" and COMPONENT_CLASS["Power Supply"] == "node-failure"
+    assert COMPONENT_CLASS["NCCL Watchdog Timeouts"] == "crash" and COMPONENT_CLASS["Software Bug"] == "app-error"
+    shares = class_shares()
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert shares["hang"] == pytest.approx((35 + 7) / 419)  # network switch/cable and NIC
+
+
+def test_a_class_latency_costs_time_only_on_the_failures_of_that_class() -> None:
+    # One failure of every component, an hour apart, sigma 0: every latency is exactly its median.
+    history = [Failure(uptime_s=3600.0, component=c[0], needs_spare=c[3], z_detect=0.3, z_action=-0.2,
+                       z_restart=0.1, repair_s=86400.0) for c in LLAMA3_INTERRUPTIONS]
+    p = dataclasses.replace(SimParams(days=30), auto_sigma=0.0, class_latency=FIXTURE_LATENCY)
+    slow = dataclasses.replace(p, class_latency=_with_hang(FIXTURE_LATENCY, 10_000.0))
+    base, hung = simulate(history, p, "goodput"), simulate(history, slow, "goodput")
+    medians = {c: d for c, d, _ in FIXTURE_LATENCY}
+    assert base["detection"] == pytest.approx(sum(medians[COMPONENT_CLASS[f.component]] for f in history))
+    n_hang = sum(COMPONENT_CLASS[f.component] == "hang" for f in history)
+    assert n_hang == 2
+    assert hung["detection"] - base["detection"] == pytest.approx(n_hang * (10_000.0 - 302.0))
+    for phase in ("action", "requeue", "restart", "spare_wait"):
+        assert hung[phase] == pytest.approx(base[phase]), phase
+
+
+def test_a_class_no_component_maps_to_has_no_effect(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = dataclasses.replace(SHORT, class_latency=FIXTURE_LATENCY)
+    slow = dataclasses.replace(p, class_latency=_with_hang(FIXTURE_LATENCY, 5_000.0))
+    history = _histories(SHORT, 1)[0]
+    assert simulate(history, slow, "goodput")["detection"] > simulate(history, p, "goodput")["detection"]
+    for component, cls in COMPONENT_CLASS.items():
+        if cls == "hang":
+            monkeypatch.setitem(COMPONENT_CLASS, component, "crash")
+    assert simulate(history, slow, "goodput") == simulate(history, p, "goodput")
+
+
+def test_an_app_error_is_left_to_a_person_by_every_model() -> None:
+    def failure(component: str) -> Failure:
+        return Failure(uptime_s=1.0, component=component, needs_spare=False, z_detect=0.4, z_action=0.7,
+                       z_restart=0.0, repair_s=1.0)
+
+    per_class = dataclasses.replace(SHORT, class_latency=FIXTURE_LATENCY)
+    bug, gpu = failure("Software Bug"), failure("Faulty GPU")
+    manual = Response("manual", per_class).act(bug, 0.0)
+    assert manual > 600
+    assert Response("goodput", per_class).act(bug, 0.0) == manual
+    assert Response("goodput", per_class).detect(bug, 0.0) == pytest.approx(1.0 * math.exp(0.5 * 0.4))
+    assert Response("goodput", per_class).act(gpu, 0.0) == pytest.approx(1.2 * math.exp(0.5 * 0.7))
+    # One latency for every failure (the command line), and the seed: still a person for an app-error,
+    # for no automation fixes the application's bug; a GPU fault is automated.
+    assert Response("goodput", SHORT).act(bug, 0.0) == manual
+    assert Response("seed", per_class).act(bug, 0.0) == manual
+    assert Response("seed", per_class).act(gpu, 0.0) < 600
+    assert Response("goodput", SHORT).act(gpu, 0.0) == pytest.approx(SHORT.action_s * math.exp(0.5 * 0.7))
+
+
+def test_the_renewal_reward_estimate_follows_the_class_mix() -> None:
+    p = SimParams(days=54, spares=10_000, class_latency=FIXTURE_LATENCY)
+    hs = _histories(p, 8)
+    sim = sum(_ettr(p, h, "goodput") for h in hs) / len(hs)
+    assert sim == pytest.approx(analytic_ettr(p, "goodput"), abs=0.006)
+    # 2,700 s more detection costs in proportion to the class's share: hang (10 %) far more than crash (1.7 %).
+    def slower(name: str) -> SimParams:
+        return dataclasses.replace(p, class_latency=tuple((c, d + 2700.0 if c == name else d, a)
+                                                          for c, d, a in FIXTURE_LATENCY))
+    hang_cost = analytic_ettr(p, "goodput") - analytic_ettr(slower("hang"), "goodput")
+    crash_cost = analytic_ettr(p, "goodput") - analytic_ettr(slower("crash"), "goodput")
+    assert hang_cost > 0.015 and 0 < crash_cost < hang_cost / 4
+
+
+def test_latencies_per_class_from_the_latency_benchmark_json(capsys: pytest.CaptureFixture[str]) -> None:
+    source = read_latency_file(FIXTURE)
+    assert source.class_latency == FIXTURE_LATENCY
+    assert (source.commit, source.settings) == ("abc1234", "defaults")
+    argv = ["--from-latency-json", str(FIXTURE), "--reps", "2", "--days", "5", "--sweep-min", "", "--json"]
+    r = goodput_sim.run(argv)
+    out = capsys.readouterr().out
+    lat = json.loads(out.strip().splitlines()[-1])["goodput_latencies"]
+    assert (lat["source"], lat["commit"], lat["settings"]) == (str(FIXTURE), "abc1234", "defaults")
+    assert lat["classes"]["hang"]["detection_p50_s"] == 302.0 and lat["classes"]["hang"]["action_by"] == "goodput"
+    assert lat["classes"]["app-error"]["action_p50_s"] is None and lat["classes"]["app-error"]["action_by"] == "person"
+    assert r["params"]["goodput_latency_source"] == str(FIXTURE) and r["params"]["detection_s"] is None
+    assert "commit abc1234" in out and "takes no action" in out
+    cli = goodput_sim.run(["--reps", "2", "--days", "5", "--sweep-min", "", "--detection-s", "2.9",
+                           "--action-s", "1.2"])
+    capsys.readouterr()
+    assert cli["goodput_latencies"]["source"] == "command line"
+    assert r["models"]["goodput"]["hours"]["detection"] > 2 * cli["models"]["goodput"]["hours"]["detection"]
+    assert r["models"]["seed"] == cli["models"]["seed"]  # the same failures; only goodput's latencies differ
+
+
+def _fixture_without(edit: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(FIXTURE.read_text())
+    if edit == "old format":
+        return {"detection_p50_s": 0.517, "action_p50_s": 0.614, "per_kind": {"crash": {"n": 50}}}
+    if edit == "hang":
+        del data["classes"]["hang"]
+    if edit == "crash action":
+        data["classes"]["crash"]["action_p50_s"] = None
+    return data
+
+
+@pytest.mark.parametrize(("edit", "named"), [("old format", "no 'classes' key"), ("hang", "lacks hang"),
+                                             ("crash action", "classes.crash.action_p50_s")])
+def test_a_latency_file_without_usable_classes_is_a_clear_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: str, named: str) -> None:
+    src = tmp_path / "latency.json"
+    src.write_text(json.dumps(_fixture_without(edit)))
+    with pytest.raises(LatencyFileError, match=named):
+        read_latency_file(src)
+    with pytest.raises(SystemExit):
+        goodput_sim.run(["--from-latency-json", str(src), "--reps", "1", "--days", "1", "--sweep-min", ""])
+    err = capsys.readouterr().err
+    assert str(src) in err and named in err

@@ -1,0 +1,208 @@
+"""The latency benchmark's rig: its own Slurm lab, goodput as shipped, and the faults it injects.
+
+goodput runs here as an operator runs it: a `goodput worker` process and one `goodput agent`
+process per node, configured only through `GOODPUT_*` variables, so every setting the benchmark
+does not name is the shipped default. The jobs are bash loops that print a progress line every
+0.2 s and act out a fault when the benchmark writes its name to a control file; Xids go into a
+node's kernel-log file, node failures are a SIGKILLed slurmd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LAB = REPO / "scripts" / "slurm-lab"
+GOODPUT = Path(sys.executable).with_name("goodput")
+
+NCCL = ("[rank0]:[E1129 06:22:43.551920 41877 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=96022, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+        "ran for 600083 milliseconds before timing out.")
+XID_79 = "{stamp} {node} kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, GPU has fallen off the bus."
+JOB = """#!/bin/bash
+#SBATCH --comment=goodput:opt-in
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --ntasks=1
+#SBATCH --cpus-per-task=1
+run="$SLURM_JOB_ID-${{SLURM_RESTART_COUNT:-0}}"
+ctl={dir}/ctl-$run
+step=0
+while true; do
+  step=$((step + 1))
+  echo "run $run iteration $step/ 100000 | elapsed time per iteration (ms): 200.0"
+  if [ -f "$ctl" ]; then
+    case "$(cat "$ctl")" in
+      crash) echo '{nccl}'; exit 1 ;;
+      app-error) printf '%s\\n' 'Traceback (most recent call last):' '  File "/work/train.py", line 12, in <module>' \\
+                   '    lr = config["lr_schedule"]' "KeyError: 'lr_schedule'"; exit 1 ;;
+      hang) exec sleep 100000 ;;
+    esac
+  fi
+  sleep 0.2
+done
+"""
+
+
+def ensure_slurm_installed() -> None:
+    """The lab needs Debian's Slurm and munge packages; install them as `make test` does."""
+    if shutil.which("slurmctld") and shutil.which("sbatch"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise RuntimeError("Slurm is not installed: run `sudo bash scripts/slurm-lab/install.sh` first")
+    subprocess.run(["bash", str(LAB / "install.sh")], check=True, timeout=900)
+
+
+@dataclass
+class Lab:
+    dir: Path
+    env: dict[str, str]
+
+    def shell(self, script: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", f'. "{LAB}/env.sh" && {script}'], env=self.env, capture_output=True,
+                              text=True, timeout=timeout)
+
+    @property
+    def slurmctld_log(self) -> Path:
+        return self.dir / "log" / "slurmctld.log"
+
+    def slurmd_pid(self, node: str) -> int | None:
+        try:
+            return int((self.dir / f"slurmd-{node}.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def kill_slurmd(self, node: str) -> None:
+        pid = self.slurmd_pid(node)
+        if pid is None or f"SLURMLAB_TAG={self.dir}".encode() not in Path(f"/proc/{pid}/environ").read_bytes():
+            raise RuntimeError(f"no slurmd of this lab for {node}")
+        os.kill(pid, signal.SIGKILL)
+
+    def start_slurmd(self, node: str) -> None:
+        self.shell(f"slurmlab_start_slurmd {node}")
+
+    def resume_node(self, node: str) -> None:
+        """Back into service after a fault the benchmark caused (drain or DOWN), as an operator would."""
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True, timeout=30)
+
+    def node_state(self, node: str) -> str:
+        out = subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True, text=True, timeout=30)
+        return out.stdout.strip()
+
+
+@asynccontextmanager
+async def slurm_lab(nodes: int, cpus: int) -> AsyncIterator[Lab]:
+    """A lab of its own (directory and ports apart from the test suite's), SLURM_CONF set inside."""
+    ensure_slurm_installed()
+    lab_dir = Path(tempfile.gettempdir()) / "goodput-bench-slurmlab"
+    env = {**os.environ, "SLURMLAB_DIR": str(lab_dir), "SLURMLAB_NODES": str(nodes), "SLURMLAB_CPUS": str(cpus),
+           "SLURMLAB_CTL_PORT": "26817", "SLURMLAB_SLURMD_BASEPORT": "26900", "SLURMLAB_REST_PORT": "26820"}
+    up = subprocess.run(["bash", str(LAB / "up.sh")], env=env, capture_output=True, text=True, timeout=180)
+    if up.returncode not in (0, 3):
+        raise RuntimeError(f"slurm lab did not start: {up.stdout}\n{up.stderr}")
+    previous = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(lab_dir / "etc" / "slurm.conf")
+    try:
+        yield Lab(lab_dir, {**env, "SLURM_CONF": os.environ["SLURM_CONF"]})
+    finally:
+        subprocess.run(["bash", str(LAB / "down.sh")], env=env, capture_output=True, timeout=180)
+        if previous is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = previous
+
+
+def sbatch(script: Path, workdir: Path, name: str, *options: str) -> str:
+    """Submits one benchmark job; its output file is named after the job, so a resubmitted copy
+    (same name, same --output) appends to the same file."""
+    done = subprocess.run(["sbatch", "--parsable", f"--job-name={name}", f"--output={workdir}/{name}.out",
+                           f"--chdir={workdir}", *options, str(script)],
+                          capture_output=True, text=True, timeout=30, check=True)
+    return done.stdout.strip().split(";")[0]
+
+
+def job_nodes(job_id: str) -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%N"], capture_output=True, text=True, timeout=30)
+    return [n for n in out.stdout.strip().split(",") if n]
+
+
+def scancel(*jobs: str) -> None:
+    if jobs:
+        subprocess.run(["scancel", *jobs], capture_output=True, timeout=30)
+
+
+@dataclass
+class Goodput:
+    """goodput's processes, as shipped: what they were told is in `overrides`, the rest is default."""
+
+    env: dict[str, str]
+    overrides: dict[str, str]
+    logs: Path
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start(self, *args: str, log: str) -> None:
+        with (self.logs / log).open("wb") as out:
+            self.procs.append(subprocess.Popen([str(GOODPUT), *args], env=self.env, stdout=out,
+                                               stderr=subprocess.STDOUT, cwd=self.logs, start_new_session=True))
+
+    def alive(self) -> bool:
+        return all(p.poll() is None for p in self.procs)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+@contextmanager
+def goodput_as_shipped(temporal: str, cluster: str, task_queue: str, lab: Lab, workdir: Path,
+                       settings: Mapping[str, str], agents: Mapping[str, Path]) -> Iterator[Goodput]:
+    """`goodput worker` plus `goodput agent --node N --kernel-log F --probe none` per entry of `agents`."""
+    overrides = {"GOODPUT_TEMPORAL_ADDRESS": temporal, "GOODPUT_CLUSTER": cluster,
+                 "GOODPUT_TASK_QUEUE": task_queue, "GOODPUT_SCHEDULER": "slurm-cli",
+                 "GOODPUT_DATA_DIR": str(workdir / "goodput-data"), **settings}
+    env = {**{k: v for k, v in lab.env.items() if not k.startswith("GOODPUT_")}, **overrides,
+           "GOODPUT_CONFIG": str(workdir / "no-goodput.toml")}
+    service = Goodput(env=env, overrides=overrides, logs=workdir)
+    try:
+        service.start("worker", log="worker.log")
+        for node, kernel_log in agents.items():
+            service.start("agent", "--node", node, "--kernel-log", str(kernel_log), "--probe", "none",
+                          log=f"agent-{node}.log")
+        yield service
+    finally:
+        service.stop()
+
+
+async def wait_for(predicate: Callable[[], Awaitable[bool]], timeout_s: float, poll_s: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if await predicate():
+            return True
+        await asyncio.sleep(poll_s)
+    return False
+
+
+def read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
