@@ -23,12 +23,19 @@ with workflow.unsafe.imports_passed_through():
     from workflows.audit_trail import write_audit
 
 CONTINUE_AS_NEW_AFTER = 500
+MAX_BATCH = 100
 
 
 class BreakerStart(Frozen):
     cluster: str
     policy: BreakerPolicy = BreakerPolicy()
     state: BreakerState = BreakerState()
+
+
+class DrainBatch(Frozen):
+    """Several incidents' drain requests in one update (activities.adapters.update_batcher)."""
+
+    requests: tuple[DrainRequest, ...]
 
 
 def breaker_workflow_id(cluster: str) -> str:
@@ -66,6 +73,9 @@ class DrainBreakerWorkflow:
 
     @workflow.update
     def reserve(self, request: DrainRequest) -> DrainVerdict:
+        return self._reserve(request)
+
+    def _reserve(self, request: DrainRequest) -> DrainVerdict:
         trips = self._state.trips
         self._state, verdict = decide(self._state, request, workflow.now(), self._start.policy)
         self._decisions += 1
@@ -73,6 +83,16 @@ class DrainBreakerWorkflow:
             self._audit(GOODPUT_ACTOR, AuditAction.BREAKER_TRIP, request.incident_id, request.nodes,
                         verdict.reason, "drains refused until the window passes or an operator resets it")
         return verdict
+
+    @workflow.update
+    def reserve_many(self, batch: DrainBatch) -> tuple[DrainVerdict, ...]:
+        """`reserve` for each request in order: the same verdicts as one update each."""
+        return tuple(self._reserve(request) for request in batch.requests)
+
+    @reserve_many.validator
+    def _bounded(self, batch: DrainBatch) -> None:
+        if not 0 < len(batch.requests) <= MAX_BATCH:
+            raise ValueError(f"a batch holds 1 to {MAX_BATCH} requests, not {len(batch.requests)}")
 
     @workflow.signal
     def reset(self, decision: OperatorDecision) -> None:

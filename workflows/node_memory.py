@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.models import Frozen
 
 CONTINUE_AS_NEW_AFTER = 500
+MAX_BATCH = 100
 
 
 class NodeMemoryStart(Frozen):
@@ -36,6 +37,12 @@ class ConsultRequest(Frozen):
     observation: Observation
     # The consulting incident's policy: an incident is judged by the rules it started with.
     policy: NodeMemoryPolicy = NodeMemoryPolicy()
+
+
+class ConsultBatch(Frozen):
+    """Several incidents' consultations in one update (activities.adapters.update_batcher)."""
+
+    requests: tuple[ConsultRequest, ...]
 
 
 def node_memory_workflow_id(cluster: str) -> str:
@@ -59,9 +66,22 @@ class NodeMemoryWorkflow:
 
     @workflow.update
     def consult(self, request: ConsultRequest) -> MemoryVerdict:
+        return self._consult(request)
+
+    def _consult(self, request: ConsultRequest) -> MemoryVerdict:
         self._state, verdict = consult(self._state, request.observation, workflow.now(), request.policy)
         self._consults += 1
         return verdict
+
+    @workflow.update
+    def consult_many(self, batch: ConsultBatch) -> tuple[MemoryVerdict, ...]:
+        """`consult` for each request in order: the same verdicts as one update each."""
+        return tuple(self._consult(request) for request in batch.requests)
+
+    @consult_many.validator
+    def _bounded(self, batch: ConsultBatch) -> None:
+        if not 0 < len(batch.requests) <= MAX_BATCH:
+            raise ValueError(f"a batch holds 1 to {MAX_BATCH} consultations, not {len(batch.requests)}")
 
     @workflow.query
     def standing(self) -> tuple[NodeStanding, ...]:

@@ -1,30 +1,47 @@
 """The real NodeMemory: update-with-start on the cluster's NodeMemoryWorkflow.
 
 As for the drain breaker, update-with-start creates the cluster's memory on first use and asks
-it in one round trip, so nothing has to be installed per cluster beforehand.
+it in one round trip, so nothing has to be installed per cluster beforehand. Consultations made
+while one is in flight go together as the next update (activities.adapters.update_batcher).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
+from functools import partial
 
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
+from activities.adapters.update_batcher import UpdateBatcher
 from goodput.diagnose.node_memory import MemoryVerdict, NodeMemoryPolicy, Observation
-from workflows.node_memory import ConsultRequest, NodeMemoryStart, NodeMemoryWorkflow, node_memory_workflow_id
+from workflows.node_memory import (
+    ConsultBatch,
+    ConsultRequest,
+    NodeMemoryStart,
+    NodeMemoryWorkflow,
+    node_memory_workflow_id,
+)
 
 
 class TemporalNodeMemory:
     def __init__(self, client: Client, task_queue: str) -> None:
         self._client = client
         self._task_queue = task_queue
+        self._batchers: dict[str, UpdateBatcher[ConsultRequest, MemoryVerdict]] = {}
 
     async def consult(self, cluster: str, observation: Observation, policy: NodeMemoryPolicy) -> MemoryVerdict:
+        if cluster not in self._batchers:
+            self._batchers[cluster] = UpdateBatcher(partial(self._send, cluster))
+        return await self._batchers[cluster].ask(ConsultRequest(observation=observation, policy=policy))
+
+    async def _send(self, cluster: str, requests: Sequence[ConsultRequest]) -> tuple[MemoryVerdict, ...]:
+        # The memory is created with the first request's policy; each request is judged by its own.
         start = WithStartWorkflowOperation(
-            NodeMemoryWorkflow.run, NodeMemoryStart(cluster=cluster, policy=policy),
+            NodeMemoryWorkflow.run, NodeMemoryStart(cluster=cluster, policy=requests[0].policy),
             id=node_memory_workflow_id(cluster), task_queue=self._task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
         return await self._client.execute_update_with_start_workflow(
-            NodeMemoryWorkflow.consult, ConsultRequest(observation=observation, policy=policy),
+            NodeMemoryWorkflow.consult_many, ConsultBatch(requests=tuple(requests)),
             start_workflow_operation=start, rpc_timeout=timedelta(seconds=30))
