@@ -46,7 +46,7 @@ clean:
 
 # Every benchmark, its JSON result saved under docs/results/, then the plots for docs/benchmarks.md.
 # `latency` runs before `goodput` so the simulation uses goodput's measured latencies.
-BENCHES ?= classify diagnosis checkpoints temporal storm watch latency goodput console
+BENCHES ?= classify diagnosis checkpoints temporal storm storm-lab watch latency goodput console
 bench: $(STAMP)
 	mkdir -p docs/results
 	set -e; for b in $(BENCHES); do \

@@ -9,6 +9,7 @@ import sys
 BENCHMARKS = {
     "latency": "benchmarks.latency",
     "storm": "benchmarks.storm",
+    "storm-lab": "benchmarks.storm_lab",
     "classify": "benchmarks.classify_throughput",
     "temporal": "benchmarks.temporal_starts",
     "goodput": "benchmarks.goodput_sim",

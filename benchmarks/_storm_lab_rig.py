@@ -1,0 +1,315 @@
+"""The rig `storm-lab` stands on: a Slurm lab, a Temporal dev server that can be counted, worker processes.
+
+Kept apart from benchmarks/storm_lab.py so that the benchmark reads as the experiment and this as
+the apparatus. Everything here is measuring equipment that adds nothing to what goodput does:
+
+* the Slurm lab (scripts/slurm-lab) in its own directory and on its own ports, so that it never
+  meets the other labs on a shared machine;
+* the Temporal dev server started with the arguments `goodput up` uses (workers.devserver), plus
+  `--metrics-port` (its Prometheus counters: RPCs and persistence requests by operation) and
+  `--log-config` (it prints its configuration, so the history shard count is read, not assumed);
+* N real `goodput worker` processes, configured through GOODPUT_* as an operator would;
+* shims in front of the Slurm commands (one `printf` into a log, then `exec` of the real binary),
+  so that every Slurm command a worker runs is counted;
+* /proc readers for CPU time, and a reader of slurmctld's own log for when it requeued and
+  started each job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks._harness import free_port
+from workers import devserver
+
+REPO = Path(__file__).resolve().parents[1]
+LAB_SCRIPTS = REPO / "scripts" / "slurm-lab"
+# This benchmark's lab only: other labs on the machine use other directories and ports.
+LAB_ENV = {"SLURMLAB_DIR": "/tmp/goodput-storm-lab", "SLURMLAB_CTL_PORT": "27817",
+           "SLURMLAB_SLURMD_BASEPORT": "27900", "SLURMLAB_REST_PORT": "27820"}
+SHIMMED = ("scontrol", "squeue", "sinfo", "sbatch", "scancel", "sacct")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+# -- Slurm ---------------------------------------------------------------------------------------
+
+def _lab(script: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(LAB_SCRIPTS / script)], env=dict(env), capture_output=True, text=True,
+                          timeout=180)
+
+
+@contextlib.contextmanager
+def slurm_lab(nodes: int, cpus: int) -> Iterator[Path]:
+    """The lab, up for the whole benchmark; SLURM_CONF is exported for this process meanwhile."""
+    if not (shutil.which("slurmctld") and shutil.which("sbatch")):
+        raise RuntimeError("Slurm is not installed: run `sudo bash scripts/slurm-lab/install.sh` first")
+    env = {**os.environ, **LAB_ENV, "SLURMLAB_NODES": str(nodes), "SLURMLAB_CPUS": str(cpus)}
+    up = _lab("up.sh", env)
+    if up.returncode == 3:  # this benchmark's own lab, left up by an interrupted run: start afresh
+        _lab("down.sh", env)
+        up = _lab("up.sh", env)
+    if up.returncode != 0:
+        raise RuntimeError(f"slurm lab did not start: {up.stdout}\n{up.stderr}")
+    lab_dir = Path(LAB_ENV["SLURMLAB_DIR"])
+    previous = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(lab_dir / "etc" / "slurm.conf")
+    try:
+        yield lab_dir
+    finally:
+        _lab("down.sh", env)
+        if previous is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = previous
+
+
+def slurm_shims(directory: Path, log: Path) -> Path:
+    """A directory to put first on a worker's PATH: each Slurm command logs `name arg1 arg2`, then
+    execs the real one (one extra /bin/sh exec per command, a millisecond or so)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in SHIMMED:
+        real = shutil.which(name)
+        if real is None:
+            continue
+        shim = directory / name
+        shim.write_text(f"#!/bin/sh\nprintf '%s %s %s\\n' {name} \"${{1-}}\" \"${{2-}}\" >> '{log}'\n"
+                        f"exec '{real}' \"$@\"\n")
+        shim.chmod(0o755)
+    return directory
+
+
+def slurm_commands(log: Path) -> Counter[str]:
+    """Commands the shims saw: `scontrol show job`, `scontrol requeue`, `squeue --json`..."""
+    counts: Counter[str] = Counter()
+    with contextlib.suppress(FileNotFoundError):
+        for line in log.read_text().splitlines():
+            name, _, rest = line.partition(" ")
+            args = rest.split()
+            shown = args[:2] if name == "scontrol" and args[:1] == ["show"] else args[:1]
+            counts[" ".join([name, *shown])] += 1
+    return counts
+
+
+SLURMCTLD_EVENT = re.compile(r"^\[(?P<at>[^\]]+)\] (?:Requeuing JobId=(?P<requeued>\d+)\b"
+                             r"|sched/backfill: _start_job: Started JobId=(?P<started>\d+)\b"
+                             r"|sched: Allocate JobId=(?P<allocated>\d+)\b)")
+
+
+@dataclass
+class SlurmEvents:
+    requeued: dict[str, list[float]] = field(default_factory=dict)
+    started: dict[str, list[float]] = field(default_factory=dict)
+
+
+def slurmctld_events(log: Path, jobs: set[str], since: float) -> SlurmEvents:
+    """slurmctld's own record (epoch seconds, ms resolution): when it requeued and (re)started each job."""
+    events = SlurmEvents()
+    for line in log.read_text(errors="replace").splitlines():
+        match = SLURMCTLD_EVENT.match(line)
+        if not match:
+            continue
+        at = datetime.strptime(match["at"], "%Y-%m-%dT%H:%M:%S.%f").timestamp()  # slurmctld logs local time
+        job = match["requeued"] or match["started"] or match["allocated"]
+        if job in jobs and at >= since:
+            target = events.requeued if match["requeued"] else events.started
+            target.setdefault(job, []).append(at)
+    return events
+
+
+def restarts(jobs: set[str]) -> dict[str, tuple[str, int]]:
+    """JobState and Restarts of each job, from one `scontrol show job -o` (the lab's own jobs)."""
+    out = subprocess.run(["scontrol", "show", "job", "-o"], capture_output=True, text=True, timeout=60).stdout
+    found: dict[str, tuple[str, int]] = {}
+    for line in out.splitlines():
+        job = re.match(r"JobId=(\d+) ", line)
+        state, count = re.search(r" JobState=(\S+)", line), re.search(r" Restarts=(\d+)", line)
+        if job and job[1] in jobs and state and count:
+            found[job[1]] = (state[1], int(count[1]))
+    return found
+
+
+# -- Temporal ------------------------------------------------------------------------------------
+
+@dataclass
+class Temporal:
+    address: str
+    metrics_url: str
+    proc: subprocess.Popen[bytes]
+    log_file: Path
+
+    def config(self, key: str) -> str:
+        """A value from the configuration the server printed at start (`--log-config`)."""
+        match = re.search(rf"^\s*{key}:\s*(\S+)", self.log_file.read_text(errors="replace"), re.MULTILINE)
+        return match[1] if match else "unknown"
+
+    def scrape(self) -> dict[tuple[str, str, str], float]:
+        """(metric, service, operation) → value, for the counters this benchmark reads."""
+        with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
+            text = response.read().decode()
+        values: dict[tuple[str, str, str], float] = {}
+        for line in text.splitlines():
+            name, _, rest = line.partition("{")
+            if name not in ("service_requests", "persistence_requests", "persistence_latency_sum",
+                            "persistence_latency_count") and not name.startswith("service_error"):
+                continue
+            labels, _, value = rest.rpartition("} ")
+            service = re.search(r'service_name="([^"]*)"', labels)
+            operation = re.search(r'operation="([^"]*)"', labels)
+            kind = re.search(r'error_type="([^"]*)"', labels)  # service_error_with_type: what was refused
+            key = (name, service[1] if service else "",
+                   (operation[1] if operation else "") + (f" {kind[1]}" if kind else ""))
+            values[key] = values.get(key, 0.0) + float(value)
+        return values
+
+
+@contextlib.contextmanager
+def temporal_server(directory: Path) -> Iterator[Temporal]:
+    """`temporal server start-dev` as `goodput up` starts it (SQLite with WAL), plus metrics and
+    its printed configuration."""
+    port, metrics = free_port(), free_port()
+    log_file = directory / "temporal.log"
+    cmd = [devserver.temporal_binary(), "server", "start-dev", "--port", str(port),
+           *devserver.dev_server_args(port=port, ui_port=None, db_file=directory / "temporal.db", wal=True),
+           "--metrics-port", str(metrics), "--log-config"]
+    with log_file.open("ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not devserver.port_open("127.0.0.1", port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"temporal dev server did not start; see {log_file}")
+            time.sleep(0.1)
+        yield Temporal(f"127.0.0.1:{port}", f"http://127.0.0.1:{metrics}/metrics", proc, log_file)
+    finally:
+        devserver.stop(proc)
+
+
+# -- worker processes ----------------------------------------------------------------------------
+
+@dataclass
+class Worker:
+    proc: subprocess.Popen[bytes]
+    data_dir: Path
+    output: Path
+
+
+def start_workers(count: int, env: Mapping[str, str], root: Path, goodput: Path) -> list[Worker]:
+    """`goodput worker` × count, each with a data directory of its own (as on separate head nodes)."""
+    workers = []
+    for i in range(count):
+        data = root / f"worker-{i}"
+        data.mkdir(parents=True)
+        output = data / "worker.out"
+        with output.open("wb") as out:
+            proc = subprocess.Popen([str(goodput), "worker"], cwd=data, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env={**env, "GOODPUT_DATA_DIR": str(data),
+                                         "GOODPUT_CONFIG": str(data / "goodput.toml")})
+        workers.append(Worker(proc, data, output))
+    deadline = time.monotonic() + 120
+    for worker in workers:
+        while "goodput worker on" not in worker.output.read_text(errors="replace"):
+            if worker.proc.poll() is not None or time.monotonic() > deadline:
+                stop_workers(workers)
+                raise RuntimeError(f"a worker did not start: {worker.output.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.2)
+    return workers
+
+
+def stop_workers(workers: list[Worker]) -> None:
+    for worker in workers:
+        if worker.proc.poll() is None:
+            worker.proc.send_signal(signal.SIGTERM)
+    for worker in workers:
+        try:
+            worker.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.proc.kill()
+            worker.proc.wait(timeout=10)
+
+
+# -- snapshots and what a round cost ------------------------------------------------------------
+
+# The benchmark's own calls (waiting for completion), not part of what an incident costs.
+OBSERVER_RPCS = {"CountWorkflowExecutions"}
+
+
+def snapshot(temporal: Temporal, workers: list[Worker], lab: Path) -> dict[str, Any]:
+    ctld = pid_from(lab / "slurmctld.pid")
+    return {"metrics": temporal.scrape(), "workers": [cpu_seconds(w.proc.pid) for w in workers],
+            "server": cpu_seconds(temporal.proc.pid)[0], "slurmctld": cpu_seconds(ctld)[0] if ctld else 0.0,
+            "injector": sum(os.times()[:2]), "machine": machine_cpu(), "at": time.time()}
+
+
+def cost(before: dict[str, Any], after: dict[str, Any], incidents: int) -> dict[str, Any]:
+    """What the round cost, in total and per incident, from two snapshots."""
+    delta = {k: after["metrics"].get(k, 0.0) - before["metrics"].get(k, 0.0) for k in after["metrics"]}
+    rpcs = Counter({op: v for (name, svc, op), v in delta.items()
+                    if name == "service_requests" and svc == "frontend" and op not in OBSERVER_RPCS and v > 0})
+    persistence = sum(v for (name, _, _), v in delta.items() if name == "persistence_requests")
+    latency_sum = sum(v for (name, _, _), v in delta.items() if name == "persistence_latency_sum")
+    latency_n = sum(v for (name, _, _), v in delta.items() if name == "persistence_latency_count")
+    workers = sum(a[0] - b[0] for a, b in zip(after["workers"], before["workers"], strict=True))
+    children = sum(a[1] - b[1] for a, b in zip(after["workers"], before["workers"], strict=True))
+    wall = after["at"] - before["at"]
+    busy = (after["machine"][0] - before["machine"][0]) / max(1e-9, after["machine"][1] - before["machine"][1])
+    n = max(1, incidents)
+    return {
+        "window_s": round(wall, 1), "machine_busy": round(busy, 3),
+        "frontend_rpcs_per_incident": round(sum(rpcs.values()) / n, 1),
+        "rpcs_per_incident_by_operation": {op: round(v / n, 2) for op, v in rpcs.most_common(12)},
+        "persistence_requests_per_incident": round(persistence / n, 1),
+        "persistence_latency_ms_mean": round(1000 * latency_sum / latency_n, 2) if latency_n else float("nan"),
+        "server_errors": {f"{name} {svc} {op}": v for (name, svc, op), v in sorted(delta.items())
+                          if name.startswith("service_error") and v > 0},
+        "cpu_s": {"workers": round(workers, 2), "slurm_commands": round(children, 2),
+                  "temporal": round(after["server"] - before["server"], 2),
+                  "slurmctld": round(after["slurmctld"] - before["slurmctld"], 2),
+                  "injector": round(after["injector"] - before["injector"], 2)},
+        "cpu_ms_per_incident": {"workers": round(1000 * workers / n, 1),
+                                "slurm_commands": round(1000 * children / n, 1),
+                                "temporal": round(1000 * (after["server"] - before["server"]) / n, 1)},
+        "cores_busy": {"workers": round((workers + children) / wall, 2),
+                       "temporal": round((after["server"] - before["server"]) / wall, 2)},
+    }
+
+
+
+# -- CPU -----------------------------------------------------------------------------------------
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(the process's own user+system CPU, that of its children it has reaped) in seconds."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return float("nan"), float("nan")
+    utime, stime, cutime, cstime = (int(v) for v in fields[11:15])
+    return (utime + stime) / TICK, (cutime + cstime) / TICK
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]  # guest is in user
+    idle = values[3] + values[4]
+    return (sum(values) - idle) / TICK, sum(values) / TICK
+
+
+def pid_from(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
