@@ -28,6 +28,9 @@ LEVERS = ("as configured", "checkpoint interval", "hot-spare pool", "both")
 DEFAULT_QUEUE_WAIT_MIN = 30.0
 
 
+MIN_INTERVAL_MIN = 1.0
+
+
 def _sd(xs: Sequence[float]) -> float:
     return statistics.stdev(xs) if len(xs) > 1 else 0.0
 
@@ -35,7 +38,9 @@ def _sd(xs: Sequence[float]) -> float:
 def evaluate_levers(params: SimParams, histories: Sequence[Sequence[Failure]], seeds: Sequence[int],
                     queue_wait_min: float = DEFAULT_QUEUE_WAIT_MIN) -> dict[str, Any]:
     base = dataclasses.replace(params, queue_wait_min=queue_wait_min, hot_spares=False)
-    daly_min = daly_interval_s(params.ckpt_save_s, params.mttf_h * 3600.0) / 60.0
+    # A free save (--ckpt-save-s 0) has no optimum: Daly's interval is 0, which the model cannot run.
+    # One minute stands for "as often as you like".
+    daly_min = max(daly_interval_s(params.ckpt_save_s, params.mttf_h * 3600.0) / 60.0, MIN_INTERVAL_MIN)
     variants = {
         "as configured": base,
         "checkpoint interval": dataclasses.replace(base, ckpt_interval_min=daly_min),

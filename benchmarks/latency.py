@@ -318,7 +318,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks latency", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=5, help="faults per class for crash, hang and app-error")
-    parser.add_argument("--node-rounds", type=int, default=3,
+    parser.add_argument("--node-rounds", type=int, default=5,
                         help="faults per class for xid-kernel-log and node-failure (one node out at a time)")
     parser.add_argument("--nodes", type=int, default=5, help="lab nodes (node1: hang jobs, node2: crash and "
                         "app-error jobs, the rest: xid and node-failure jobs)")

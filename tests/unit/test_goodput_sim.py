@@ -327,3 +327,10 @@ def test_a_latency_file_without_usable_classes_is_a_clear_error(
         goodput_sim.run(["--from-latency-json", str(src), "--reps", "1", "--days", "1", "--sweep-min", ""])
     err = capsys.readouterr().err
     assert str(src) in err and named in err
+
+
+def test_a_free_checkpoint_save_runs_with_the_levers() -> None:
+    """Daly's interval for a save that costs nothing is 0; the levers must still run (they crashed)."""
+    r = goodput_sim.run(["--ckpt-save-s", "0", "--reps", "2", "--days", "3", "--sweep-min", ""])
+    assert r["levers"]["daly_interval_min"] == 1.0
+    assert r["ettr_goodput"] > r["ettr_manual"]
