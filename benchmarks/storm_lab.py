@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.client import Client
 
 from benchmarks import _storm_lab_rig as rig
@@ -181,6 +181,9 @@ async def histories(client: Client, incidents: set[str]) -> dict[str, dict[str, 
         for event in history.events:
             kind, at = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_"), event.event_time.ToDatetime(UTC)
             row["types"][kind] += 1
+            if kind == "WORKFLOW_TASK_TIMED_OUT":  # which timeout: a missed sticky pickup, or a slow task
+                why = TimeoutType.Name(event.workflow_task_timed_out_event_attributes.timeout_type)
+                row["types"][f"{kind}:{why.removeprefix('TIMEOUT_TYPE_')}"] += 1
             if kind in ("WORKFLOW_TASK_SCHEDULED", "ACTIVITY_TASK_SCHEDULED"):
                 scheduled[event.event_id] = at.timestamp()
             if kind == "ACTIVITY_TASK_SCHEDULED":
