@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from temporalio import activity
 
+from goodput.detect.scheduler_watch import node_dead
 from goodput.recover.node_incident import LinkAnswer, LinkRequest, NodeIncidents
 from goodput.scheduler import Scheduler, SchedulerError
 
@@ -41,8 +42,7 @@ class NodeIncidentActivities:
             return None
         if node is None:
             return None
-        state = node.state.upper()
-        return node.drained or "DOWN" in state or "FAIL" in state or "NOT_RESPONDING" in node.flags
+        return node.drained or node_dead(node)
 
     def all(self) -> list[Callable[..., Awaitable[object]]]:
         return [self.link_node_incident]

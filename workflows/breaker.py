@@ -21,9 +21,9 @@ with workflow.unsafe.imports_passed_through():
         reset,
     )
     from workflows.audit_trail import write_audit
+    from workflows.update_batch import check_batch
 
 CONTINUE_AS_NEW_AFTER = 500
-MAX_BATCH = 100
 
 
 class BreakerStart(Frozen):
@@ -91,8 +91,7 @@ class DrainBreakerWorkflow:
 
     @reserve_many.validator
     def _bounded(self, batch: DrainBatch) -> None:
-        if not 0 < len(batch.requests) <= MAX_BATCH:
-            raise ValueError(f"a batch holds 1 to {MAX_BATCH} requests, not {len(batch.requests)}")
+        check_batch(len(batch.requests), "requests")
 
     @workflow.signal
     def reset(self, decision: OperatorDecision) -> None:

@@ -22,9 +22,9 @@ with workflow.unsafe.imports_passed_through():
         standing,
     )
     from goodput.models import Frozen
+    from workflows.update_batch import check_batch
 
 CONTINUE_AS_NEW_AFTER = 500
-MAX_BATCH = 100
 
 
 class NodeMemoryStart(Frozen):
@@ -80,8 +80,7 @@ class NodeMemoryWorkflow:
 
     @consult_many.validator
     def _bounded(self, batch: ConsultBatch) -> None:
-        if not 0 < len(batch.requests) <= MAX_BATCH:
-            raise ValueError(f"a batch holds 1 to {MAX_BATCH} consultations, not {len(batch.requests)}")
+        check_batch(len(batch.requests), "consultations")
 
     @workflow.query
     def standing(self) -> tuple[NodeStanding, ...]:

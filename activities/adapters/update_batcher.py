@@ -15,11 +15,10 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
+from workflows.update_batch import MAX_BATCH
+
 Ask = TypeVar("Ask")
 Answer = TypeVar("Answer")
-
-# An update's payload stays far below Temporal's 2 MB blob limit (a request is well under 4 KB).
-MAX_BATCH = 100
 
 
 class UpdateBatcher(Generic[Ask, Answer]):
