@@ -6,11 +6,21 @@ the excerpt's human labels: category, drain, restart and the named culprit, per 
 plus the two counts that must stay at zero (a drain the labels do not call for; any action on a
 benign log). Hand-made fixtures under tests/ never count here. Labels are the corpus's; this
 module only reads them, so a change to the classifier cannot quietly move the goalposts.
+
+The corpus is split by source into two folds with a fixed hash of the provenance (about 30 % test,
+`fold_of`): every excerpt of one thread lands in the same fold, so no rule can be fitted to a thread
+and then "tested" on it. Rules are written and tuned on the training fold only; the figure that
+counts is the test fold's, and the gap between the two is reported per field and per confidence
+level. Excerpts of batch 0 were all read while writing rules before the split, so the honest
+figure is the test fold's over later batches ("unseen"), reported on its own. `--misses` lists
+training-fold misses only: the test fold's wrong verdicts are never shown, so nobody can study
+them into rules.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import tomllib
 from collections import defaultdict
@@ -27,6 +37,14 @@ from goodput.models import Category, CulpritKind
 
 CORPUS = Path(__file__).parent / "corpus" / "diagnosis"
 FIELDS = ("category", "drain", "restart", "culprit")
+FOLDS = ("train", "test")
+TEST_PERCENT = 30
+
+
+def fold_of(provenance: str) -> Literal["train", "test"]:
+    """The fold of a source, fixed forever by its provenance: never chosen, never moved by hand."""
+    digest = hashlib.sha256(provenance.encode("utf-8")).digest()
+    return "test" if int.from_bytes(digest[:8], "big") % 100 < TEST_PERCENT else "train"
 
 
 class Excerpt(BaseModel):
@@ -50,10 +68,17 @@ class Excerpt(BaseModel):
     drain: bool
     restart: bool
     why: str = Field(min_length=10)
+    # 0: the excerpts the rules were written from before the corpus had folds (both folds seen);
+    # 1 and later: gathered after the split, so their test-fold share was never seen by a rule writer.
+    batch: int = Field(default=0, ge=0)
 
     @property
     def family(self) -> str:
         return self.id.split("-", 1)[0]
+
+    @property
+    def fold(self) -> Literal["train", "test"]:
+        return fold_of(self.provenance)
 
 
 def load_corpus(root: Path = CORPUS) -> list[Excerpt]:
@@ -104,46 +129,105 @@ def score(label: Excerpt, verdict: Verdict) -> dict[str, bool]:
             "restart": verdict.restart == label.restart, "culprit": culprit_correct(label, verdict)}
 
 
+class _Tally:
+    """Right answers per field over some excerpts, and how many verdicts were fully right."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.fields: dict[str, int] = defaultdict(int)
+        self.all_right = 0
+
+    def add(self, marks: dict[str, bool]) -> None:
+        self.n += 1
+        for name, ok in marks.items():
+            self.fields[name] += ok
+        self.all_right += all(marks.values())
+
+    def summary(self) -> dict[str, Any]:
+        if not self.n:
+            return {"n": 0}
+        return {"n": self.n, **{k: round(self.fields[k] / self.n, 4) for k in FIELDS},
+                "all_fields": round(self.all_right / self.n, 4)}
+
+
+def _gap(train: dict[str, Any], test: dict[str, Any]) -> dict[str, float | None]:
+    """Training minus test, in points, per field: how much of the training figure is fitting."""
+    return {k: round(100 * (train[k] - test[k]), 1) if train.get("n") and test.get("n") else None
+            for k in (*FIELDS, "all_fields")}
+
+
+def _miss(excerpt: Excerpt, verdict: Verdict, marks: dict[str, bool]) -> dict[str, Any]:
+    return {"id": excerpt.id, "wrong": [k for k, ok in marks.items() if not ok],
+            "want": {"category": str(excerpt.category), "culprit_kind": str(excerpt.culprit_kind),
+                     "host": excerpt.culprit_host, "gpu": excerpt.culprit_gpu,
+                     "rank": excerpt.culprit_rank, "drain": excerpt.drain, "restart": excerpt.restart},
+            "got": {"category": str(verdict.category), "culprit_kind": str(verdict.culprit_kind),
+                    "culprit": verdict.culprit, "host": verdict.host, "gpu": verdict.gpu,
+                    "rank": verdict.rank, "drain": verdict.drain, "restart": verdict.restart,
+                    "confidence": str(verdict.confidence), "signatures": list(verdict.signatures)}}
+
+
 def evaluate(excerpts: Sequence[Excerpt], root: Path = CORPUS) -> dict[str, Any]:
-    per_field: dict[str, int] = defaultdict(int)
-    per_family: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    false_drains: list[str] = []
-    benign_actions: list[str] = []
+    overall = _Tally()
+    per_family: dict[str, _Tally] = defaultdict(_Tally)
+    per_fold: dict[str, _Tally] = defaultdict(_Tally)
+    unseen = _Tally()
+    per_confidence: dict[str, dict[str, _Tally]] = {fold: defaultdict(_Tally) for fold in FOLDS}
+    false_drains: dict[str, list[str]] = {fold: [] for fold in FOLDS}
+    benign_actions: dict[str, list[str]] = {fold: [] for fold in FOLDS}
     misses: list[dict[str, Any]] = []
     for excerpt in excerpts:
         verdict = classify_file(str(root / excerpt.file))
         marks = score(excerpt, verdict)
-        family = per_family[excerpt.family]
-        family["n"] += 1
-        for name, ok in marks.items():
-            per_field[name] += ok
-            family[name] += ok
+        fold = excerpt.fold
+        for tally in (overall, per_family[excerpt.family], per_fold[fold],
+                      per_confidence[fold][str(verdict.confidence)]):
+            tally.add(marks)
+        if fold == "test" and excerpt.batch > 0:
+            unseen.add(marks)
         if verdict.drain and not excerpt.drain:
-            false_drains.append(excerpt.id)
+            false_drains[fold].append(excerpt.id)
         if excerpt.benign and (verdict.drain or verdict.restart):
-            benign_actions.append(excerpt.id)
-        if not all(marks.values()):
-            misses.append({"id": excerpt.id, "wrong": [k for k, ok in marks.items() if not ok],
-                           "want": {"category": str(excerpt.category), "culprit_kind": str(excerpt.culprit_kind),
-                                    "host": excerpt.culprit_host, "gpu": excerpt.culprit_gpu,
-                                    "rank": excerpt.culprit_rank, "drain": excerpt.drain,
-                                    "restart": excerpt.restart},
-                           "got": {"category": str(verdict.category), "culprit_kind": str(verdict.culprit_kind),
-                                   "culprit": verdict.culprit, "host": verdict.host, "gpu": verdict.gpu,
-                                   "rank": verdict.rank, "drain": verdict.drain, "restart": verdict.restart,
-                                   "signatures": list(verdict.signatures)}})
+            benign_actions[fold].append(excerpt.id)
+        if fold == "train" and not all(marks.values()):
+            misses.append(_miss(excerpt, verdict, marks))
+    folds = {fold: {**per_fold[fold].summary(),
+                    "sources": len({e.provenance for e in excerpts if e.fold == fold}),
+                    "false_drains": len(false_drains[fold]), "benign_actions": len(benign_actions[fold]),
+                    "confidence": {level: per_confidence[fold][level].summary()
+                                   for level in ("high", "medium", "low") if level in per_confidence[fold]}}
+             for fold in FOLDS}
     n = len(excerpts)
     return {
         "benchmark": "diagnosis",
         # The classifier and the corpus decide the figures; new, uncommitted excerpts count as changes.
         "commit": commit("goodput", "benchmarks", untracked=True), "n": n,
         "sources": len({e.provenance for e in excerpts}), "benign": sum(e.benign for e in excerpts),
-        "accuracy": {k: round(per_field[k] / n, 4) if n else None for k in FIELDS},
-        "false_drains": false_drains, "benign_actions": benign_actions,
-        "families": {name: {"n": f["n"], **{k: round(f[k] / f["n"], 4) for k in FIELDS}}
-                     for name, f in sorted(per_family.items())},
+        "accuracy": {k: v for k, v in overall.summary().items() if k in FIELDS} if n
+        else dict.fromkeys(FIELDS),
+        "folds": folds, "gap": _gap(folds["train"], folds["test"]),
+        "test_unseen": unseen.summary(),
+        "gap_by_confidence": {level: _gap(folds["train"]["confidence"].get(level, {}),
+                                          folds["test"]["confidence"].get(level, {}))
+                              for level in ("high", "medium", "low")},
+        # Ids are named for the training fold only; the test fold's are counted, never listed.
+        "false_drains": false_drains["train"], "benign_actions": benign_actions["train"],
+        "families": {name: {k: v for k, v in tally.summary().items() if k != "all_fields"}
+                     for name, tally in sorted(per_family.items())},
         "misses": misses,
     }
+
+
+def _print_fold(name: str, fold: dict[str, Any]) -> None:
+    if not fold.get("n"):
+        print(f"  {name:<5} no excerpts")
+        return
+    print(f"  {name:<5} n={fold['n']:<4} sources={fold['sources']:<4} "
+          + "  ".join(f"{k} {fold[k]:.1%}" for k in FIELDS)
+          + f"  false drains {fold['false_drains']}  action on benign {fold['benign_actions']}")
+    for level, marks in fold["confidence"].items():
+        print(f"        {level:<6} n={marks['n']:<4} all fields right {marks['all_fields']:.1%}  "
+              + "  ".join(f"{k} {marks[k]:.0%}" for k in FIELDS))
 
 
 def run(argv: Sequence[str]) -> None:
@@ -163,10 +247,18 @@ def run(argv: Sequence[str]) -> None:
         for name in FIELDS:
             value = result["accuracy"][name]
             print(f"  {name:<9} {value:.1%}" if value is not None else f"  {name:<9} -")
-        print(f"  false drains: {len(result['false_drains'])}  action on benign: {len(result['benign_actions'])}")
+        for fold in FOLDS:
+            _print_fold(fold, result["folds"][fold])
+        unseen = result["test_unseen"]
+        if unseen["n"]:
+            print(f"  test fold, batches gathered after the split (never seen): n={unseen['n']}  "
+                  + "  ".join(f"{k} {unseen[k]:.1%}" for k in FIELDS))
+        gap = result["gap"]
+        print("  gap (train - test, points): " + "  ".join(
+            f"{k} {gap[k]:+.1f}" if gap[k] is not None else f"{k} -" for k in (*FIELDS, "all_fields")))
         for family, marks in result["families"].items():
             print(f"  {family:<9} n={marks['n']:<4} " + "  ".join(f"{k} {marks[k]:.0%}" for k in FIELDS))
-        if args.misses:
+        if args.misses:  # the training fold's only
             for miss in result["misses"]:
                 print(json.dumps(miss, sort_keys=True))
     else:

@@ -99,3 +99,26 @@ def test_a_drain_the_labels_do_not_call_for_and_an_action_on_a_benign_log_are_co
 def test_a_manifest_with_an_unknown_field_is_refused() -> None:
     with pytest.raises(ValueError, match="culprit_hots"):
         label(culprit_hots="n1")
+
+
+def test_the_fold_of_a_source_is_fixed_by_its_provenance_alone() -> None:
+    from benchmarks.diagnosis import fold_of
+    # Pinned: a changed hash or share would silently move sources between folds.
+    assert [fold_of(p) for p in ("NVIDIA/nccl#1", "pytorch/pytorch#123456", "NVIDIA/nccl#3")] == [
+        "train", "train", "test"]
+    excerpts = load_corpus()
+    by_source: dict[str, set[str]] = {}
+    for e in excerpts:
+        by_source.setdefault(e.provenance, set()).add(e.fold)
+    assert all(len(folds) == 1 for folds in by_source.values())
+    share = sum(e.fold == "test" for e in excerpts) / len(excerpts)
+    assert 0.2 <= share <= 0.4
+
+
+def test_the_report_never_lists_a_test_fold_miss() -> None:
+    excerpts = load_corpus()
+    result = evaluate(excerpts)
+    test_ids = {e.id for e in excerpts if e.fold == "test"}
+    assert not test_ids & {m["id"] for m in result["misses"]}
+    assert not test_ids & (set(result["false_drains"]) | set(result["benign_actions"]))
+    assert result["folds"]["test"]["n"] == len(test_ids)
