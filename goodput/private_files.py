@@ -93,7 +93,7 @@ def check_trusted(path: Path, what: str, *, directory: bool = False) -> None:
         raise PrivateFileError(f"{what} {path} is not a {'directory' if directory else 'regular file'}")
     if info.st_uid not in (os.geteuid(), 0):
         raise PrivateFileError(f"{what} {path} is owned by uid {info.st_uid}, not by this user "
-                               f"(uid {os.geteuid()}) or root: refused (someone else would choose goodput's settings)")
+                               f"(uid {os.geteuid()}) or root: refused")
     if writable_by_others(info):
         raise PrivateFileError(f"{what} {path} has mode {stat.S_IMODE(info.st_mode):04o}: others can write it; "
                                f"chmod go-w {path}")
