@@ -110,6 +110,8 @@ class ConsoleSettings(BaseModel):
     # Where the console's deep links to incidents point; default http://127.0.0.1:<temporal_ui_port>.
     temporal_ui_url: str = ""
     refresh_s: float = Field(default=1.0, gt=0, le=60)
+    # Live incident streams one user may hold at once (a browser tab each); more are refused (429).
+    max_streams_per_user: int = Field(default=4, ge=1, le=100)
     # Counts per state (one query per state) and the overview pages' 2,000-incident window cost
     # far more than a page of rows at scale (docs/benchmarks.md): they refresh less often.
     counts_refresh_s: float = Field(default=10.0, gt=0, le=600)
