@@ -82,10 +82,15 @@ def config_file(environ: Mapping[str, str] | None = None) -> Path | None:
 
 def check_data_dir(path: Path) -> None:
     """The data directory holds the keys, the audit log and the fake cluster's state: another
-    user who could write it (or the directory it is made in) could plant or swap them."""
-    check_parent(path, "data directory")
+    user who owns it could plant or swap them. A relative one (the demo's `.goodput`, in whatever
+    directory the operator stands in) is the ambient case and is held to the config's rule: no one
+    else may write it or the directory it is in. One named by an absolute path was the site's
+    choice and need only belong to this user or root: a Kubernetes emptyDir is root's, mode 0777,
+    and private to the pod. The secrets in it are checked file by file either way."""
+    if not path.is_absolute():
+        check_parent(path, "data directory")
     if os.path.lexists(path):
-        check_trusted(path, "data directory", directory=True)
+        check_trusted(path, "data directory", directory=True, others_may_write=path.is_absolute())
 
 
 def describe(error: ValidationError, config: Path | None, environ: Mapping[str, str] | None = None) -> str:

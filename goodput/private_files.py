@@ -81,9 +81,10 @@ def writable_by_others(info: os.stat_result) -> bool:
                                                 and info.st_gid != os.getegid())
 
 
-def check_trusted(path: Path, what: str, *, directory: bool = False) -> None:
+def check_trusted(path: Path, what: str, *, directory: bool = False, others_may_write: bool = False) -> None:
     """`path` (followed if a link: an operator may link /etc/goodput into place) belongs to this
-    user or root and no one else can write it; `what` names it in the error ("config file")."""
+    user or root and, unless `others_may_write`, no one else can write it; `what` names it in the
+    error ("config file")."""
     try:
         info = os.stat(path)
     except OSError as err:
@@ -94,7 +95,7 @@ def check_trusted(path: Path, what: str, *, directory: bool = False) -> None:
     if info.st_uid not in (os.geteuid(), 0):
         raise PrivateFileError(f"{what} {path} is owned by uid {info.st_uid}, not by this user "
                                f"(uid {os.geteuid()}) or root: refused")
-    if writable_by_others(info):
+    if writable_by_others(info) and not others_may_write:
         raise PrivateFileError(f"{what} {path} has mode {stat.S_IMODE(info.st_mode):04o}: others can write it; "
                                f"chmod go-w {path}")
 

@@ -97,15 +97,31 @@ def test_the_config_flag_names_the_file(where: Path, tmp_path: Path, capsys: pyt
     assert "data directory" in err and str(tmp_path / "data") in err and "owned by uid 65534" in err
 
 
-def test_a_data_directory_others_can_write_is_refused(where: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    data = tmp_path / "data"
+def test_a_data_directory_in_the_working_directory_others_can_write_is_refused(
+        where: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (where / ".goodput").mkdir()
+    (where / ".goodput").chmod(0o777)
+    assert dispatch(["audit"]) == 2
+    err = capsys.readouterr().err
+    assert "data directory .goodput" in err and "others can write" in err
+
+
+def test_the_default_data_directory_in_another_users_directory_is_refused(
+        where: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    os.chown(where, NOBODY, NOBODY)
+    assert dispatch(["audit"]) == 2
+    assert "another user owns or can write" in capsys.readouterr().err
+    assert not (where / ".goodput").exists()
+
+
+def test_a_named_data_directory_need_only_be_this_users_or_roots(where: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # A Kubernetes emptyDir: root's, mode 0777, private to the pod.
+    data = tmp_path / "volume"
     data.mkdir()
     data.chmod(0o777)
     monkeypatch.setenv("GOODPUT_DATA_DIR", str(data))
-    assert dispatch(["audit"]) == 2
-    err = capsys.readouterr().err
-    assert "data directory" in err and "others can write" in err
+    assert dispatch(["audit"]) == 0
 
 
 def test_settings_errors_name_the_key_and_its_file_never_the_value(where: Path,
