@@ -56,7 +56,7 @@ from workers.serve import cmd_agent, cmd_console, cmd_up, cmd_worker
 log = logging.getLogger("goodput")
 CLI_ORIGIN = f"cli on {socket.gethostname()}"[:200]
 # The commands that keep keys, logs or state in data_dir: refused when another user could plant them.
-DATA_DIR_COMMANDS = frozenset({"up", "worker", "console", "audit", "agent"})
+DATA_DIR_COMMANDS = frozenset({"up", "worker", "console", "audit"})
 
 
 def build_parser() -> argparse.ArgumentParser:
