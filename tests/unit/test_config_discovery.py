@@ -17,6 +17,7 @@ from goodput.private_files import PrivateFileError
 from workers.main import dispatch
 
 NOBODY = 65534
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
 SECRET = "tok-s3cret-0123456789abcdef"
 
 
@@ -46,6 +47,7 @@ def test_the_operators_own_goodput_toml_in_the_working_directory_is_read(where: 
     assert Settings().cluster == "from-cwd"
 
 
+@AS_ROOT
 def test_a_goodput_toml_another_user_owns_is_refused(where: Path) -> None:
     _toml(where / "goodput.toml", 'temporal_address = "evil.example:7233"\n')
     os.chown(where / "goodput.toml", NOBODY, NOBODY)
@@ -59,6 +61,7 @@ def test_a_goodput_toml_others_can_write_is_refused(where: Path) -> None:
         Settings()
 
 
+@AS_ROOT
 def test_a_goodput_toml_in_a_directory_another_user_owns_is_refused(where: Path) -> None:
     _toml(where / "goodput.toml", 'cluster = "x"\n')
     os.chown(where, NOBODY, NOBODY)
@@ -66,6 +69,7 @@ def test_a_goodput_toml_in_a_directory_another_user_owns_is_refused(where: Path)
         Settings()
 
 
+@AS_ROOT
 def test_without_one_here_the_user_config_dir_then_etc_goodput(where: Path, tmp_path: Path) -> None:
     assert Settings().cluster == "default"
     _toml(tmp_path / "etc" / "goodput.toml", 'cluster = "from-etc"\n')
@@ -88,6 +92,7 @@ def test_an_explicit_config_wins_and_is_checked_too(where: Path, tmp_path: Path,
         Settings()
 
 
+@AS_ROOT
 def test_the_config_flag_names_the_file(where: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     explicit = _toml(tmp_path / "site.toml", f'data_dir = "{tmp_path / "data"}"\n')
     (tmp_path / "data").mkdir(mode=0o700)
@@ -106,6 +111,7 @@ def test_a_data_directory_in_the_working_directory_others_can_write_is_refused(
     assert "data directory .goodput" in err and "others can write" in err
 
 
+@AS_ROOT
 def test_the_default_data_directory_in_another_users_directory_is_refused(
         where: Path, capsys: pytest.CaptureFixture[str]) -> None:
     os.chown(where, NOBODY, NOBODY)
@@ -143,3 +149,13 @@ def test_settings_errors_from_the_environment_name_the_variable(where: Path, mon
     assert "s3cret" not in err
     assert "console.session_secret" in err and "GOODPUT_CONSOLE__SESSION_SECRET" in err
     assert "console.users.0.role" in err and "GOODPUT_CONSOLE__USERS" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root's files are trusted whatever the euid says")
+def test_a_config_another_user_owns_is_refused_without_root(where: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    explicit = _toml(tmp_path / "site.toml", 'cluster = "theirs"\n')
+    monkeypatch.setenv("GOODPUT_CONFIG", str(explicit))
+    monkeypatch.setattr(os, "geteuid", lambda: explicit.stat().st_uid + 1)
+    with pytest.raises(PrivateFileError, match="owned by uid"):
+        Settings()
