@@ -1,5 +1,7 @@
 """Settings: environment variables (`GOODPUT_*`, nested with `__`) over `goodput.toml` over defaults.
 
+Which goodput.toml, and why a file another user could write is refused: goodput.config_sources.
+
 The defaults are the embedded demo: a Temporal dev server goodput starts itself, on loopback,
 with its database under `.goodput/`, a fake scheduler, and monitor mode (recommend, never act).
 See docs/configuration.md for every key.
@@ -7,7 +9,6 @@ See docs/configuration.md for every key.
 
 from __future__ import annotations
 
-import os
 from enum import StrEnum
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from goodput.config_sources import config_file
 from goodput.console.auth import ConsoleUser
 from goodput.detect.agent import AgentConfig
 from goodput.detect.nvsentinel import NvSentinelSettings
@@ -108,6 +110,8 @@ class ConsoleSettings(BaseModel):
     # Where the console's deep links to incidents point; default http://127.0.0.1:<temporal_ui_port>.
     temporal_ui_url: str = ""
     refresh_s: float = Field(default=1.0, gt=0, le=60)
+    # Live incident streams one user may hold at once (a browser tab each); more are refused (429).
+    max_streams_per_user: int = Field(default=4, ge=1, le=100)
     # Counts per state (one query per state) and the overview pages' 2,000-incident window cost
     # far more than a page of rows at scale (docs/benchmarks.md): they refresh less often.
     counts_refresh_s: float = Field(default=10.0, gt=0, le=600)
@@ -118,8 +122,9 @@ class ConsoleSettings(BaseModel):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="GOODPUT_", env_nested_delimiter="__",
-                                      toml_file="goodput.toml", extra="forbid")
+    # hide_input_in_errors: a rejected value may be a token; errors name keys, never values.
+    model_config = SettingsConfigDict(env_prefix="GOODPUT_", env_nested_delimiter="__", extra="forbid",
+                                      hide_input_in_errors=True)
 
     cluster: str = "default"
     temporal_address: str = "127.0.0.1:7233"
@@ -174,9 +179,10 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml_path = Path(os.environ.get("GOODPUT_CONFIG", "goodput.toml"))
-        return (init_settings, env_settings,
-                TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
+        toml_path = config_file()  # which file, and refused if someone else could have written it
+        if toml_path is None:
+            return (init_settings, env_settings)
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
 
     @property
     def temporal_db(self) -> Path:

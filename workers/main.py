@@ -18,7 +18,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from pydantic import ValidationError
 from rich.console import Console
+from rich.text import Text
 
 from activities.adapters.audit_log import JsonlAuditLog
 from activities.adapters.gpu_nvml import NvmlUnavailableError
@@ -34,7 +36,9 @@ from goodput.cli.doctor import exit_code as doctor_exit_code
 from goodput.cli.doctor import render as render_doctor
 from goodput.cli.render import faults_table, incident_detail, incidents_table, lost_work_table, nodes_table
 from goodput.cli.service import ServiceError
+from goodput.cli.terminal import terminal_text
 from goodput.config import Settings
+from goodput.config_sources import SettingsError, check_data_dir, config_file, config_flag, describe
 from goodput.console.faults import all_faults
 from goodput.diagnose.classify import run_classify
 from goodput.identifiers import InvalidIdentifierError, validate_cluster, validate_job_id
@@ -51,10 +55,14 @@ from workers.serve import cmd_agent, cmd_console, cmd_up, cmd_worker
 
 log = logging.getLogger("goodput")
 CLI_ORIGIN = f"cli on {socket.gethostname()}"[:200]
+# The commands that keep keys, logs or state in data_dir: refused when another user could plant them.
+DATA_DIR_COMMANDS = frozenset({"up", "worker", "console", "audit"})
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="goodput", description=__doc__)
+    parser.add_argument("--config", type=Path, help="goodput.toml to read (default: GOODPUT_CONFIG, else "
+                        "./goodput.toml when it is yours, ~/.config/goodput/goodput.toml, /etc/goodput/goodput.toml)")
     parser.add_argument("--temporal", help="Temporal HOST:PORT (default from settings: 127.0.0.1:7233)")
     parser.add_argument("--namespace", help="Temporal namespace")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -181,7 +189,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
         overrides["data_dir"] = args.data_dir
     if getattr(args, "task_queue", None):
         overrides["task_queue"] = args.task_queue
-    settings = Settings(**overrides)  # type: ignore[arg-type]
+    with config_flag(args.config):
+        try:
+            settings = Settings(**overrides)  # type: ignore[arg-type]
+        except ValidationError as err:  # its text would show the values: tokens, OAuth secrets
+            raise SettingsError(describe(err, config_file())) from None
     if args.command == "console" and (args.host or args.port is not None):
         console = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
         settings = settings.model_copy(update={"console": settings.console.model_copy(update=console)})
@@ -243,11 +255,11 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
         else:
             console.print(lost_work_table(summary))
         for line in unreadable:
-            Console(stderr=True).print(f"[yellow]skipped[/] {line}", highlight=False)
+            Console(stderr=True).print(Text("skipped ", style="yellow") + terminal_text(line), highlight=False)
     elif args.command == "audit":
         reports, unreadable = await readable_reports(service, args.limit)
         for line in unreadable:
-            Console(stderr=True).print(f"[yellow]skipped[/] {line}", highlight=False)
+            Console(stderr=True).print(Text("skipped ", style="yellow") + terminal_text(line), highlight=False)
         show_audit(args, settings, [record for r in reports for record in r.audit])
     elif args.command == "incident":
         report = await service.get(args.incident_id)
@@ -264,28 +276,28 @@ async def cmd_client(args: argparse.Namespace, settings: Settings, console: Cons
             returns = await service.node_health(cluster)
             console.print(nodes_table(cluster, standings))
             for h in returns:
-                console.print(f"return to service: {h.node} {h.phase} (incident {h.incident_id}): {h.why}",
-                              highlight=False)
+                console.print(terminal_text(f"return to service: {h.node} {h.phase} (incident {h.incident_id}): "
+                                            f"{h.why}"), highlight=False)
     elif args.command == "kill-switch":
         cluster = validate_cluster(args.cluster or settings.cluster)
         if args.action != "status" and not args.reason:
             raise AnomalyInputError(f"kill-switch {args.action} needs --reason")
         by = OperatorDecision(who=args.who, reason=args.reason, origin=CLI_ORIGIN) if args.action != "status" else None
         switch = await service.kill_switch(cluster, None if by is None else args.action == "on", by)
-        console.print(f"kill switch of {cluster}: {kill_switch_line(switch)}", highlight=False)
+        console.print(terminal_text(f"kill switch of {cluster}: {kill_switch_line(switch)}"), highlight=False)
     elif args.command == "breaker":
         cluster = validate_cluster(args.cluster or settings.cluster)
         if args.action == "reset":
             if not args.reason:
                 raise AnomalyInputError("breaker reset needs --reason")
             await service.breaker_reset(cluster, OperatorDecision(who=args.who, reason=args.reason, origin=CLI_ORIGIN))
-            console.print(f"drain breaker of {cluster} reset by {args.who}")
+            console.print(terminal_text(f"drain breaker of {cluster} reset by {args.who}"))
         else:
             status = await service.breaker_status(cluster)
             opened = status.tripped_at.isoformat() if status.tripped_at else "closed"
             drained = sorted({n for g in status.grants for n in g.nodes})
-            console.print(f"drain breaker of {cluster}: {opened}; trips={status.trips} refused={status.refused}; "
-                          f"drained in window: {', '.join(drained) or 'none'}")
+            console.print(terminal_text(f"drain breaker of {cluster}: {opened}; trips={status.trips} "
+                                        f"refused={status.refused}; drained in window: {', '.join(drained) or 'none'}"))
     else:
         decision = Decision(verb=DecisionVerb(args.command),
                             by=OperatorDecision(who=args.who, reason=args.reason, origin=CLI_ORIGIN))
@@ -322,7 +334,8 @@ def show_audit(args: argparse.Namespace, settings: Settings, rebuilt: Sequence[A
     start = parse_since(args.since, datetime.now(UTC)) if args.since else None
     render_audit(since(merged(log.read(), rebuilt), start), args.format, sys.stdout)
     if log.skipped_lines:
-        Console(stderr=True).print(f"[yellow]{log.skipped_lines} unreadable line(s) in {settings.audit_path}[/]")
+        Console(stderr=True).print(terminal_text(f"{log.skipped_lines} unreadable line(s) in {settings.audit_path}",
+                                                 style="yellow"))
     return 0
 
 
@@ -380,6 +393,8 @@ def dispatch(argv: Sequence[str] | None = None) -> int:
         if args.command == "advise" and not (args.nodes and args.cluster_nodes):
             raise AnomalyInputError("advise needs --mtbf-hours, or --nodes and --cluster-nodes (MTBF from incidents)")
         settings = settings_from(args)
+        if args.command in DATA_DIR_COMMANDS:
+            check_data_dir(settings.data_dir)
         if args.command == "audit" and not args.from_histories:
             return show_audit(args, settings)
         if args.command == "doctor":
@@ -395,10 +410,10 @@ def dispatch(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(cmd_client(args, settings, console))
     except (ServiceError, AnomalyInputError, InvalidIdentifierError, devserver.DevServerError,
             NvmlUnavailableError) as error:
-        err.print(f"[red]error:[/] {error}", highlight=False, markup=True)
+        err.print(Text("error: ", style="red") + terminal_text(str(error), keep_newlines=True), highlight=False)
         return 2
-    except ValueError as error:  # pydantic validation of settings or decisions
-        err.print(f"[red]error:[/] {error}", highlight=False)
+    except ValueError as error:  # settings (described without values), files refused, decisions
+        err.print(Text("error: ", style="red") + terminal_text(str(error), keep_newlines=True), highlight=False)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -9,13 +9,11 @@ only, so restarts keep recognising copies made before them.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import secrets
-import stat
 from pathlib import Path
 
 from goodput.config import Settings
+from goodput.private_files import PrivateFileError, private_secret
 from goodput.slurm.resubmit import MIN_SECRET_BYTES, ResubmitKey
 
 KEY_FILE = "resubmit.key"
@@ -36,28 +34,10 @@ def resubmit_key_from(settings: Settings) -> ResubmitKey:
 
 
 def _stored_secret(path: Path) -> bytes:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
-        _create(path)
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as stored:
-        info = os.fstat(stored.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o077 or info.st_uid != os.geteuid():
-            raise ResubmitKeyError(f"{path} must be a regular file of this user's, mode 0600")
-        secret = stored.read(MAX_KEY_FILE).strip()
+    try:
+        secret = private_secret(path, lambda: (secrets.token_hex(32) + "\n").encode(), max_bytes=MAX_KEY_FILE)
+    except PrivateFileError as err:
+        raise ResubmitKeyError(str(err)) from None
     if len(secret) < MIN_SECRET_BYTES:
         raise ResubmitKeyError(f"{path} holds no usable key; delete it to have a new one generated")
     return secret
-
-
-def _create(path: Path) -> None:
-    """Written aside, then linked into place: concurrent starters agree on the first key."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(secrets.token_hex(32) + "\n")
-        with contextlib.suppress(FileExistsError):
-            os.link(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)

@@ -7,7 +7,7 @@ raise, so the notify activity retries them; the JSON-lines notifier stays the lo
 A webhook URL is a credential (whoever has a Slack incoming-webhook URL can post to the channel),
 and an activity's error message ends up in workflow history, visible to everyone with UI access:
 errors name only the URL's scheme and host, and never chain the HTTP library's exception (whose
-text may carry the full URL).
+text may carry the full URL). For the same reason proxy variables and .netrc are never read.
 """
 
 from __future__ import annotations
@@ -43,7 +43,10 @@ class WebhookNotifier:
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self._url = url
         self._ui_url = ui_url
-        self._client = httpx.AsyncClient(timeout=timeout_s, transport=transport, follow_redirects=False)
+        # trust_env=False: a proxy named by the environment would see the whole URL (the
+        # credential), and a .netrc would add a header of its own choosing.
+        self._client = httpx.AsyncClient(timeout=timeout_s, transport=transport, follow_redirects=False,
+                                         trust_env=False)
 
     async def notify(self, notification: Notification) -> None:
         where = redacted(self._url)

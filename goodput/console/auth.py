@@ -27,6 +27,9 @@ from goodput.models import Frozen
 
 SESSION_TTL = timedelta(hours=12)
 MAX_COOKIE = 1024
+# Sessions logged out and not yet expired, remembered per process; beyond this many the oldest
+# is forgotten first (it expires within SESSION_TTL anyway).
+MAX_REVOKED = 100_000
 
 
 class Role(IntEnum):
@@ -80,6 +83,7 @@ class TokenAuthenticator:
             raise ValueError("the session secret must be at least 32 bytes")
         self._users = users
         self._secret = secret
+        self._revoked: dict[str, float] = {}  # session id -> when its cookie would expire
 
     def user_for_token(self, token: str) -> ConsoleUser | None:
         presented = token.encode("utf-8", "surrogateescape")
@@ -113,10 +117,25 @@ class TokenAuthenticator:
         name, expires, session_id = [*body.split("|"), "", "", ""][:3]
         if not (expires.isascii() and expires.isdigit()) or int(expires) < now.timestamp():
             return None
+        if session_id in self._revoked:
+            return None
         user = next((u for u in self._users if u.name == name), None)
         if user is None:
             return None
         return Principal(name=user.name, role=Role.parse(user.role), via_session=True, session_id=session_id)
+
+    def revoke(self, principal: Principal, now: datetime) -> None:
+        """Logout: the session's cookie stops working at once, here, not only in the browser that
+        dropped it (a copied cookie, an open live stream). Held in memory until the cookie would
+        have expired anyway; another console process of the deployment does not learn of it."""
+        if not principal.via_session or not principal.session_id:
+            return
+        expired = [sid for sid, until in self._revoked.items() if until < now.timestamp()]
+        for sid in expired:
+            del self._revoked[sid]
+        while len(self._revoked) >= MAX_REVOKED:
+            del self._revoked[next(iter(self._revoked))]
+        self._revoked[principal.session_id] = (now + SESSION_TTL).timestamp()
 
     def csrf_token(self, principal: Principal) -> str:
         """Bound to the session: a token stolen from one session is worthless in another."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,17 @@ def test_in_cluster_mode_mounts_the_jwt(chart: helm_python.Chart) -> None:
             # A directory mount, not subPath: a rotated token reaches the pod, and goodput re-reads it.
             assert mount["readOnly"] is True and "subPath" not in mount
             assert config["slurm"]["rest_token_file"] == f"{mount['mountPath']}/token"
+
+
+def test_the_in_cluster_example_acts_as_an_operator_account_not_the_slurm_user(chart: helm_python.Chart) -> None:
+    # A JWT for the SlurmUser is the whole cluster (reconfigure it, act as anyone, change any
+    # account); goodput drains, holds and cancels, which AdminLevel=Operator allows.
+    docs = manifests(render(chart, values_for("in-cluster")))
+    assert goodput_toml(docs)["slurm"]["rest_user"] == "goodput"
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "deployment.md").read_text()
+    minted = re.findall(r"scontrol token username=(\S+)", guide)
+    assert minted and set(minted) == {"goodput"}
+    assert "adminlevel=operator" in guide.lower()
 
 
 def test_in_cluster_actions_over_ssh_use_the_login_node_beside_slurmrestd(chart: helm_python.Chart) -> None:

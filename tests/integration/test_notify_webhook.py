@@ -6,6 +6,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import pytest
@@ -85,3 +86,38 @@ async def test_errors_never_carry_the_webhook_url() -> None:
         assert "s3cr3t" not in str(caught.value) and "hooks.example.test" in str(caught.value)
         error = caught.value
         assert error.__cause__ is None and (error.__context__ is None or error.__suppress_context__)
+
+
+async def test_the_webhook_url_never_goes_to_a_proxy_or_gets_netrc_credentials(
+        server: tuple[str, list[dict[str, object]]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The URL is a credential: a proxy named by the environment would see it in full (and a
+    # planted .netrc would add its own Authorization header to what goes out).
+    url, received = server
+    proxied: list[str] = []
+
+    class Proxy(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            proxied.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login planted password planted\n")
+    netrc.chmod(0o600)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.server_address[1]}")
+    monkeypatch.setenv("NETRC", str(netrc))
+    try:
+        await WebhookNotifier(url).notify(NOTE)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert proxied == [] and len(received) == 1

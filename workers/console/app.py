@@ -21,7 +21,7 @@ from functools import partial
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -46,6 +46,7 @@ from workers.console.security import (
     require,
     same_origin_post,
 )
+from workers.console.streams import HeldStream
 from workers.metrics_endpoint import metrics_endpoint
 
 MAX_REASON = 2000
@@ -127,6 +128,7 @@ async def login(ctx: ConsoleContext, request: Request) -> Response:
 async def logout(ctx: ConsoleContext, request: Request) -> Response:
     who = require(request, ctx.auth)
     await checked_form(request, ctx.auth, who)
+    ctx.auth.revoke(who.principal, datetime.now(UTC))  # ends its live streams too
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE)
     return response
@@ -167,14 +169,26 @@ async def incidents(ctx: ConsoleContext, request: Request) -> Response:
 
 
 async def stream(ctx: ConsoleContext, request: Request) -> Response:
-    """Server-sent events: the list's rows and counts whenever they change (no reload)."""
-    require(request, ctx.auth)
+    """Server-sent events: the list's rows and counts whenever they change (no reload).
+
+    A stream outlives the request that proved who asked: the caller is checked again before
+    every read, so a logout, an expired session or a lost role ends it (`event: ended`). Each
+    user holds at most `max_streams_per_user` at once; more are refused, not queued."""
+    who = require(request, ctx.auth)
     IncidentFilter.from_params(request.query_params)  # a bad filter fails here, not mid-stream
+    name = who.principal.name
+    if not ctx.streams.hold(name):
+        return PlainTextResponse(f"429 {name} already has {ctx.max_streams_per_user} live streams open; "
+                                 "close another console tab\n", status_code=429, headers=SECURITY_HEADERS)
 
     async def events() -> AsyncIterator[str]:
         last = ""
         idle = 0.0
         while not await request.is_disconnected():
+            now = caller(request, ctx.auth)
+            if now is None or now.principal.name != name or not now.principal.can(Role.VIEWER):
+                yield f"event: ended\ndata: {json.dumps({'error': 'session ended: log in again'})}\n\n"
+                return
             try:
                 values = await _listing(ctx, request)
                 body = json.dumps({
@@ -192,8 +206,8 @@ async def stream(ctx: ConsoleContext, request: Request) -> Response:
             await asyncio.sleep(ctx.refresh_s)
             idle += ctx.refresh_s
 
-    return StreamingResponse(events(), media_type="text/event-stream",
-                             headers={**SECURITY_HEADERS, "x-accel-buffering": "no"})
+    return HeldStream(events(), release=partial(ctx.streams.release, name), media_type="text/event-stream",
+                      headers={**SECURITY_HEADERS, "x-accel-buffering": "no"})
 
 
 async def incident(ctx: ConsoleContext, request: Request) -> Response:

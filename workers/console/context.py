@@ -22,6 +22,7 @@ from goodput.scheduler import Scheduler
 from workers.console.backend import ConsoleBackend
 from workers.console.security import CSRF_FIELD, SECURITY_HEADERS, Caller
 from workers.console.shared import SharedRefresh
+from workers.console.streams import StreamSlots
 
 HERE = Path(__file__).parent
 
@@ -42,8 +43,11 @@ class ConsoleContext:
     scheduler: Scheduler | None = None
     # The baseline "GPU-hours saved" is measured against: a person recovering the job by hand.
     manual_recovery_s: float = 3600.0
+    # Live streams one user may hold at once (each re-reads a page every refresh_s).
+    max_streams_per_user: int = 4
 
     def __post_init__(self) -> None:
+        self.streams = StreamSlots(self.max_streams_per_user)
         self.listings: SharedRefresh[dict[str, object]] = SharedRefresh(self.refresh_s)
         self.counts: SharedRefresh[dict[str, int]] = SharedRefresh(self.counts_refresh_s)
         self.overviews: SharedRefresh[list[IncidentSummary]] = SharedRefresh(self.overview_refresh_s)

@@ -2,14 +2,15 @@
 
 `goodput up` and `goodput console` both enter `serve_console`; it refuses a non-loopback address
 unless the site asked for one, and, where no console users are configured, writes an admin token
-for the embedded default to a 0600 file (printed as a path, never as the secret).
+for the embedded default to a 0600 file (printed as a path, never as the secret). Both that token
+and the generated session key are used only as goodput left them (goodput.private_files): a key
+another user planted would sign their admin cookie.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
-import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -20,6 +21,7 @@ import uvicorn
 
 from goodput.config import ConsoleSettings
 from goodput.console.auth import ConsoleUser, TokenAuthenticator
+from goodput.private_files import private_secret
 from workers.console.app import build_app
 from workers.console.context import ConsoleContext
 
@@ -34,25 +36,14 @@ class Served:
     admin_token_file: Path | None  # set when the embedded default made its own admin token
 
 
-def _private_file(path: Path, make: bytes) -> bytes:
-    """The file's content, created 0600 with `make` when missing."""
-    if path.exists():
-        return path.read_bytes().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(make)
-    return make
-
-
 def authenticator(settings: ConsoleSettings, data_dir: Path) -> tuple[TokenAuthenticator, Path | None]:
     secret = (settings.session_secret.get_secret_value().encode() if settings.session_secret else
-              _private_file(data_dir / "console-session.key", secrets.token_hex(32).encode()))
+              private_secret(data_dir / "console-session.key", lambda: secrets.token_hex(32).encode()))
     users = settings.users
     token_file = None
     if not users:
         token_file = data_dir / "console-admin.token"
-        token = _private_file(token_file, secrets.token_urlsafe(32).encode()).decode()
+        token = private_secret(token_file, lambda: secrets.token_urlsafe(32).encode()).decode()
         users = (ConsoleUser(name="admin", role="admin", token=token),)
     return TokenAuthenticator(users, secret), token_file
 

@@ -25,5 +25,6 @@ def console_context(settings: Settings, client: Client) -> tuple[ConsoleContext,
         temporal_ui_url=settings.console.temporal_ui_url or f"http://127.0.0.1:{settings.temporal_ui_port}",
         refresh_s=settings.console.refresh_s, counts_refresh_s=settings.console.counts_refresh_s,
         overview_refresh_s=settings.console.overview_refresh_s, scheduler=scheduler,
-        manual_recovery_s=settings.console.manual_recovery_min * 60)
+        manual_recovery_s=settings.console.manual_recovery_min * 60,
+        max_streams_per_user=settings.console.max_streams_per_user)
     return ctx, token_file

@@ -13,5 +13,16 @@
     live.textContent = "live · updated " + new Date().toLocaleTimeString();
     live.className = "live on";
   });
-  source.onerror = function () { live.textContent = "live: reconnecting…"; live.className = "live stale"; };
+  // The server ends a stream whose session ended (logout, expiry): stop, do not reconnect.
+  source.addEventListener("ended", function (event) {
+    source.close();
+    live.textContent = "live: " + JSON.parse(event.data).error;
+    live.className = "live stale";
+  });
+  // A refused stream (401, or 429: too many open for this user) is closed for good by the browser.
+  source.onerror = function () {
+    live.textContent = source.readyState === EventSource.CLOSED ? "live: stopped (reload the page)"
+                                                                 : "live: reconnecting…";
+    live.className = "live stale";
+  };
 })();
