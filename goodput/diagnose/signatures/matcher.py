@@ -82,7 +82,7 @@ class Catalogue:
         return found
 
     def match_line(self, line: str, line_no: int = 0) -> list[Match]:
-        """Every signature that matches one line, specific rules displacing generic ones."""
+        """Every signature that matches one line, specific rules displacing generic ones and fallbacks."""
         if len(line) > MAX_SCAN_CHARS:
             line = line[:MAX_SCAN_CHARS]
         data = utf8(line)
@@ -98,8 +98,9 @@ class Catalogue:
             if spans is not None:
                 hits.append(Match(signature=sig, line_no=line_no, text=line, groups=regex.groups_of(body, spans),
                                   context=context))
-        if len(hits) > 1 and any(not h.signature.generic for h in hits):
-            hits = [h for h in hits if not h.signature.generic]
+        if len(hits) > 1:
+            lowest = min(h.signature.tier for h in hits)
+            hits = [h for h in hits if h.signature.tier == lowest]
         return hits
 
     def scan(self, lines: Iterable[str], start: int = 1) -> Iterator[Match]:
