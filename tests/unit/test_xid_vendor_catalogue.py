@@ -141,7 +141,7 @@ def test_xid_45_alone_is_a_consequence() -> None:
 
 
 @pytest.mark.parametrize(("previous", "drain"), [(79, True), (48, True), (74, True), (137, False), (13, False),
-                                                 (145, False)])
+                                                 (144, True), (145, False), (149, False)])
 def test_xid_45_follows_the_xid_it_names(previous: int, drain: bool) -> None:
     assert classify_lines([xid_line(45, f"Ch 00000010, caused by previous Xid {previous}")]).drain is drain
 

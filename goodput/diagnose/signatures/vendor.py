@@ -66,6 +66,13 @@ class DecodeRow(Frozen):
     status: int = Field(ge=0, lt=1 << 32)
     immediate: str
     severity: str
+    # What the sheet says happens on the local GPU ("Xid 48, AppCrash (Xid 45)", "none", ...).
+    local: str = ""
+
+    @property
+    def kills_channels(self) -> bool:
+        """Whether the sheet names an application crash (an Xid 45) as this row's local effect."""
+        return "Xid 45" in self.local
 
 
 class XidCatalog(Frozen):
@@ -96,7 +103,8 @@ def parse_table(doc: Mapping[str, Any]) -> XidCatalog:
     meta = dict(doc["catalog"])
     rows = tuple(XidRow.model_validate(r) for r in doc.get("xid", []))
     decode = tuple(DecodeRow(xid=r[0], unit=r[1], bits_v1=r[2], bits_v2=r[3], status=r[4], immediate=r[5],
-                             severity=r[6]) for r in doc.get("nvlink5", {}).get("decode", []))
+                             severity=r[6], local=r[7] if len(r) > 7 else "")
+                   for r in doc.get("nvlink5", {}).get("decode", []))
     catalog = XidCatalog(document=meta["document"], url=meta["url"], section=meta["section"],
                          decode_section=meta["decode_section"], version=str(meta["version"]),
                          buckets={k: Bucket.model_validate(v) for k, v in dict(doc["buckets"]).items()},
@@ -244,10 +252,15 @@ def decode_signatures(catalog: XidCatalog) -> list[dict[str, Any]]:
 def follow_45_signatures(catalog: XidCatalog) -> list[dict[str, Any]]:
     """Xid 45 that names the Xid it follows (`caused by previous Xid N`): NVIDIA's rule for an Xid 45
     that is not alone is to follow the other Xid, so it drains exactly when that Xid's bucket does,
-    even where the excerpt lost the other Xid's own line."""
+    even where the excerpt lost the other Xid's own line. For an NVLink5 Xid (144-150) the bucket is
+    in the decode sheet: it drains when every row of the sheet whose local effect is an application
+    crash (Xid 45) is RESET_GPU: 144; not 145, where some of those rows defer to Xid 154, nor 149 and
+    150, whose rows name no Xid 45."""
     by_category: dict[str, list[int]] = {}
     for row in catalog.rows:
-        if catalog.bucket(row.immediate).decision is Decision.DRAIN:
+        decision = catalog.bucket(row.immediate).decision
+        crashing = {d.immediate for d in catalog.decode if d.xid == row.code and d.kills_channels}
+        if decision is Decision.DRAIN or (decision is Decision.CONTEXT and crashing == {"RESET_GPU"}):
             by_category.setdefault(_weighing(catalog, row)["category"], []).append(row.code)
     names = {"nvlink": ("xid-45-after-nvlink", "node", "an NVLink fault on this node"),
              "gpu-hardware": ("xid-45-after-gpu-fault", "gpu", "that GPU's fault")}
