@@ -180,3 +180,48 @@ def test_repeated_xid_31_at_different_addresses_is_the_gpu() -> None:
 def test_xid_31_from_an_unrecognized_client_is_the_applications_alone() -> None:
     v = classify_lines([_xid31(477445, "0x182400_0030198d").replace("GPCCLIENT_T1_3", "UNRECOGNIZED_CLIENT")])
     assert (v.category, v.drain, v.restart) == (Category.APP_ERROR, False, False)
+
+
+# --- One signature per Xid must not mean one regex per Xid line: a crowded literal gets an RE2 set.
+def _every_regex(line: str) -> list[str]:
+    """What the matcher must find: every candidate's regex run on its own (no set)."""
+    from goodput.diagnose.signatures.prefixes import split_prefix_bytes
+    from goodput.untrusted_text import utf8
+
+    data = utf8(line)
+    _, offset = split_prefix_bytes(data)
+    hits = [s for s in CAT.candidates(data) if s.regex.search_spans(data[offset:]) is not None]
+    lowest = min((s.tier for s in hits), default=0)
+    return sorted(s.id for s in hits if s.tier == lowest)
+
+
+SET_LINES = ([xid_line(r["code"]) for r in ROWS] + [xid_line(45, f"Ch 1, caused by previous Xid {c}") for c in (74, 79)]
+             + [N.format(code=149, unit="NETIR_LINK_EVT", word="Fatal", words="0x025001c6 0x00000000"),
+                K + "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU "
+                "Reset Required)",
+                K + "Xid 31 PCI:0000:f0:00 pid=47 ... UNRECOGNIZED_CLIENT ...", K + "NVRM: Xid (PCI:0000:3b:00) 79",
+                K + "no Xid here", K + "NVRM: Xid (PCI:0000:3b:00): 999, unknown"])
+
+
+@pytest.mark.parametrize("line", SET_LINES)
+def test_the_xid_pattern_set_finds_what_every_regex_finds(line: str) -> None:
+    assert sorted(m.signature.id for m in CAT.match_line(line, 1)) == _every_regex(line)
+
+
+def test_an_empty_answer_from_the_set_is_not_trusted(monkeypatch: pytest.MonkeyPatch) -> None:
+    # RE2 answers nothing when a set's automaton runs out of memory: the matcher then tries every regex.
+    from goodput.untrusted_text import PatternSet
+
+    monkeypatch.setattr(PatternSet, "matching", lambda self, data: [])
+    line = xid_line(79, "GPU has fallen off the bus.")
+    assert [m.signature.id for m in CAT.match_line(line, 1)] == ["xid-79"]
+
+
+def test_a_pattern_set_names_the_patterns_that_match() -> None:
+    from goodput.untrusted_text import LinearPatternError, PatternSet
+
+    patterns = PatternSet([r"Xid \d+", r"Xid 7\d\b", r"^kernel"])
+    assert sorted(patterns.matching(b"NVRM: Xid 79, x")) == [0, 1]
+    assert patterns.matching(b"nothing") == []
+    with pytest.raises(LinearPatternError):
+        PatternSet([r"(a)\1"])
