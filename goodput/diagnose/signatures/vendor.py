@@ -169,7 +169,7 @@ def row_signature(catalog: XidCatalog, row: XidRow) -> dict[str, Any]:
 
 
 def bits_regex(bits: str) -> str:
-    """A 32-bit pattern as a regex over its 8 hex digits (either case), e.g. '0000----' -> '0[0-9a-f]'."""
+    """A 32-bit pattern as a regex over its 8 hex digits, either case: a nibble '01--' becomes '[4567]'."""
     parts = []
     for i in range(0, _BITS, 4):
         nibble = bits[i:i + 4]
