@@ -182,6 +182,36 @@ class LiteralSet:
         return hits or []
 
 
+class PatternSet:
+    """Which of many patterns match a text: one automaton pass, however many patterns.
+
+    An empty answer is not proof: RE2 reports nothing when the set's automaton runs out of memory,
+    so a caller must treat an empty answer as "unknown" and try the patterns one by one.
+    """
+
+    __slots__ = ("_set", "size")
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        if not patterns:
+            raise LinearPatternError("a pattern set needs at least one pattern")
+        found = re2.Set.SearchSet(_options(max_mem=_LITERALS_MAX_MEM))
+        for pattern in patterns:
+            try:
+                added = found.Add(pattern)
+            except _RE2.Error as exc:
+                raise LinearPatternError(f"pattern does not compile: {pattern[:80]!r}") from exc
+            if added < 0:
+                raise LinearPatternError(f"pattern does not compile: {pattern[:80]!r}")
+        found.Compile()
+        self._set = found
+        self.size = len(patterns)
+
+    def matching(self, data: bytes) -> list[int]:
+        """Indices of the patterns that match somewhere in `data`; empty when none (or unknown)."""
+        hits: list[int] | None = self._set.Match(data)
+        return hits or []
+
+
 def any_of(literals: Sequence[str]) -> LinearRegex:
     """One pattern matching any of the literals; `search` then says where the first one is."""
     return LinearRegex("|".join(quote(lit) for lit in literals), max_mem=_LITERALS_MAX_MEM)

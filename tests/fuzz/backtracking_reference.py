@@ -94,8 +94,9 @@ class OldMatcher:
             if m is not None:
                 groups = tuple(sorted((k, v) for k, v in m.groupdict().items() if v is not None))
                 hits.append((sig, groups))
-        if len(hits) > 1 and any(not sig.generic for sig, _ in hits):
-            hits = [(sig, g) for sig, g in hits if not sig.generic]
+        if len(hits) > 1:
+            lowest = min(sig.tier for sig, _ in hits)
+            hits = [(sig, g) for sig, g in hits if sig.tier == lowest]
         return sorted((sig.id, g, context) for sig, g in hits)
 
 

@@ -55,7 +55,7 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bool]
         "binary: /usr/bin/python"],
      Category.OOM, CulpritKind.APP, "rank 3", False, False),
     ("xid-45-names-its-nvlink-cause", [
-        XID.format(h="h1", bus="dc", code=45, pid=9, tail="Ch 00000001 caused by previous Xid 149")],
+        XID.format(h="h1", bus="dc", code=45, pid=9, tail="Ch 00000001 caused by previous Xid 74")],
      Category.NVLINK, CulpritKind.NODE, "h1", True, True),
     ("spank-prolog-error-on-a-node", [
         "Feb 22 17:46:38 ip-10-1-74-228 slurmd[13562]: spank-epilog: error: pyxis: mkdir: Permission denied"],

@@ -35,10 +35,17 @@ def test_packaged_catalogue_is_versioned_and_covers_every_category_it_needs() ->
 def test_every_signature_is_exercised_by_an_example_line() -> None:
     # A rule no example reaches is either dead (its literal never occurs where its regex matches)
     # or untested; both are bugs in the catalogue.
+    from goodput.diagnose.signatures.vendor import load_table
     from tests.unit.test_signatures_families import LINE_CASES, XID, XID_CASES
 
     lines = [line for line, _, _ in LINE_CASES] + [XID.format(code=c[0], tail=c[1]) for c in XID_CASES]
     lines.append(XID.format(code=31, tail="MMU Fault: UNRECOGNIZED_CLIENT"))
+    # One line per Xid of NVIDIA's table, one per row of its NVLink5 decode sheet, one per Xid 45 rule.
+    table = load_table()
+    lines += [XID.format(code=row.code, tail="Ch 00000010") for row in table.rows]
+    lines += [XID.format(code=r.xid, tail=f"{r.unit} XC0 i0 Link 00 (0x{int(r.bits_v2.replace('-', '0'), 2):08x} "
+                                          f"0x{r.status:08x} 0x00000000 0x00000000)") for r in table.decode]
+    lines += [XID.format(code=45, tail=f"Ch 00000010, caused by previous Xid {code}") for code in (74, 79)]
     reached = {m.signature.id for line in lines for m in CAT.match_line(line, 1)}
     assert sorted(s.id for s in CAT.signatures if s.id not in reached) == []
 
@@ -56,13 +63,9 @@ def test_root_causes_outrank_consequences_by_precedence() -> None:
 
 
 def test_application_faults_never_drain() -> None:
-    # Except the driver's report of a program's fault that leaves the GPU wedged until a reset (Xid 31
-    # from an unrecognized client): the program is blamed and not rerun, the node is drained for the reset.
-    wedging = {"xid-31-unrecognized-client"}
+    # Without exception: NVIDIA's bucket for an application's Xid (13, 31, even from an unrecognized
+    # client) is RESTART_APP, never a drain; a GPU the fault left wedged says so with an Xid of its own.
     for sig in CAT.signatures:
-        if sig.id in wedging:
-            assert sig.drain and not sig.restart and sig.family == "xid", sig.id
-            continue
         if sig.category in (Category.APP_ERROR, Category.OOM, Category.SCHEDULER_POLICY, Category.STORAGE):
             assert not sig.drain, sig.id
         if sig.culprit_kind is CulpritKind.APP:

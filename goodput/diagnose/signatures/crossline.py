@@ -2,7 +2,8 @@
 
 One line says "rank 3 timed out in all-reduce 812"; only the set of such lines says which rank
 did *not* time out (the one the others were waiting for). One Xid 31 is an application's bad
-pointer; the same GPU faulting under four different processes is the GPU. One heartbeat-monitor
+pointer; the same GPU faulting under four different processes is the GPU, unless every one of them
+faulted at the same address (the same program writing past the same buffer, again and again). One heartbeat-monitor
 line names a rank; the same line from every rank names nobody. These rules look across the hits
 of one log; each is pure, bounded (its inputs are the builder's bounded hit lists) and returns
 either nothing or the fact it found.
@@ -25,13 +26,28 @@ MIN_REPORTERS_FOR_SILENT_RANK = 3
 RECURRING_XID_PROCESSES = 3
 _APP_XIDS = frozenset({"xid-13", "xid-31"})
 _PID = LinearRegex(r"\bpid=(\d{1,9})\b")
+# The faulting virtual address of an Xid 31 (`faulted @ 0x7f1c_9a000000`), bounded.
+_FAULT_ADDRESS = LinearRegex(r"\bfaulted @ (0x[0-9A-Fa-f_]{1,24})\b")
 
 RECURRING_XID = Signature(
     id="xid-app-recurring", family="xid", category=Category.GPU_HARDWARE, culprit_kind=CulpritKind.GPU,
     precedence=101, pattern=r"NVRM: Xid", literals=("NVRM: Xid",), restart=True, drain=True,
+    source=("NVIDIA, Analyzing Xid Errors with the Xid Catalog, Table 1 Xids: Xid 13/31 investigatory "
+            "WORKFLOW_XID_13/WORKFLOW_XID_31 (repeating on the same GPU: possible hardware issue, run diagnostics)"),
     explanation=(f"Application-class Xids (13, 31) on one GPU under {RECURRING_XID_PROCESSES} or more "
                  "different processes: one program's bad pointer does not follow a GPU across processes; "
                  "the GPU (or its memory) is faulty. Drain the node and reset or replace the GPU."))
+
+SAME_ADDRESS_XID31 = Signature(
+    id="xid-31-same-address", family="xid", category=Category.APP_ERROR, culprit_kind=CulpritKind.APP,
+    precedence=54, pattern=r"NVRM: Xid", literals=("NVRM: Xid",), restart=False, drain=False,
+    source=("NVIDIA, Analyzing Xid Errors with the Xid Catalog, Table 1 Xids: Xid 31 RESTART_APP, "
+            "investigatory WORKFLOW_XID_31"),
+    explanation=("Xid 31 (GPU memory page fault) repeated under several processes, every time at the same "
+                 "faulting address: the same program faults on the same access each time it runs, a "
+                 "deterministic out-of-bounds access in the application, not a faulty GPU (NVIDIA's bucket "
+                 "for Xid 31 is RESTART_APP, and its investigation is the application's). Fix the program; "
+                 "an unchanged restart faults again."))
 
 
 # A task stuck in uninterruptible sleep whose stack, within this many lines, is inside the driver.
@@ -77,10 +93,18 @@ def silent_rank(timeouts: Iterable[Match], reporter: Callable[[Match], int | Non
     return None
 
 
+def _fault_address(text: str) -> str | None:
+    found = _FAULT_ADDRESS.search(utf8(text))
+    address = found.group(1) if found else None
+    return address.lower().replace("_", "") if address else None
+
+
 def recurring_app_xid(hits: Iterable[Match]) -> Match | None:
-    """An Xid 13/31/43 hit re-labelled as a GPU fault when its GPU faulted under several processes."""
+    """An Xid 13/31 hit re-labelled as a GPU fault when its GPU faulted under several processes, or as
+    the application's deterministic fault when every one of those was an Xid 31 at one address."""
     pids: dict[str, set[int]] = {}
     first: dict[str, Match] = {}
+    addresses: dict[str, set[str | None]] = {}
     for m in hits:
         pci = m.groups.get("pci")
         if m.signature.id not in _APP_XIDS or not pci:
@@ -92,12 +116,16 @@ def recurring_app_xid(hits: Iterable[Match]) -> Match | None:
         key = pci.lower()
         pids.setdefault(key, set()).add(pid)
         first.setdefault(key, m)
+        seen = addresses.setdefault(key, set())
+        if len(seen) < 2:  # one address or several: nothing more to learn, and memory stays bounded
+            seen.add(_fault_address(m.text) if m.signature.id == "xid-31" else None)
     worst = max(pids, key=lambda k: (len(pids[k]), -first[k].line_no), default=None)
     if worst is None or len(pids[worst]) < RECURRING_XID_PROCESSES:
         return None
     m = first[worst]
-    return Match(signature=RECURRING_XID, line_no=m.line_no, text=m.text, groups=dict(m.groups), context=m.context)
-
+    same = addresses[worst]
+    signature = SAME_ADDRESS_XID31 if len(same) == 1 and None not in same else RECURRING_XID
+    return Match(signature=signature, line_no=m.line_no, text=m.text, groups=dict(m.groups), context=m.context)
 
 
 def collective_mismatch(timeouts: Iterable[Match], signature: Signature,

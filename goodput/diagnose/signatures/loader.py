@@ -2,7 +2,8 @@
 
 The rules are data so that they can be reviewed, versioned and extended without touching the
 matcher. Shared regex pieces (`{xid}`, `{hostname}`) are written once in `catalogue.toml` and
-expanded here; a reference to an unknown fragment or a duplicate id is a load error.
+expanded here; a reference to an unknown fragment or a duplicate id is a load error. NVIDIA's Xid
+catalogue (`data/vendor/`) is a table, not rules: `vendor` turns it into signatures here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 from goodput.diagnose.signatures.model import Signature
+from goodput.diagnose.signatures.vendor import TABLE_FILE, load_table, signature_entries
 
 _DATA_PACKAGE = "goodput.diagnose.signatures"
 _META_FILE = "catalogue.toml"
@@ -66,5 +68,12 @@ def load_packaged() -> tuple[int, tuple[Signature, ...]]:
     meta = tomllib.loads(data.joinpath(_META_FILE).read_text(encoding="utf-8"))
     files = sorted((f for f in data.iterdir() if f.name.endswith(".toml") and f.name != _META_FILE),
                    key=lambda f: f.name)
-    families = [(f.name, tomllib.loads(f.read_text(encoding="utf-8"))) for f in files]
+    families: list[tuple[str, Mapping[str, Any]]] = [
+        (f.name, tomllib.loads(f.read_text(encoding="utf-8"))) for f in files]
+    # NVIDIA's Xid table generates its own family (one signature per Xid in use, and the decode rules).
+    try:
+        generated = signature_entries(load_table())
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CatalogueError(f"vendor/{TABLE_FILE}: {exc}") from exc
+    families.append((f"vendor/{TABLE_FILE}", {"signature": generated}))
     return parse(meta, families)

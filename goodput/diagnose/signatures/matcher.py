@@ -9,7 +9,9 @@ Training logs are mostly clean lines (loss, throughput, NCCL INFO), often millio
 holding one goes further. There one RE2 set names every literal present, which names the
 candidate signatures, and only their regexes run (on the line without its launcher prefixes).
 Lines are capped before any regex sees them, so a 2 MB line of base64 or binary garbage costs the
-same as a 64 KiB one.
+same as a 64 KiB one. A literal many signatures share (`Xid`, one signature per Xid of NVIDIA's
+catalogue) has one RE2 set of their patterns: a line holding it is searched once for all of them,
+and only the regexes that matched run again for their groups.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from itertools import islice
 
 from goodput.diagnose.signatures.model import Match, Signature
 from goodput.diagnose.signatures.prefixes import split_prefix_bytes
-from goodput.untrusted_text import LinearRegex, LiteralSet, any_of, utf8
+from goodput.untrusted_text import LinearRegex, LiteralSet, PatternSet, any_of, utf8
 
 MAX_SCAN_CHARS = 64 * 1024
 # `scan` searches up to this many lines at once (enough to amortise the cost of one search), and
@@ -29,6 +31,9 @@ _BATCH_LINES = 256
 _BATCH_CHARS = 1 << 20
 # Candidate lists remembered per combination of literals found in a line.
 _MAX_COMBINATIONS = 4096
+# A literal shared by this many signatures (`Xid`: one signature per Xid of NVIDIA's catalogue) gets
+# one RE2 set of their patterns, so a line holding it costs one automaton pass, not one per signature.
+_SET_FROM = 8
 
 
 class Catalogue:
@@ -50,6 +55,12 @@ class Catalogue:
         self._order = order
         self._combined: dict[frozenset[int], tuple[Signature, ...]] = {}
         self._literals: LiteralSet | None = LiteralSet(literals) if literals else None
+        # For a crowded literal: the set of its (case-sensitive) signatures' patterns, and their ids.
+        self._sets: dict[int, tuple[PatternSet, tuple[str, ...]]] = {}
+        for index, sigs in enumerate(self._sigs_of):
+            exact = [s for s in sigs if not s.ignore_case]
+            if len(exact) >= _SET_FROM:
+                self._sets[index] = (PatternSet([s.pattern for s in exact]), tuple(s.id for s in exact))
         self._first_literal: LinearRegex | None = any_of(literals) if literals else None
 
     def __contains__(self, signature_id: object) -> bool:
@@ -69,7 +80,9 @@ class Catalogue:
         """Signatures with a literal in `data`, in catalogue order: the only ones that can match."""
         if self._literals is None:
             return ()
-        present = self._literals.present(data)
+        return self._candidates(self._literals.present(data))
+
+    def _candidates(self, present: list[int]) -> tuple[Signature, ...]:
         if len(present) <= 1:
             return self._sigs_of[present[0]] if present else ()
         key = frozenset(present)
@@ -82,25 +95,46 @@ class Catalogue:
         return found
 
     def match_line(self, line: str, line_no: int = 0) -> list[Match]:
-        """Every signature that matches one line, specific rules displacing generic ones."""
+        """Every signature that matches one line, specific rules displacing generic ones and fallbacks."""
         if len(line) > MAX_SCAN_CHARS:
             line = line[:MAX_SCAN_CHARS]
         data = utf8(line)
-        candidates = self.candidates(data)
+        if self._literals is None:
+            return []
+        present = self._literals.present(data)
+        candidates = self._candidates(present)
         if not candidates:
             return []
         context, offset = split_prefix_bytes(data)
         body = data[offset:] if offset else data
+        ruled_out = self._ruled_out(present, body)
         hits: list[Match] = []
         for sig in candidates:
+            if sig.id in ruled_out:
+                continue
             regex = sig.regex
             spans = regex.search_spans(body)
             if spans is not None:
                 hits.append(Match(signature=sig, line_no=line_no, text=line, groups=regex.groups_of(body, spans),
                                   context=context))
-        if len(hits) > 1 and any(not h.signature.generic for h in hits):
-            hits = [h for h in hits if not h.signature.generic]
+        if len(hits) > 1:
+            lowest = min(h.signature.tier for h in hits)
+            hits = [h for h in hits if h.signature.tier == lowest]
         return hits
+
+    def _ruled_out(self, present: list[int], body: bytes) -> set[str]:
+        """Ids of signatures a pattern set proved cannot match `body` (its literals' crowded ones)."""
+        out: set[str] = set()
+        for index in present:
+            entry = self._sets.get(index)
+            if entry is None:
+                continue
+            pattern_set, ids = entry
+            matching = pattern_set.matching(body)
+            if matching:  # empty may mean the automaton ran out of memory: then try them one by one
+                keep = {ids[i] for i in matching}
+                out.update(i for i in ids if i not in keep)
+        return out
 
     def scan(self, lines: Iterable[str], start: int = 1) -> Iterator[Match]:
         """Stream matches over lines numbered from `start`; memory stays flat for any input."""

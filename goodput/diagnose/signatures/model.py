@@ -57,6 +57,10 @@ class Signature(Frozen):
     drain: bool
     # A generic rule (a bare `FooError:` line) yields to any specific rule that matched the same line.
     generic: bool = False
+    # A fallback of level N yields to any hit of a lower level on the same line (a generic rule is
+    # level 1): the bare number of an Xid whose meaning a context rule reads (2), an Xid code no
+    # catalogue row knows (3).
+    fallback: int = Field(default=0, ge=0, le=3)
     # Slurm ended the job here: application errors printed after this line are teardown noise.
     terminates: bool = False
     restart_effect: RestartEffect = RestartEffect.NONE
@@ -64,6 +68,8 @@ class Signature(Frozen):
     # may target the node that produced the log even when the line names no host. False for lines
     # printed elsewhere about another node (Slurm's banners on the batch host).
     source_local: bool = True
+    # The document and section the rule rests on (vendor rules generated from a vendor's catalogue).
+    source: str = ""
     explanation: str = Field(min_length=1)
 
     @field_validator("literals")
@@ -90,6 +96,11 @@ class Signature(Frozen):
     def regex(self) -> LinearRegex:
         """RE2, compiled once; `LinearPatternError` for a pattern it cannot run in linear time."""
         return LinearRegex(self.pattern, ignore_case=self.ignore_case)
+
+    @property
+    def tier(self) -> int:
+        """Hits of the lowest tier on a line displace the others (0: specific)."""
+        return self.fallback or int(self.generic)
 
     @property
     def rank_key(self) -> tuple[int, int]:
