@@ -23,6 +23,7 @@ from typing import NoReturn
 import pytest
 
 from goodput.slurm.records import node_from_record, split_record, split_records
+from tests.required import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts" / "slurm-lab"
@@ -89,9 +90,7 @@ class Lab:
 
 
 def _unavailable(message: str) -> NoReturn:
-    if os.environ.get("GOODPUT_REQUIRE_SLURM") == "1":
-        pytest.fail(f"GOODPUT_REQUIRE_SLURM=1 but {message}", pytrace=False)
-    pytest.skip(message)
+    unavailable(message)
 
 
 def _missing() -> list[str]:

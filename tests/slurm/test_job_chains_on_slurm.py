@@ -21,7 +21,7 @@ from temporalio.client import Client
 from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_runner import CommandResult, LocalRunner
 from goodput.detect.watch import WatchClusterInput
-from goodput.models import AnomalyKind, IncidentKey, Mode
+from goodput.models import IncidentKey, Mode
 from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import ResumeStrategy
