@@ -72,9 +72,9 @@ async def eventually(probe: Callable[[], Awaitable[T]], accept: Callable[[T], bo
 
 async def past_baseline(lab: Lab, client: Client, cluster: str) -> str:
     """Returns once the cluster watcher's first scan (its baseline) is done: a job that fails
-    before it is history to the watcher, not news. A sentinel job, opted in and running before
-    the scan, gets its log watcher launched by that scan; its existence is the condition waited
-    on. The sentinel keeps running until the lab's reset."""
+    before it is history to the watcher, not news. The scan that first sees a running opted-in
+    job launches its log watcher, so a sentinel job's watcher existing means at least one scan
+    is done. The sentinel keeps running until the lab's reset."""
     sentinel = lab.sbatch("--comment=goodput:opt-in", "--output=/dev/null", "--wrap=sleep 600")
     await workflow_exists(client, job_watch_id(cluster, sentinel, 0), timeout_s=60)
     return sentinel

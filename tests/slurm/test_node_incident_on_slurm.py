@@ -142,7 +142,8 @@ async def test_one_slurmd_killed_under_two_jobs_is_one_node_incident(
     assert [r.node_incidents for r in reports] == [(nid,), (nid,)]
     decision = fault.decision
     assert decision is not None and decision.by in ids, fault
-    # one drain in slurmctld's own log, or none where Slurm's DOWN was first; goodput's audit agrees
+    # one drain in slurmctld's own log, or none where Slurm's DOWN was first (the audit records the
+    # one decision either way)
     drains = records.drains(NODE)
     assert len(drains) == (1 if decision.outcome is Isolation.DRAINED else 0), drains
     assert all(owning_incident(d) == decision.by for d in drains), drains
