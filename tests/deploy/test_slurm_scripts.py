@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import http.server
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +26,7 @@ import pytest
 
 from goodput.detect.push import PushConfig
 from goodput.detect.push.layout import LayoutRecord, node_layout, parse_layout
+from tests.required import require_command
 
 REPO = Path(__file__).resolve().parents[2]
 PROLOG = REPO / "deploy" / "slurm" / "goodput-prolog.sh"
@@ -156,9 +156,9 @@ def test_the_scripts_are_what_slurmd_and_slinky_can_run() -> None:
     subprocess.run(["bash", "-n", str(PROLOG)], check=True)
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
 def test_shellcheck_is_clean() -> None:
-    result = subprocess.run(["shellcheck", "--severity=style", str(PROLOG)], capture_output=True, text=True)
+    shellcheck = require_command("shellcheck", "apt-get install -y shellcheck")
+    result = subprocess.run([shellcheck, "--severity=style", str(PROLOG)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
 
 

@@ -23,6 +23,7 @@ from typing import NoReturn
 import pytest
 
 from goodput.slurm.records import node_from_record, split_record, split_records
+from tests.required import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts" / "slurm-lab"
@@ -89,9 +90,7 @@ class Lab:
 
 
 def _unavailable(message: str) -> NoReturn:
-    if os.environ.get("GOODPUT_REQUIRE_SLURM") == "1":
-        pytest.fail(f"GOODPUT_REQUIRE_SLURM=1 but {message}", pytrace=False)
-    pytest.skip(message)
+    unavailable(message)
 
 
 def _missing() -> list[str]:
@@ -255,6 +254,10 @@ def _lab_pid(lab: Lab, pid_file: Path) -> int | None:
     return pid if f"SLURMLAB_TAG={lab.dir}".encode() in environ else None
 
 
+# What slurmctld (SlurmctldDebug=info) logs when a job is acted on, not merely scheduled or ended.
+ACTION = re.compile(r"requeu|kill_job|signal|update_job|hold|suspend", re.IGNORECASE)
+
+
 @dataclass
 class SlurmRecords:
     """slurmctld's own log from where a test began: what Slurm itself recorded, not goodput's timeline."""
@@ -275,6 +278,14 @@ class SlurmRecords:
 
     def submissions(self) -> list[str]:
         return re.findall(r"_slurm_rpc_submit_batch_job: JobId=(\d+)", self.text())
+
+    def actions_on(self, job_id: str, *aliases: str) -> list[str]:
+        """slurmctld's lines of anything done to the job: a requeue, a kill or cancel, a signal, an
+        update, a hold or release. An array task is `JobId=<array>_<task>(<job id>)` in some of
+        them and `JobId=<array>_<task>` (pass it as an alias) in others."""
+        ids = "|".join(re.escape(i) for i in (job_id, *aliases))
+        named = re.compile(rf"JobId=(?:(?:{ids})\b(?!\()|\d+_\d+\({re.escape(job_id)}\))")
+        return [line for line in self.text().splitlines() if named.search(line) and ACTION.search(line)]
 
 
 @pytest.fixture

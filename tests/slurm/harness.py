@@ -12,6 +12,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeVar
 
+from temporalio.client import Client
+
 from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_owner import OwnerSubmission
 from activities.adapters.slurm_pyslurm import PyslurmBackend
@@ -22,6 +24,8 @@ from goodput.demo.scheduler import FakeClusterState, FakeScheduler
 from goodput.scheduler import JobInfo, JobState, NodeInfo, Scheduler
 from goodput.slurm.resubmit import ResubmitKey
 from tests.fakes.pyslurm_standin import Slurmctld
+from tests.workflows.test_watchers import workflow_exists
+from workflows.watch import job_watch_id
 
 from .conftest import Lab, Restd, Sshd
 
@@ -64,6 +68,16 @@ async def eventually(probe: Callable[[], Awaitable[T]], accept: Callable[[T], bo
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}; last: {value!r}")
         await asyncio.sleep(interval)
+
+
+async def past_baseline(lab: Lab, client: Client, cluster: str) -> str:
+    """Returns once the cluster watcher's first scan (its baseline) is done: a job that fails
+    before it is history to the watcher, not news. The scan that first sees a running opted-in
+    job launches its log watcher, so a sentinel job's watcher existing means at least one scan
+    is done. The sentinel keeps running until the lab's reset."""
+    sentinel = lab.sbatch("--comment=goodput:opt-in", "--output=/dev/null", "--wrap=sleep 600")
+    await workflow_exists(client, job_watch_id(cluster, sentinel, 0), timeout_s=60)
+    return sentinel
 
 
 class Harness(Protocol):

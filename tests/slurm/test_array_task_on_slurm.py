@@ -1,9 +1,9 @@
 """On the lab: when one task of a job array fails, goodput recovers that task alone, not the
-whole array and not only the first task."""
+whole array and not only the first task: the other tasks still run, unheld, and slurmctld's log
+names no action on them (a cancelled, held or requeued sibling would fail it)."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 import uuid
 from pathlib import Path
@@ -24,8 +24,8 @@ from workers.watching import start_cluster_watch
 from workers.worker import build_worker
 from workflows.watch import cluster_watch_id
 
-from .conftest import Lab
-from .harness import eventually
+from .conftest import Lab, SlurmRecords
+from .harness import eventually, past_baseline
 from .test_training_e2e import policy
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.slow]
@@ -45,8 +45,8 @@ done
 """
 
 
-async def test_one_failed_array_task_is_recovered_alone(lab: Lab, client: Client, task_queue: str,
-                                                        tmp_path: Path) -> None:
+async def test_one_failed_array_task_is_recovered_alone(lab: Lab, records: SlurmRecords, client: Client,
+                                                        task_queue: str, tmp_path: Path) -> None:
     tmp_path.chmod(0o755)
     cluster = f"arr{uuid.uuid4().hex[:6]}"
     backend = SlurmCliBackend()
@@ -57,7 +57,7 @@ async def test_one_failed_array_task_is_recovered_alone(lab: Lab, client: Client
         await start_cluster_watch(client, task_queue, WatchClusterInput(
             cluster=cluster, poll_interval_s=0.5, log_poll_interval_s=0.1))
         try:
-            await asyncio.sleep(1.5)  # past the watcher's baseline scan
+            await past_baseline(lab, client, cluster)
             array = lab.sbatch(f"--output={tmp_path}/out-%A_%a.log", f"--chdir={tmp_path}", "--array=0-2",
                                "--comment=goodput:opt-in", "--requeue", str(script))
             tasks = await eventually(lambda: _tasks(lab, array), lambda t: len(set(t)) == 3, timeout=30,
@@ -75,7 +75,10 @@ async def test_one_failed_array_task_is_recovered_alone(lab: Lab, client: Client
     assert any("Xid" in line for a in report.anomalies for line in a.evidence)  # its own log was read
     assert report.key.job_id == tasks[1] and report.resumed_job_id == tasks[1]
     assert failed.restart_count == 1 and failed.state is JobState.RUNNING
-    assert [o.restart_count for o in others] == [0, 0]  # the rest of the array was never touched
+    # the rest of the array was never touched: still running, never held, requeued or signalled
+    assert [(o.state, o.held, o.restart_count) for o in others] == [(JobState.RUNNING, False, 0)] * 2, others
+    assert [records.actions_on(tasks[i], f"{array}_{i}") for i in (0, 2)] == [[], []], records.text()
+    assert records.actions_on(tasks[1], f"{array}_1"), records.text()  # the same search finds the failed task's
 
 
 async def _tasks(lab: Lab, array: str) -> list[str]:

@@ -48,7 +48,7 @@ from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
 from workflows.watch import cluster_watch_id, job_watch_id
 
-from .conftest import SCRIPTS, Lab
+from .conftest import SCRIPTS, Lab, SlurmRecords
 from .harness import eventually
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.timeout(600)]
@@ -105,7 +105,8 @@ def submit(lab: Lab) -> str:
 
 
 async def test_one_slurmd_killed_under_two_jobs_is_one_node_incident(
-        lab: Lab, client: Client, task_queue: str, kill_slurmd: Callable[[str], None]) -> None:
+        lab: Lab, records: SlurmRecords, client: Client, task_queue: str,
+        kill_slurmd: Callable[[str], None]) -> None:
     cluster = f"lab{uuid.uuid4().hex[:6]}"
     backend = SlurmCliBackend()
     jobs = [submit(lab), submit(lab)]
@@ -141,6 +142,11 @@ async def test_one_slurmd_killed_under_two_jobs_is_one_node_incident(
     assert [r.node_incidents for r in reports] == [(nid,), (nid,)]
     decision = fault.decision
     assert decision is not None and decision.by in ids, fault
+    # one drain in slurmctld's own log, or none where Slurm's DOWN was first (the audit records the
+    # one decision either way)
+    drains = records.drains(NODE)
+    assert len(drains) == (1 if decision.outcome is Isolation.DRAINED else 0), drains
+    assert all(owning_incident(d) == decision.by for d in drains), drains
     assert len([r for r in log.read() if r.action is AuditAction.DRAIN]) == 1
     joiner = next(r for r in reports if r.incident_id != decision.by)
     assert any(decision.by in e.detail and "fault shared with 1 other job" in e.detail for e in joiner.timeline)

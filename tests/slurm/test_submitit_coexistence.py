@@ -23,6 +23,7 @@ from goodput.recover.incident import Decision, DecisionVerb
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import ResumeStrategy
 from tests.fakes.notifier import RecordingNotifier
+from tests.required import require_module
 from tests.workflows.helpers import result, wait_for_state
 from tests.workflows.test_watchers import incident_appears
 from workers.client import TemporalIncidentService
@@ -34,7 +35,7 @@ from .conftest import Lab
 from .harness import eventually
 from .test_training_e2e import policy
 
-submitit = pytest.importorskip("submitit")
+submitit = require_module("submitit", "the e2e extra: pip install -e '.[e2e]'")
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 

@@ -222,8 +222,24 @@ def test_the_token_goes_only_to_an_https_url_without_credentials(url: str) -> No
 
 
 async def test_plain_http_needs_the_setting() -> None:
-    backend = SlurmRestBackend("http://127.0.0.1:1", user="goodput", token=TOKEN, allow_http=True)
+    with pytest.raises(PermanentSchedulerError, match="https"):
+        SlurmRestBackend("http://127.0.0.1:1", user="goodput", token=TOKEN)
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if request.url.path == "/openapi/v3":
+            return httpx.Response(200, json=SPEC_22_05)
+        return httpx.Response(500, text="no job here")
+
+    backend = SlurmRestBackend("http://127.0.0.1:1", user="goodput", token=TOKEN, allow_http=True,
+                               transport=httpx.MockTransport(answer))
+    with pytest.raises(SchedulerError):
+        await backend.get_job("1")
     await backend.aclose()
+    # with the setting, the requests do go to the plain-http address, the token with them
+    assert sent and {(r.url.scheme, r.url.host, r.url.port) for r in sent} == {("http", "127.0.0.1", 1)}
+    assert all(r.headers["X-SLURM-USER-TOKEN"] == TOKEN for r in sent)
 
 
 async def test_the_token_never_appears_in_errors() -> None:

@@ -17,7 +17,7 @@ from temporalio.service import RPCError
 
 from goodput.demo.scheduler import FakeScheduler
 from goodput.detect.watch import OptInRule, WatchClusterInput, WatchJobInput
-from goodput.models import IncidentKey
+from goodput.models import AnomalySource, IncidentKey
 from goodput.scheduler import JobState
 from tests.workflows.helpers import running_worker
 from workers.watching import TemporalWatchLauncher, start_cluster_watch
@@ -87,8 +87,22 @@ async def test_cluster_watch_reports_a_failed_job(client: Client, task_queue: st
         # first scan launches the job watchers, so wait for one of them.
         await workflow_exists(client, job_watch_id(cluster, "1002", 0))
         fake.set_job_state("1002", JobState.FAILED, exit_code="1:0")
-        await incident_appears(client, IncidentKey(cluster=cluster, job_id="1002", job_attempt=0))
+        failed = IncidentKey(cluster=cluster, job_id="1002", job_attempt=0)
+        await incident_appears(client, failed)
+        report = await client.get_workflow_handle_for(RecoveryWorkflow.run, failed.workflow_id).query(
+            RecoveryWorkflow.report)
         await client.get_workflow_handle(watch_id).terminate("test over")
+        others_opened = []
+        for job in ("1001", "1003"):
+            with contextlib.suppress(RPCError):
+                await client.get_workflow_handle(IncidentKey(cluster=cluster, job_id=job, job_attempt=0)
+                                                 .workflow_id).describe()
+                others_opened.append(job)
         for job in ("1001", "1002", "1003"):  # the job watchers it launched (no log files: they end)
             with contextlib.suppress(RPCError):
                 await client.get_workflow_handle(job_watch_id(cluster, job, 0)).terminate("test over")
+    # the failure as the scheduler reported it, for that job alone
+    [seen] = report.anomalies
+    assert (seen.source, seen.job_id) == (AnomalySource.SCHEDULER, "1002"), seen
+    assert seen.evidence[0].startswith("slurm: job 1002 FAILED exit=1:0"), seen.evidence
+    assert others_opened == []  # no incident for the jobs that did not fail
