@@ -80,9 +80,9 @@ class NvSentinelHttpServer:
 
     def _authorized(self, header: str | None) -> bool:
         """A configured token, or an access token minted for a configured OAuth client; with
-        neither configured, anyone (the settings allow that only on loopback or deliberately)."""
+        neither configured, anyone only if the operator said so (`allow_unauthenticated`)."""
         if not self._tokens and not self._clients:
-            return True
+            return self.settings.allow_unauthenticated
         if self._tokens and token_accepted(header, self._tokens):
             return True
         scheme, _, token = (header or "").strip().partition(" ")

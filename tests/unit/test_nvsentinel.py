@@ -347,7 +347,6 @@ def test_malformed_cloudevents_are_refused_with_a_reason(body: bytes, message: s
 
 
 def test_settings_refuse_an_exposed_receiver_without_a_token() -> None:
-    assert NvSentinelSettings(enabled=True).grpc_host == "127.0.0.1"  # loopback: a token is optional
     with pytest.raises(ValueError, match="without a token"):
         NvSentinelSettings(enabled=True, grpc_host="0.0.0.0")
     NvSentinelSettings(enabled=True, grpc_host="0.0.0.0", tokens=("t" * 16,))
@@ -533,6 +532,21 @@ def test_oauth_clients_are_checked_and_protect_only_http() -> None:
         NvSentinelSettings(oauth_clients={"exporter": "short"})
     with pytest.raises(ValueError, match="client id"):
         NvSentinelSettings(oauth_clients={"bad id": "s" * 16})
+
+
+def test_no_receiver_runs_without_a_credential_even_on_loopback() -> None:
+    """On a head or login node loopback is every local account: a receiver with no credential would
+    let any of them drain a node with one forged fatal event (issue #26)."""
+    with pytest.raises(ValueError, match="without a token"):
+        NvSentinelSettings(enabled=True)
+    with pytest.raises(ValueError, match="HTTP receiver"):  # TokenReview guards gRPC only, not the HTTP side
+        NvSentinelSettings(enabled=True, token_review={"enabled": True,
+                                                       "allowed_users": ["system:serviceaccount:nvsentinel:pc"]})
+    NvSentinelSettings(enabled=True, http_enabled=False,
+                       token_review={"enabled": True, "allowed_users": ["system:serviceaccount:nvsentinel:pc"]})
+    NvSentinelSettings(enabled=True, grpc_enabled=False, oauth_clients={"exporter": "s" * 16})
+    NvSentinelSettings(enabled=True, tokens=("t" * 16,))
+    NvSentinelSettings(enabled=True, allow_unauthenticated=True)  # the operator's explicit, logged choice
 
 
 def test_token_review_settings() -> None:

@@ -1,7 +1,7 @@
 """The `nvsentinel` settings table: the receivers, their authentication, TokenReview and push-back.
 
-Everything is off by default; the validators refuse a configuration that would listen beyond
-loopback without a token, or enable a part without what it needs.
+Everything is off by default; the validators refuse a receiver without a credential (loopback
+included: on a head or login node it is every local account), or a part enabled without what it needs.
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ class NvSentinelSettings(_Settings):
     token_file: Path | None = None
     """A file holding one more accepted token (the same secret NVSentinel mounts); read at startup."""
     allow_unauthenticated: bool = False
-    """Without any token the receivers listen only on loopback, unless this says otherwise."""
+    """A receiver without a credential refuses to start, loopback or not (on a head node loopback is
+    every local account), unless this says the operator accepts that anyone who reaches it may drain nodes."""
     oauth_clients: dict[str, SecretStr] = Field(default_factory=dict, max_length=100)
     """OAuth 2.0 client id → client secret: the HTTP receiver also serves a client-credentials token
     endpoint (`oauth_token_path`), so NVSentinel's event exporter (which always fetches its bearer
@@ -130,14 +131,23 @@ class NvSentinelSettings(_Settings):
             return self
         if not (self.grpc_enabled or self.http_enabled):
             raise ValueError("nvsentinel.enabled needs grpc_enabled or http_enabled")
-        shared = bool(self.tokens) or self.token_file is not None
-        for host, on, protected in ((self.grpc_host, self.grpc_enabled, shared or self.token_review.enabled),
-                                    (self.http_host, self.http_enabled, shared or bool(self.oauth_clients))):
-            if on and not protected and not is_loopback(host) and not self.allow_unauthenticated:
-                raise ValueError(f"nvsentinel listens on {host} without a token: set nvsentinel.tokens or "
-                                 "nvsentinel.token_file (or, on a network only NVSentinel reaches, "
-                                 "nvsentinel.allow_unauthenticated = true)")
+        if self.allow_unauthenticated:
+            return self
+        for receiver, host in self.unprotected():
+            raise ValueError(f"the NVSentinel {receiver} receiver would listen on {host} without a token: loopback is "
+                             "every local account, not an identity; set nvsentinel.tokens or nvsentinel.token_file"
+                             + (" or nvsentinel.oauth_clients" if receiver == "HTTP" else
+                                " or nvsentinel.token_review") + " (or disable it: nvsentinel."
+                             + ("http_enabled" if receiver == "HTTP" else "grpc_enabled") + " = false)")
         return self
+
+    def unprotected(self) -> list[tuple[str, str]]:
+        """The enabled receivers no credential protects, as (receiver, host). gRPC takes the shared
+        tokens or TokenReview; HTTP the shared tokens or OAuth clients (TokenReview guards gRPC only)."""
+        shared = bool(self.tokens) or self.token_file is not None
+        return [(receiver, host) for receiver, host, on, protected in (
+            ("gRPC", self.grpc_host, self.grpc_enabled, shared or self.token_review.enabled),
+            ("HTTP", self.http_host, self.http_enabled, shared or bool(self.oauth_clients))) if on and not protected]
 
 
 def is_loopback(host: str) -> bool:
