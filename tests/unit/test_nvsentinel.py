@@ -509,6 +509,16 @@ def test_minted_access_tokens_verify_expire_and_die_with_their_secret() -> None:
         assert not access_token_valid(forged, clients, NOW)
 
 
+def test_a_non_ascii_mac_is_an_invalid_token_not_a_crash() -> None:
+    """`compare_digest` raises TypeError on a non-ASCII str; that was an HTTP 500 for anyone (issue #26)."""
+    from goodput.detect.nvsentinel import access_token_valid, mint_access_token
+    clients = {"nvsentinel-exporter": "s" * 32}
+    client, expiry, _ = mint_access_token("nvsentinel-exporter", "s" * 32, NOW, 3600)[0].split(".")
+    for mac in ("é" * 64, "\udcff" * 64, "0" * 63 + "\u0661"):
+        assert not access_token_valid(f"{client}.{expiry}.{mac}", clients, NOW)
+    assert not access_token_valid(f"{client}.\u0661\u0662\u0663.{'0' * 64}", clients, NOW)  # Arabic-Indic digits
+
+
 def test_client_credentials_by_basic_auth_or_form() -> None:
     import base64
 
