@@ -64,8 +64,8 @@ async def serve_nvsentinel(settings: NvSentinelSettings, scheduler: Scheduler, s
     """`async with serve_nvsentinel(settings.nvsentinel, scheduler, sink, settings.cluster) as receivers:`."""
     # The settings refuse this already; settings built around their validators must not open a door either.
     if not settings.allow_unauthenticated and (open_ := settings.unprotected()):
-        raise ValueError("refusing to start the NVSentinel " + " and ".join(r for r, _ in open_)
-                         + " receiver without a credential (nvsentinel.tokens, token_file, oauth_clients, token_review)")
+        raise ValueError("refusing to start the NVSentinel " + " and ".join(r for r, _ in open_) + " receiver "
+                         "without a credential (nvsentinel.tokens, token_file, oauth_clients, token_review)")
     tokens = receiver_tokens(settings)
     intake = intake or NvSentinelIntake(settings, scheduler, sink, cluster, opt_in)
     async with contextlib.AsyncExitStack() as stack:
