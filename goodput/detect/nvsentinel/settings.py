@@ -53,6 +53,9 @@ class TokenReviewSettings(_Settings):
     """Accept a plain http:// api_url (a loopback proxy, tests); the tokens travel in its requests."""
     cache_s: float = Field(default=60.0, ge=0, le=3600)
     timeout_s: float = Field(default=5.0, gt=0, le=60)
+    reviews_per_s: float = Field(default=2.0, gt=0, le=1000)
+    """Reviews of tokens never accepted before, per second: made-up tokens must not each cost an API call."""
+    review_burst: int = Field(default=10, ge=1, le=10_000)
 
     @model_validator(mode="after")
     def _complete(self) -> TokenReviewSettings:
