@@ -29,6 +29,7 @@ from goodput.detect.nvsentinel import (
     client_credentials,
     mint_access_token,
     parse_cloudevent,
+    read_token_file,
     token_accepted,
 )
 from workers.http_site import Listener, application, bracketed, json_error
@@ -48,6 +49,7 @@ class NvSentinelHttpServer:
         self._intake = intake
         self._tokens = tuple(tokens)
         self._clients = {client: secret.get_secret_value() for client, secret in settings.oauth_clients.items()}
+        self._clients.update({client: read_token_file(path) for client, path in settings.oauth_client_files.items()})
         self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
         self.app = application(settings.max_message_bytes)
         self.app.router.add_post(settings.http_path, self._events)
@@ -72,6 +74,10 @@ class NvSentinelHttpServer:
 
     async def stop(self) -> None:
         await self._listener.stop()
+
+    @property
+    def has_oauth_clients(self) -> bool:
+        return bool(self._clients)
 
     @property
     def token_url(self) -> str:

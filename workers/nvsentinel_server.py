@@ -52,7 +52,7 @@ class NvSentinelReceivers:
             parts.append(f"gRPC at {self.grpc.target}")
         if self.http is not None:
             parts.append(f"CloudEvents at {self.http.url}")
-            if self.http.settings.oauth_clients:
+            if self.http.has_oauth_clients:
                 parts.append(f"OAuth token URL {self.http.token_url}")
         return "NVSentinel receivers: " + ", ".join(parts)
 

@@ -511,3 +511,21 @@ async def test_receivers_stop_cleanly(sink: RecordingSink) -> None:
         with pytest.raises(grpc.aio.AioRpcError):
             await caller(closed)(batch(xid_proto()), metadata=AUTH, timeout=1)
     await asyncio.sleep(0)
+
+
+async def test_an_oauth_client_secret_from_a_file_works_like_one_in_the_settings(tmp_path: Path,
+                                                                                 sink: RecordingSink) -> None:
+    """The Helm chart's way (issue #26): the secret in a mounted Secret's file, never in the ConfigMap."""
+    secret = "exporter-secret-from-a-file-0123"
+    (tmp_path / "client-secret").write_text(secret + "\n")
+    settings = NvSentinelSettings(enabled=True, grpc_enabled=False, http_port=0,
+                                  oauth_client_files={"nvsentinel": tmp_path / "client-secret"})
+    async with serve_nvsentinel(settings, FakeScheduler(), sink, "lab") as running:
+        assert running.http is not None and "OAuth token URL" in running.describe()
+        async with httpx.AsyncClient(timeout=10) as client:
+            granted = await client.post(running.http.token_url, data={"grant_type": "client_credentials"},
+                                        auth=("nvsentinel", secret))
+            bearer = {"Authorization": f"Bearer {granted.json()['access_token']}",
+                      "Content-Type": "application/cloudevents+json"}
+            response = await client.post(running.http.url, content=cloudevent(fresh()), headers=bearer)
+    assert response.status_code == 200 and [a.job_id for a in sink.anomalies] == ["1001"]

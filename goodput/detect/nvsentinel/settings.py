@@ -88,6 +88,9 @@ class NvSentinelSettings(_Settings):
     """OAuth 2.0 client id → client secret: the HTTP receiver also serves a client-credentials token
     endpoint (`oauth_token_path`), so NVSentinel's event exporter (which always fetches its bearer
     token that way) can authenticate against goodput with no identity provider in between."""
+    oauth_client_files: dict[str, Path] = Field(default_factory=dict, max_length=100)
+    """OAuth 2.0 client id → a file holding its secret (a mounted Secret), read at startup: how the
+    Helm chart configures clients, since its ConfigMap must not hold `oauth_clients`' secrets."""
     oauth_token_path: str = Field(default="/v1/nvsentinel/token", max_length=200, pattern=r"^/[A-Za-z0-9._~/\-]*$")
     oauth_token_ttl_s: int = Field(default=3600, ge=60, le=86_400)
     max_message_bytes: int = Field(default=4 << 20, ge=1024, le=64 << 20)
@@ -112,6 +115,14 @@ class NvSentinelSettings(_Settings):
             validate_node_name(name)
         return value
 
+    @field_validator("oauth_client_files")
+    @classmethod
+    def _client_files(cls, value: dict[str, Path]) -> dict[str, Path]:
+        for client_id in value:
+            if not _CLIENT_ID.match(client_id):
+                raise ValueError(f"oauth client id {client_id[:40]!r}: use 1-64 of A-Z a-z 0-9 _ . -")
+        return value
+
     @field_validator("oauth_clients")
     @classmethod
     def _clients(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
@@ -128,6 +139,8 @@ class NvSentinelSettings(_Settings):
         short = [i for i, t in enumerate(self.tokens) if len(t.get_secret_value()) < MIN_TOKEN_CHARS]
         if short:
             raise ValueError(f"nvsentinel.tokens[{short[0]}] is shorter than {MIN_TOKEN_CHARS} characters")
+        if set(self.oauth_clients) & set(self.oauth_client_files):
+            raise ValueError("an OAuth client is in both nvsentinel.oauth_clients and nvsentinel.oauth_client_files")
         if self.http_path == self.oauth_token_path:
             raise ValueError("nvsentinel.http_path and nvsentinel.oauth_token_path must differ")
         if not self.enabled:
@@ -150,7 +163,8 @@ class NvSentinelSettings(_Settings):
         shared = bool(self.tokens) or self.token_file is not None
         return [(receiver, host) for receiver, host, on, protected in (
             ("gRPC", self.grpc_host, self.grpc_enabled, shared or self.token_review.enabled),
-            ("HTTP", self.http_host, self.http_enabled, shared or bool(self.oauth_clients))) if on and not protected]
+            ("HTTP", self.http_host, self.http_enabled, shared or bool(self.oauth_clients or self.oauth_client_files)))
+            if on and not protected]
 
 
 def is_loopback(host: str) -> bool:
