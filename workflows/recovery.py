@@ -56,8 +56,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.audit_trail import AuditTrail
     from workflows.evidence import Evidence
     from workflows.node_link import NodeLinks
-    from workflows.spare_grants import SpareGrants
     from workflows.recovery_steps import CancelledByOperator, Escalation
+    from workflows.spare_grants import SpareGrants
 
 S = IncidentState
 
