@@ -312,8 +312,7 @@ class RecoveryWorkflow(NodeLinks, Evidence, SpareGrants):
                            f"{self._lost_work.gpu_hours:.2f} GPU-hours")
         environment = ({"GOODPUT_RESUME_FROM": checkpoint.path, "GOODPUT_RESUME_STEP": str(checkpoint.step)}
                        if checkpoint else {})
-        if policy.spares.enabled:
-            await self._before_pool(policy.spares, self._attributed.job if self._attributed else None)
+        await self._before_pool(policy.spares, self._attributed.job if self._attributed else None)
         for attempt in range(1, policy.max_resume_attempts + 1):
             self._move(S.RESUMING, f"{kind.value} job {job_id} (attempt {attempt})")
             resumed = await self._audited(AuditAction(kind.value), exclude, f"attempt {attempt}", self._step(
