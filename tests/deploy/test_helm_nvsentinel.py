@@ -10,7 +10,17 @@ import helm_python
 import kubernetes_validate
 import pytest
 
-from tests.deploy.chart import KUBERNETES_VERSIONS, NAMESPACE, deployment, goodput_toml, manifests, of_kind, render
+from goodput.config import Settings
+from tests.deploy.chart import (
+    CHART,
+    KUBERNETES_VERSIONS,
+    NAMESPACE,
+    deployment,
+    goodput_toml,
+    manifests,
+    of_kind,
+    render,
+)
 
 SA_USER = "system:serviceaccount:nvsentinel:platform-connector"
 TOKEN_REVIEW: dict[str, Any] = {"config": {"nvsentinel": {
@@ -51,3 +61,14 @@ def test_token_review_gets_the_auth_delegator_binding_and_a_token(chart: helm_py
     for version in KUBERNETES_VERSIONS:
         for doc in docs:
             kubernetes_validate.validate(doc, f"{version}.0", strict=True)
+
+
+def test_the_token_review_render_lints_clean_and_is_a_config_goodput_accepts() -> None:
+    report = helm_python.lint(CHART, TOKEN_REVIEW, strict=True, namespace=NAMESPACE,
+                              kube_version=f"v{KUBERNETES_VERSIONS[0]}.0")
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert not problems and not report["errors"], problems or report["errors"]
+    with helm_python.Chart.load(CHART) as chart:
+        config = goodput_toml(manifests(render(chart, TOKEN_REVIEW)))
+    settings = Settings.model_validate({k: v for k, v in config.items() if k in {"nvsentinel"}})
+    assert settings.nvsentinel.token_review.enabled and not settings.nvsentinel.unprotected()
