@@ -26,7 +26,7 @@ from activities.adapters.gpu_nvml import NvmlCollector, NvmlGpuProbe, NvmlUnavai
 from goodput.detect.agent import AgentCheckpoint, AgentConfig, NodeAgentState, ProbeKind, agent_step
 from goodput.detect.gpu import GpuProbe, GpuSample, XidEvent
 from goodput.detect.kernel_origin import KernelLogRefusedError, KernelReader, check_kernel_log
-from goodput.detect.logtail import LogTailer, TailCursor
+from goodput.detect.logtail import LogLine, LogTailer, TailCursor
 from goodput.detect.watch import AnomalySink, OptInRule
 from goodput.identifiers import validate_cluster, validate_node_name
 from goodput.models import Anomaly
@@ -93,7 +93,8 @@ class _KernelLog:
     believing kernel-origin records only (goodput.detect.kernel_origin).
 
     Export records span several lines and are judged whole (`_TRANSPORT` may follow `MESSAGE`);
-    a record cut by a poll is completed by the next one, a record cut by a restart is lost.
+    a record cut by a poll is completed by the next one, and while one is open the cursor stays
+    at its first line, so a restarted agent reads it whole.
     """
 
     def __init__(self, path: Path, cursor: TailCursor | None, node: str, *, accept_mixed: bool = False) -> None:
@@ -103,18 +104,29 @@ class _KernelLog:
         # A file that appears only later (a journal export started after us) is new from its first byte.
         self._tailer = LogTailer(path, cursor, start_at_end=cursor is None and path.exists(), srun_labels=False)
         self._reader = KernelReader(node, accept_mixed=accept_mixed)
+        self._record_start: LogLine | None = None
 
     @property
     def cursor(self) -> TailCursor:
-        return self._tailer.cursor
+        cursor, start = self._tailer.cursor, self._record_start
+        if start is None or not self._reader.in_record or (start.inode, start.device) != (cursor.inode, cursor.device):
+            return cursor  # no record open (or it began in a file rotated away: that one is lost)
+        return cursor.model_copy(update={"offset": start.offset, "line_no": max(0, start.line_no - 1),
+                                         "skipping": False})
 
     @property
     def reader(self) -> KernelReader:
         return self._reader
 
     def poll(self, now: datetime) -> list[XidEvent]:
-        return [event for line in self._tailer.poll(now)
-                if (event := self._reader.feed(line.text, line.observed_at)) is not None]
+        events = []
+        for line in self._tailer.poll(now):
+            opened = self._reader.in_record
+            if (event := self._reader.feed(line.text, line.observed_at)) is not None:
+                events.append(event)
+            if not opened and self._reader.in_record:
+                self._record_start = line
+        return events
 
     def close(self) -> None:
         self._tailer.close()

@@ -116,6 +116,11 @@ class KernelReader:
         self.untrusted = 0
         """Xid-looking records not believed (not the kernel's, or in a file that mixes facilities)."""
 
+    @property
+    def in_record(self) -> bool:
+        """An export record is open (fields read, no blank line yet)."""
+        return self._fields > 0
+
     def feed(self, line: str, observed_at: datetime | None) -> XidEvent | None:
         text = line[:MAX_LINE_CHARS].rstrip("\r\n")
         if not text:

@@ -112,3 +112,19 @@ def test_doctor_says_whether_the_kernel_log_is_kernel_only(tmp_path: Path) -> No
     kept = kernel_log_check(kern, accept_mixed=False)
     assert kept.status is Status.WARN and "only the kernel facility" in kept.fix  # kernel-only by configuration
     assert kernel_log_check(None, accept_mixed=False).status is Status.SKIPPED
+
+
+async def test_a_journal_record_cut_by_a_restart_is_read_whole_after_it(tmp_path: Path) -> None:
+    """Records are judged whole now (`_TRANSPORT` may follow `MESSAGE`): the saved cursor stays at
+    the start of a record still open, so the restarted agent reads all of it."""
+    export, state = tmp_path / "journal.export", tmp_path / "state.json"
+    export.write_text("")
+    sink = RecordingSink()
+    async with running(make_agent(sink, kernel_log=export, state_file=state)) as agent:
+        append(export, f"__REALTIME_TIMESTAMP={_micros()}\n_TRANSPORT=stdout\nMESSAGE=unrelated\n\n"
+                       f"__REALTIME_TIMESTAMP={_micros()}\nMESSAGE={XID}\n")
+        await until(lambda: agent.stats.steps >= 3 and state.exists(), "the half record read and saved")
+    append(export, "_TRANSPORT=kernel\n\n")  # the rest, written while the agent is down
+    async with running(make_agent(sink, kernel_log=export, state_file=state)):
+        await until(lambda: sink.anomalies, "the whole record after the restart")
+    assert [a.signature_ids for a in sink.anomalies] == [("xid-79",)]
