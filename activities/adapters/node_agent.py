@@ -23,10 +23,11 @@ from pathlib import Path
 
 from activities.adapters.dcgm import DcgmScraper
 from activities.adapters.gpu_nvml import NvmlCollector, NvmlGpuProbe, NvmlUnavailableError
+from activities.adapters.kernel_log import KernelLog
 from goodput.detect.agent import AgentCheckpoint, AgentConfig, NodeAgentState, ProbeKind, agent_step
 from goodput.detect.gpu import GpuProbe, GpuSample, XidEvent
-from goodput.detect.kernel_origin import KernelLogRefusedError, KernelReader, check_kernel_log
-from goodput.detect.logtail import LogLine, LogTailer, TailCursor
+from goodput.detect.kernel_origin import KernelLogRefusedError, check_kernel_log
+from goodput.detect.logtail import TailCursor
 from goodput.detect.watch import AnomalySink, OptInRule
 from goodput.identifiers import validate_cluster, validate_node_name
 from goodput.models import Anomaly
@@ -88,50 +89,6 @@ async def probe_from(kind: ProbeKind, dcgm_url: str, *, node: str | None = None)
             await asyncio.to_thread(collector.close)
 
 
-class _KernelLog:
-    """Xids from a kernel log file: kern.log / dmesg text, or `journalctl -k -o export` records,
-    believing kernel-origin records only (goodput.detect.kernel_origin).
-
-    Export records span several lines and are judged whole (`_TRANSPORT` may follow `MESSAGE`);
-    a record cut by a poll is completed by the next one, and while one is open the cursor stays
-    at its first line, so a restarted agent reads it whole.
-    """
-
-    def __init__(self, path: Path, cursor: TailCursor | None, node: str, *, accept_mixed: bool = False) -> None:
-        if cursor is not None and cursor.path != str(path):
-            cursor = None  # the configured file changed: its old position means nothing
-        # Without a cursor, start at the end: yesterday's Xids are not today's jobs' faults.
-        # A file that appears only later (a journal export started after us) is new from its first byte.
-        self._tailer = LogTailer(path, cursor, start_at_end=cursor is None and path.exists(), srun_labels=False)
-        self._reader = KernelReader(node, accept_mixed=accept_mixed)
-        self._record_start: LogLine | None = None
-
-    @property
-    def cursor(self) -> TailCursor:
-        cursor, start = self._tailer.cursor, self._record_start
-        if start is None or not self._reader.in_record or (start.inode, start.device) != (cursor.inode, cursor.device):
-            return cursor  # no record open (or it began in a file rotated away: that one is lost)
-        return cursor.model_copy(update={"offset": start.offset, "line_no": max(0, start.line_no - 1),
-                                         "skipping": False})
-
-    @property
-    def reader(self) -> KernelReader:
-        return self._reader
-
-    def poll(self, now: datetime) -> list[XidEvent]:
-        events = []
-        for line in self._tailer.poll(now):
-            opened = self._reader.in_record
-            if (event := self._reader.feed(line.text, line.observed_at)) is not None:
-                events.append(event)
-            if not opened and self._reader.in_record:
-                self._record_start = line
-        return events
-
-    def close(self) -> None:
-        self._tailer.close()
-
-
 class _ErrorLog:
     """A failing source logs a warning when it starts failing or the error changes, not every tick."""
 
@@ -180,7 +137,7 @@ class NodeAgent:
         self._state = NodeAgentState()
         self._outbox: list[Anomaly] = []
         self._cursor: TailCursor | None = None
-        self._kernel: _KernelLog | None = None
+        self._kernel: KernelLog | None = None
         self._pending_probe: list[XidEvent] = []
         self._pending_kernel: list[XidEvent] = []
         self._pending_cursor: TailCursor | None = None
@@ -203,7 +160,7 @@ class NodeAgent:
                           self._kernel_path, survey.describe())
         self._load()
         if self._kernel_path is not None:
-            self._kernel = _KernelLog(self._kernel_path, self._cursor, self.node, accept_mixed=self._accept_mixed)
+            self._kernel = KernelLog(self._kernel_path, self._cursor, self.node, accept_mixed=self._accept_mixed)
         log.info("node agent on %s (cluster %s): probe %s, kernel log %s, every %gs", self.node, self.cluster,
                  type(self._probe).__name__ if self._probe else "none", self._kernel_path or "none",
                  self._interval)
