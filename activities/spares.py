@@ -2,19 +2,31 @@
 
 The decisions are goodput.recover.spares; this module only talks to the scheduler. A pool that
 cannot be used (gone, not FLEX, empty, a backend without reservations, the owner not admitted)
-never fails a recovery: the job is restarted as before and the incident says why. Every call is
+never fails a recovery: the job is restarted as before and the incident says why. An owner let
+in for a recovery is removed again when it ends (`end_spare_grant`, workflows.spare_grants). Every call is
 idempotent (a user already allowed, a node already in the pool: changed=False), so a retried
 activity only repeats what is already so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio import activity
 
 from goodput.identifiers import InvalidIdentifierError
-from goodput.recover.spares import PoolChoice, RefillInput, RefillResult, SparePolicy, choose_pool, refill_needed
+from goodput.recover.spares import (
+    GrantEnded,
+    PoolAccess,
+    PoolChoice,
+    RefillInput,
+    RefillResult,
+    SpareGrant,
+    SparePolicy,
+    choose_pool,
+    refill_needed,
+)
 from goodput.scheduler import JobInfo, PermanentSchedulerError, Scheduler
 
 
@@ -57,10 +69,35 @@ def pool_fields(choice: PoolChoice | None) -> dict[str, Any]:
 
 
 class SpareActivities:
-    """The pool's refill, registered on the worker beside the recovery steps."""
+    """The pool's refill and the recoveries' grants, registered on the worker beside the recovery steps."""
 
     def __init__(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
+
+    def all(self) -> list[Callable[..., Awaitable[object]]]:
+        return [self.refill_spares, self.pool_access, self.end_spare_grant]
+
+    @activity.defn(name="pool_access")
+    async def pool_access(self, grant: SpareGrant) -> PoolAccess:
+        """Before a recovery may let the owner in: are they listed already? A pool that cannot be
+        read counts as listed (no grant to end): offer_pool will not use it either."""
+        try:
+            reservation = await self._scheduler.get_reservation(grant.pool)
+        except (PermanentSchedulerError, InvalidIdentifierError) as err:
+            return PoolAccess(listed=True, detail=f"pool {grant.pool} unreadable: {str(err)[:200]}")
+        return PoolAccess(listed=grant.user in reservation.users)
+
+    @activity.defn(name="end_spare_grant")
+    async def end_spare_grant(self, grant: SpareGrant) -> GrantEnded:
+        """The recovery is over: the owner it let into the pool leaves it (idempotent; transient
+        errors are retried, a permanent one is reported for an operator to finish by hand)."""
+        try:
+            done = await self._scheduler.disallow_reservation_user(grant.pool, grant.user)
+        except (PermanentSchedulerError, InvalidIdentifierError) as err:
+            return GrantEnded(changed=False, detail=f"could not end {grant.user}'s access to pool {grant.pool} "
+                                                    f"({str(err)[:200]}): scontrol update ReservationName="
+                                                    f"{grant.pool} Users-={grant.user}")
+        return GrantEnded(changed=done.changed, detail=done.detail)
 
     @activity.defn(name="refill_spares")
     async def refill_spares(self, request: RefillInput) -> RefillResult:

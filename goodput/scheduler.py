@@ -187,6 +187,10 @@ class Scheduler(Protocol):
         """Add one user to the reservation's users (a recovered job's owner, into the spare pool)."""
         ...
 
+    async def disallow_reservation_user(self, name: str, user: str) -> ActionResult:
+        """Remove one user from the reservation's users (the spare pool's grant ends with its recovery)."""
+        ...
+
     async def use_reservation(self, job_id: str, name: str) -> ActionResult:
         """Point a queued (held) job at the reservation, so it may start on its nodes."""
         ...

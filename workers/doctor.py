@@ -12,6 +12,7 @@ import getpass
 import os
 import tempfile
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
@@ -20,6 +21,7 @@ from temporalio.client import Client
 from activities.adapters.slurm_runner import LocalRunner
 from goodput.cli.doctor import CheckResult, Status
 from goodput.config import SchedulerKind, Settings
+from goodput.detect.kernel_origin import MIXED_FIX, survey_kernel_log
 from goodput.slurm.resubmit import ResubmitKey
 from workers.client import connect_from
 from workers.console.server import ConsoleConfigError, check_bind
@@ -47,7 +49,8 @@ async def _bounded(what: Callable[[], Awaitable[CheckResult]], name: str, fix: s
 
 
 async def run_checks(settings: Settings) -> list[CheckResult]:
-    results = [_settings(settings), _data_dir(settings), _console(settings)]
+    results = [_settings(settings), _data_dir(settings), _console(settings),
+               kernel_log_check(settings.agent.kernel_log, accept_mixed=settings.agent.kernel_log_accept_mixed)]
     client: Client | None = None
 
     async def temporal() -> CheckResult:
@@ -100,6 +103,31 @@ def _console(settings: Settings) -> CheckResult:
                        found=f"{settings.console.host}:{settings.console.port}, "
                              + (f"{users} user(s)" if users else "no users configured"),
                        fix="" if users else "configure console.users (viewer/operator/admin tokens) beyond a demo")
+
+
+def kernel_log_check(path: Path | None, *, accept_mixed: bool) -> CheckResult:
+    """The node agent's kernel log: an Xid in it drains the node, so only the kernel may write it."""
+    name = "kernel log"
+    if path is None:
+        return CheckResult(name=name, status=Status.SKIPPED, found="agent.kernel_log unset (the node agent reads no "
+                                                                  "kernel log, or gets --kernel-log)")
+    try:
+        survey = survey_kernel_log(path)
+    except (OSError, ValueError) as err:
+        return CheckResult(name=name, status=Status.FAIL, found=f"{path}: {err}",
+                           fix="make it a regular file the agent's user can read")
+    if survey.mixed:
+        if accept_mixed:
+            return CheckResult(name=name, status=Status.WARN, found=f"{survey.describe()}; read anyway "
+                                                                    "(agent.kernel_log_accept_mixed)",
+                               fix=MIXED_FIX)
+        return CheckResult(name=name, status=Status.FAIL, found=f"{survey.describe()}; the agent refuses it",
+                           fix=MIXED_FIX)
+    if survey.by_configuration:
+        return CheckResult(name=name, status=Status.WARN, found=survey.describe(),
+                           fix="make sure only the kernel facility feeds it (a syslog file is kernel-only by the "
+                               "daemon's configuration, not its content), or use `journalctl -k -f -o export`")
+    return CheckResult(name=name, status=Status.OK, found=survey.describe())
 
 
 async def _search_attributes(client: Client, settings: Settings) -> CheckResult:

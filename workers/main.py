@@ -97,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check this host's set-up (Temporal, Slurm, rights, data dir) "
                                            "and say what to fix")
     doctor.add_argument("--json", action="store_true")
+    doctor.add_argument("--kernel-log", type=Path, help="the node agent's --kernel-log, to check it is kernel-only "
+                                                        "(default: agent.kernel_log)")
 
     faults = sub.add_parser("faults", help="one fault, many jobs: node incidents with every job they hit, and "
                                            "unlinked incidents grouped by the node they blame")
@@ -340,6 +342,9 @@ def show_audit(args: argparse.Namespace, settings: Settings, rebuilt: Sequence[A
 
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    if args.kernel_log is not None:
+        settings = settings.model_copy(update={"agent": settings.agent.model_copy(
+            update={"kernel_log": args.kernel_log})})
     results = asyncio.run(run_checks(settings))
     if args.json:
         for result in results:

@@ -29,6 +29,7 @@ from goodput.detect.nvsentinel import (
     client_credentials,
     mint_access_token,
     parse_cloudevent,
+    read_token_file,
     token_accepted,
 )
 from workers.http_site import Listener, application, bracketed, json_error
@@ -48,6 +49,7 @@ class NvSentinelHttpServer:
         self._intake = intake
         self._tokens = tuple(tokens)
         self._clients = {client: secret.get_secret_value() for client, secret in settings.oauth_clients.items()}
+        self._clients.update({client: read_token_file(path) for client, path in settings.oauth_client_files.items()})
         self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
         self.app = application(settings.max_message_bytes)
         self.app.router.add_post(settings.http_path, self._events)
@@ -74,15 +76,19 @@ class NvSentinelHttpServer:
         await self._listener.stop()
 
     @property
+    def has_oauth_clients(self) -> bool:
+        return bool(self._clients)
+
+    @property
     def token_url(self) -> str:
         """What NVSentinel's event exporter should use as its OIDC tokenUrl."""
         return f"http://{bracketed(self.settings.http_host)}:{self.port}{self.settings.oauth_token_path}"
 
     def _authorized(self, header: str | None) -> bool:
         """A configured token, or an access token minted for a configured OAuth client; with
-        neither configured, anyone (the settings allow that only on loopback or deliberately)."""
+        neither configured, anyone only if the operator said so (`allow_unauthenticated`)."""
         if not self._tokens and not self._clients:
-            return True
+            return self.settings.allow_unauthenticated
         if self._tokens and token_accepted(header, self._tokens):
             return True
         scheme, _, token = (header or "").strip().partition(" ")

@@ -52,7 +52,7 @@ class NvSentinelReceivers:
             parts.append(f"gRPC at {self.grpc.target}")
         if self.http is not None:
             parts.append(f"CloudEvents at {self.http.url}")
-            if self.http.settings.oauth_clients:
+            if self.http.has_oauth_clients:
                 parts.append(f"OAuth token URL {self.http.token_url}")
         return "NVSentinel receivers: " + ", ".join(parts)
 
@@ -62,6 +62,10 @@ async def serve_nvsentinel(settings: NvSentinelSettings, scheduler: Scheduler, s
                            opt_in: OptInRule | None = None, *,
                            intake: NvSentinelIntake | None = None) -> AsyncIterator[NvSentinelReceivers]:
     """`async with serve_nvsentinel(settings.nvsentinel, scheduler, sink, settings.cluster) as receivers:`."""
+    # The settings refuse this already; settings built around their validators must not open a door either.
+    if not settings.allow_unauthenticated and (open_ := settings.unprotected()):
+        raise ValueError("refusing to start the NVSentinel " + " and ".join(r for r, _ in open_) + " receiver "
+                         "without a credential (nvsentinel.tokens, token_file, oauth_clients, token_review)")
     tokens = receiver_tokens(settings)
     intake = intake or NvSentinelIntake(settings, scheduler, sink, cluster, opt_in)
     async with contextlib.AsyncExitStack() as stack:
@@ -75,11 +79,9 @@ async def serve_nvsentinel(settings: NvSentinelSettings, scheduler: Scheduler, s
             if server is not None:
                 await server.start()
                 stack.push_async_callback(server.stop)
-        if grpc_server is not None and not tokens and reviewer is None:
-            log.warning("the NVSentinel gRPC receiver accepts calls without a token (nvsentinel.tokens is empty)")
-        if http_server is not None and not tokens and not settings.oauth_clients:
-            log.warning("the NVSentinel HTTP receiver accepts events without a token (nvsentinel.tokens and "
-                        "nvsentinel.oauth_clients are empty)")
+        for receiver, host in settings.unprotected():
+            log.error("the NVSentinel %s receiver on %s accepts events from anyone who reaches it "
+                      "(nvsentinel.allow_unauthenticated = true): any local account can drain nodes", receiver, host)
         yield NvSentinelReceivers(intake, grpc_server, http_server)
 
 

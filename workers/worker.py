@@ -126,7 +126,7 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
         workflows=[RecoveryWorkflow, DrainBreakerWorkflow, NodeMemoryWorkflow, JobWatchWorkflow,
                    ClusterWatchWorkflow, KillSwitchWorkflow, NodeHealthWorkflow, NodeIncidentWorkflow],
         activities=[*recovery.all(), *node_incidents.all(),
-                    watch.watch_job_logs, watch.watch_scheduler, SpareActivities(scheduler).refill_spares],
+                    watch.watch_job_logs, watch.watch_scheduler, *SpareActivities(scheduler).all()],
         # A dead worker's sticky workflows move to a live one after this, not the 10 s default.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
         max_concurrent_workflow_task_polls=4,

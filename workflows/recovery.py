@@ -51,18 +51,19 @@ with workflow.unsafe.imports_passed_through():
     from goodput.recover.lifecycle import OUTCOME_OF, IncidentState, is_terminal
     from goodput.recover.node_incident import LinkAnswer
     from goodput.recover.policy import ResumeStrategy, plan_recovery
-    from goodput.recover.spares import spare_outcome
+    from goodput.recover.spares import SpareGrant, spare_outcome
     from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
     from workflows.audit_trail import AuditTrail
     from workflows.evidence import Evidence
     from workflows.node_link import NodeLinks
     from workflows.recovery_steps import CancelledByOperator, Escalation
+    from workflows.spare_grants import SpareGrants
 
 S = IncidentState
 
 
 @workflow.defn
-class RecoveryWorkflow(NodeLinks, Evidence):
+class RecoveryWorkflow(NodeLinks, Evidence, SpareGrants):
     @workflow.init
     def __init__(self, start: RecoveryStart) -> None:
         self._start = start
@@ -85,6 +86,7 @@ class RecoveryWorkflow(NodeLinks, Evidence):
         # Reported and indexed so that a node fault lists every job it hit (workflows.node_link).
         self._node_incidents: list[str] = []
         self._node_answers: dict[str, LinkAnswer] = {}
+        self._spare_grants: dict[str, SpareGrant] = {}  # pool -> the owner it let in (workflows.spare_grants)
 
     # -- run ------------------------------------------------------------------------------
 
@@ -102,6 +104,8 @@ class RecoveryWorkflow(NodeLinks, Evidence):
         except Escalation as why:
             self._move(S.ESCALATED, str(why))
             await self._notify(f"escalated: {why}")
+        finally:
+            await self._end_spare_grants()
         if self._state is S.CANCELLED:
             await self._notify(self._timeline[-1].detail)
         await self._flush_audit()
@@ -308,6 +312,7 @@ class RecoveryWorkflow(NodeLinks, Evidence):
                            f"{self._lost_work.gpu_hours:.2f} GPU-hours")
         environment = ({"GOODPUT_RESUME_FROM": checkpoint.path, "GOODPUT_RESUME_STEP": str(checkpoint.step)}
                        if checkpoint else {})
+        await self._before_pool(policy.spares, self._attributed.job if self._attributed else None)
         for attempt in range(1, policy.max_resume_attempts + 1):
             self._move(S.RESUMING, f"{kind.value} job {job_id} (attempt {attempt})")
             resumed = await self._audited(AuditAction(kind.value), exclude, f"attempt {attempt}", self._step(

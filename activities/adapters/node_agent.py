@@ -23,16 +23,18 @@ from pathlib import Path
 
 from activities.adapters.dcgm import DcgmScraper
 from activities.adapters.gpu_nvml import NvmlCollector, NvmlGpuProbe, NvmlUnavailableError
+from activities.adapters.kernel_log import KernelLog
 from goodput.detect.agent import AgentCheckpoint, AgentConfig, NodeAgentState, ProbeKind, agent_step
 from goodput.detect.gpu import GpuProbe, GpuSample, XidEvent
-from goodput.detect.kmsg import journal_realtime, parse_xid_line
-from goodput.detect.logtail import LogTailer, TailCursor
+from goodput.detect.kernel_origin import KernelLogRefusedError, check_kernel_log
+from goodput.detect.logtail import TailCursor
 from goodput.detect.watch import AnomalySink, OptInRule
 from goodput.identifiers import validate_cluster, validate_node_name
 from goodput.models import Anomaly
 from goodput.scheduler import JobInfo, Scheduler
 
 log = logging.getLogger("goodput.agent")
+__all__ = ["AgentStats", "KernelLogRefusedError", "NodeAgent", "probe_from", "resolve_node", "run_agent"]
 MAX_PENDING_XIDS = 10_000
 MAX_OUTBOX = 1_000
 SUBMIT_TIMEOUT_S = 30.0
@@ -52,6 +54,7 @@ class AgentStats:
     probe_timeouts: int = 0
     kernel_errors: int = 0
     kernel_xids: int = 0
+    kernel_untrusted: int = 0
     scheduler_errors: int = 0
     sink_errors: int = 0
     state_errors: int = 0
@@ -86,46 +89,6 @@ async def probe_from(kind: ProbeKind, dcgm_url: str, *, node: str | None = None)
             await asyncio.to_thread(collector.close)
 
 
-class _KernelLog:
-    """Xids from a kernel log file: kern.log / dmesg text, or `journalctl -k -o export` records.
-
-    Export records span several lines; each `MESSAGE=` line is parsed on its own (with the
-    record's `__REALTIME_TIMESTAMP`) rather than whole records, so a record cut by a poll or a
-    restart cannot lose its Xid.
-    """
-
-    def __init__(self, path: Path, cursor: TailCursor | None, node: str) -> None:
-        if cursor is not None and cursor.path != str(path):
-            cursor = None  # the configured file changed: its old position means nothing
-        # Without a cursor, start at the end: yesterday's Xids are not today's jobs' faults.
-        # A file that appears only later (a journal export started after us) is new from its first byte.
-        self._tailer = LogTailer(path, cursor, start_at_end=cursor is None and path.exists(), srun_labels=False)
-        self._node = node
-        self._record_time: datetime | None = None
-
-    @property
-    def cursor(self) -> TailCursor:
-        return self._tailer.cursor
-
-    def poll(self, now: datetime) -> list[XidEvent]:
-        events = []
-        for line in self._tailer.poll(now):
-            text = line.text
-            if not text:
-                self._record_time = None
-                continue
-            if text.startswith("__REALTIME_TIMESTAMP="):
-                self._record_time = journal_realtime(text.partition("=")[2])  # bounded: never raises
-                continue
-            event = parse_xid_line(text, node=self._node, observed_at=self._record_time or line.observed_at)
-            if event is not None:
-                events.append(event)
-        return events
-
-    def close(self) -> None:
-        self._tailer.close()
-
-
 class _ErrorLog:
     """A failing source logs a warning when it starts failing or the error changes, not every tick."""
 
@@ -153,11 +116,13 @@ class NodeAgent:
                  job_refresh_s: float = 10.0, *, state_file: Path | None = None,
                  xid_max_age_s: float = AgentConfig().xid_max_age_s,
                  probe_timeout_s: float = AgentConfig().probe_timeout_s,
+                 kernel_log_accept_mixed: bool = False,
                  clock: Callable[[], datetime] = _utcnow) -> None:
         self.node = validate_node_name(node)
         self.cluster = validate_cluster(cluster)
         self._probe = probe
         self._kernel_path = kernel_log
+        self._accept_mixed = kernel_log_accept_mixed
         self._scheduler = scheduler
         self._sink = sink
         self._opt_in = opt_in
@@ -172,7 +137,7 @@ class NodeAgent:
         self._state = NodeAgentState()
         self._outbox: list[Anomaly] = []
         self._cursor: TailCursor | None = None
-        self._kernel: _KernelLog | None = None
+        self._kernel: KernelLog | None = None
         self._pending_probe: list[XidEvent] = []
         self._pending_kernel: list[XidEvent] = []
         self._pending_cursor: TailCursor | None = None
@@ -188,9 +153,14 @@ class NodeAgent:
     # -- loop -----------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
+        if self._kernel_path is not None:  # before anything else: a forgeable source must not run at all
+            survey = check_kernel_log(self._kernel_path, accept_mixed=self._accept_mixed)
+            if survey.mixed:
+                log.error("reading kernel log %s although %s (agent.kernel_log_accept_mixed = true)",
+                          self._kernel_path, survey.describe())
         self._load()
         if self._kernel_path is not None:
-            self._kernel = _KernelLog(self._kernel_path, self._cursor, self.node)
+            self._kernel = KernelLog(self._kernel_path, self._cursor, self.node, accept_mixed=self._accept_mixed)
         log.info("node agent on %s (cluster %s): probe %s, kernel log %s, every %gs", self.node, self.cluster,
                  type(self._probe).__name__ if self._probe else "none", self._kernel_path or "none",
                  self._interval)
@@ -291,6 +261,11 @@ class NodeAgent:
             self._errors.failed("kernel log", err)
             return
         self.stats.kernel_xids += len(events)
+        if self._kernel.reader.untrusted > self.stats.kernel_untrusted:
+            log.error("%d Xid line(s) in %s not believed: not written by the kernel%s", self._kernel.reader.untrusted
+                      - self.stats.kernel_untrusted, self._kernel_path, " (the file mixes facilities, so its "
+                      "'kernel:' lines prove nothing)" if self._kernel.reader.mixed else "")
+            self.stats.kernel_untrusted = self._kernel.reader.untrusted
         self._pending_kernel = [*self._pending_kernel, *events][-MAX_PENDING_XIDS:]
         self._pending_cursor = self._kernel.cursor
 
@@ -398,5 +373,6 @@ async def run_agent(config: AgentConfig, cluster: str, scheduler: Scheduler, sin
             log.error("%s; reading the kernel log only", err)
         agent = NodeAgent(node, cluster, probe, config.kernel_log, scheduler, sink, opt_in or OptInRule(),
                           config.interval_s, config.job_refresh_s, state_file=config.state_file,
-                          xid_max_age_s=config.xid_max_age_s, probe_timeout_s=config.probe_timeout_s)
+                          xid_max_age_s=config.xid_max_age_s, probe_timeout_s=config.probe_timeout_s,
+                          kernel_log_accept_mixed=config.kernel_log_accept_mixed)
         await agent.run(stop)

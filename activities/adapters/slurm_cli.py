@@ -313,6 +313,14 @@ class SlurmCliBackend:
         await self._run(commands.reservation_add_user(name, user))
         return ActionResult(changed=True, detail=f"allowed {user} into reservation {name}")
 
+    async def disallow_reservation_user(self, name: str, user: str) -> ActionResult:
+        validate_reservation(name)
+        validate_user_name(user)
+        if user not in (await self.get_reservation(name)).users:
+            return ActionResult(changed=False, detail=f"{user} may not use reservation {name}")
+        await self._run(commands.reservation_remove_user(name, user))
+        return ActionResult(changed=True, detail=f"removed {user} from reservation {name}")
+
     async def use_reservation(self, job_id: str, name: str) -> ActionResult:
         validate_reservation(name)
         await self._opted_in_job(job_id)

@@ -310,6 +310,10 @@ class PyslurmBackend:
         raise PermanentSchedulerError(f"the pyslurm backend does not update reservations "
                                       f"({validate_reservation(name)})")
 
+    async def disallow_reservation_user(self, name: str, user: str) -> ActionResult:
+        raise PermanentSchedulerError(f"the pyslurm backend does not update reservations "
+                                      f"({validate_reservation(name)})")
+
     async def use_reservation(self, job_id: str, name: str) -> ActionResult:
         validate_job_id(job_id)
         raise PermanentSchedulerError(f"the pyslurm backend does not move jobs into reservations "

@@ -302,6 +302,9 @@ class SlurmRestBackend:
     async def allow_reservation_user(self, name: str, user: str) -> ActionResult:
         return await self._need_fallback("update reservations").allow_reservation_user(name, user)
 
+    async def disallow_reservation_user(self, name: str, user: str) -> ActionResult:
+        return await self._need_fallback("update reservations").disallow_reservation_user(name, user)
+
     async def use_reservation(self, job_id: str, name: str) -> ActionResult:
         validate_job_id(job_id)
         await self._opted_in_job(job_id)

@@ -78,6 +78,21 @@ class FakeReservations:
 
         return self._read(apply)
 
+    async def disallow_reservation_user(self, name: str, user: str) -> ActionResult:
+        validate_reservation(name)
+        validate_user_name(user)
+
+        def apply(s: FakeClusterState) -> ActionResult:
+            reservation = _reservation(s, name)
+            if user not in reservation.users:
+                return ActionResult(changed=False, detail=f"{user} may not use reservation {name}")
+            s.reservations[name] = reservation.model_copy(
+                update={"users": tuple(u for u in reservation.users if u != user)})
+            s.journal.append(_entry("reservation-user-removed", name, user))
+            return ActionResult(changed=True, detail=f"removed {user} from reservation {name}")
+
+        return self._read(apply)
+
     async def use_reservation(self, job_id: str, name: str) -> ActionResult:
         validate_job_id(job_id)
         validate_reservation(name)

@@ -42,7 +42,12 @@ class AgentConfig(BaseModel):
     probe: ProbeKind = "nvml"
     dcgm_url: str = "http://127.0.0.1:9400/metrics"
     kernel_log: Path | None = None
-    """/var/log/kern.log, or a file `journalctl -k -f -o export` appends to; None reads no kernel log."""
+    """A file `journalctl -k -f -o export` appends to (only `_TRANSPORT=kernel` records count), a
+    `dmesg -w` dump, or a kern.log only the kernel facility feeds; None reads no kernel log. A file
+    that mixes facilities (/var/log/messages) is refused: anyone could write an Xid into it."""
+    kernel_log_accept_mixed: bool = False
+    """Read a kernel log that mixes facilities anyway, believing its `kernel:` lines: any local
+    account's `logger -t kernel` can then drain the node. `goodput doctor` reports it."""
     interval_s: float = Field(default=2.0, gt=0)
     job_refresh_s: float = Field(default=10.0, gt=0)
     state_file: Path | None = None

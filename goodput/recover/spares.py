@@ -4,9 +4,12 @@ A job restarted after a failure otherwise queues behind everyone else for nodes,
 cluster that wait is the largest part of its time to progress. With `[policy.spares]` set, the
 operator holds a few healthy nodes in a reservation (with Flags=FLEX, so a job bigger than the
 pool takes the spares plus any free nodes); when goodput restarts a job it lets the job's owner
-into the reservation and points the job at it, so it starts on a spare at once. When nodes
-goodput drained pass their health check and return to service, they refill the pool up to its
-target size. These decisions are pure; activities.spares carries them out.
+into the reservation and points the job at it, so it starts on a spare at once. That access is
+the recovery's, not the owner's: it is taken back when the recovery ends (recovered, escalated or
+cancelled), unless the operator had listed the owner already, since one forged fault line in
+one's own job must not buy the spares for good. When nodes goodput drained pass their health
+check and return to service, they refill the pool up to its target size. These decisions are
+pure; activities.spares carries them out.
 """
 
 from __future__ import annotations
@@ -104,6 +107,25 @@ def spare_outcome(pool: str, offered: Sequence[str], running_on: Sequence[str]) 
     if spares:
         return f"restarted on hot spare {','.join(spares)} from pool {pool}"
     return f"pool {pool} offered {','.join(offered)}, but the job runs on {','.join(running_on) or '?'}"
+
+
+class SpareGrant(Frozen):
+    """One recovery's access to the pool for the job's owner; ended with the recovery."""
+
+    pool: str
+    user: str
+
+
+class PoolAccess(Frozen):
+    """Whether the owner could use the pool before this recovery let them in (then it is not ours to end)."""
+
+    listed: bool
+    detail: str = ""
+
+
+class GrantEnded(Frozen):
+    changed: bool
+    detail: str
 
 
 class RefillInput(Frozen):

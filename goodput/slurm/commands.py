@@ -116,6 +116,13 @@ def reservation_add_user(name: str, user: str) -> Argv:
     return ["scontrol", "update", f"ReservationName={validate_reservation(name)}", f"Users+={user}"]
 
 
+def reservation_remove_user(name: str, user: str) -> Argv:
+    """`Users-=` removes one user and keeps the others (the end of a recovery's grant to the pool)."""
+    if not _USER.fullmatch(user):
+        raise InvalidIdentifierError(f"invalid user name {user[:60]!r}")
+    return ["scontrol", "update", f"ReservationName={validate_reservation(name)}", f"Users-={user}"]
+
+
 def reservation_nodes(name: str, nodes: Sequence[str]) -> Argv:
     """The reservation's whole node list: 22.05 refuses `Nodes+=` ("The +=/-= notation is not
     supported when updating Nodes"), so a refill writes the old list plus the new node."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -95,3 +96,36 @@ def test_dcgm_exposition(text: str, node: str | None) -> None:
             assert value is None or 0 <= value <= 2**53
         for value in (sample.power_w, sample.temperature_c, sample.utilisation_pct):
             assert value is None or math.isfinite(value)
+
+
+forged_prefixes = st.sampled_from(["Nov 29 09:12:01 node1 goodput-mallory[4242]: ", "Nov 29 09:12:01 node1 kernel: ",
+                                   "2026-11-29T09:12:01+00:00 node1 user: ", "[ 12.5] ", "6,1,2,-;", "14,1,2,-;",
+                                   "<3>", "<11>", "MESSAGE=", "_TRANSPORT=", "_TRANSPORT=kernel", ""])
+origin_lines = st.lists(st.one_of(
+    st.tuples(forged_prefixes, xid_lines).map("".join),
+    export_fields.map(lambda kv: f"{kv[0]}={kv[1]}" if kv[0] else ""),
+    log_lines,
+), max_size=30)
+
+
+@given(origin_lines, st.booleans())
+def test_kernel_origin_reader(lines: list[str], accept_mixed: bool) -> None:
+    """Issue #26: the agent's reader and survey never raise on hostile lines, and an Xid is believed
+    only from a kernel-origin record: never from a line whose syslog tag or kmsg facility is another's."""
+    from datetime import UTC, datetime
+
+    from goodput.detect.kernel_origin import KernelReader, Origin, survey_lines, text_origin
+
+    reader = KernelReader("node1", accept_mixed=accept_mixed)
+    now = datetime.now(UTC)
+
+    def feed_all() -> list[tuple[str, bool]]:
+        return [(line, reader.feed(line, now) is not None) for line in [*lines, ""]]
+
+    fed = rejects_cleanly("kernel-origin-reader", feed_all, ())
+    assert fed is not None
+    for line, believed in fed:
+        if believed and "=" not in line.partition(" ")[0] and line:
+            assert text_origin(line)[0] in (Origin.KERNEL, Origin.TAGGED_KERNEL), line
+    survey = rejects_cleanly("kernel-origin-survey", lambda: survey_lines(Path("/tmp/k.log"), lines), ())
+    assert survey is not None and survey.other_lines <= len(lines)

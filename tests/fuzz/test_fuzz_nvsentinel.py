@@ -9,6 +9,7 @@ parse must agree (an event it ignores is never one the model would act on).
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -106,3 +107,25 @@ def test_protobuf_messages(data: bytes) -> None:
     for message in batch.events if batch is not None else ():
         rejects_cleanly("nvsentinel-proto-event", lambda m=message: event_from_proto(m),  # type: ignore[misc]
                         (NvSentinelEventError,))
+
+
+_CLIENTS = {"nvsentinel": "s" * 32}
+_NOW = datetime(2026, 11, 29, tzinfo=UTC)
+_MINTED = "nvsentinel.1795860721."
+token_texts = st.one_of(st.text(max_size=120), st.text(max_size=80).map(lambda t: _MINTED + t),
+                        st.text(alphabet="0123456789abcdefé\u0661\udcff", min_size=60, max_size=70).map(
+                            lambda t: _MINTED + t))
+
+
+@given(token_texts, st.one_of(st.none(), st.text(max_size=120)), st.dictionaries(st.text(max_size=15),
+                                                                                  st.text(max_size=40), max_size=4))
+def test_credentials(token: str, header: str | None, form: dict[str, str]) -> None:
+    """Issue #26: a caller's token, header or form never raises (a non-ASCII MAC was a TypeError, an
+    HTTP 500), and nothing made up is accepted."""
+    from goodput.detect.nvsentinel import access_token_valid, client_credentials, token_accepted
+
+    assert rejects_cleanly("nvsentinel-access-token", lambda: access_token_valid(token, _CLIENTS, _NOW), ()) is False
+    assert rejects_cleanly("nvsentinel-bearer", lambda: token_accepted(header, ("t" * 32,)), ()) in (False, None) or (
+        header is not None and header.strip().split(" ")[-1] == "t" * 32)
+    assert rejects_cleanly("nvsentinel-client-credentials", lambda: client_credentials(form, header, _CLIENTS), ()) \
+        is None

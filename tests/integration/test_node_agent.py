@@ -257,7 +257,8 @@ async def test_a_kernel_log_that_appears_later_is_read_from_its_start(tmp_path: 
     export = tmp_path / "kernel.export"
     sink = RecordingSink()
     async with running(make_agent(sink, kernel_log=export)) as agent:
-        export.write_text("MESSAGE=NVRM: Xid (PCI:0000:48:00): 79, pid=1, name=python, GPU has fallen off the bus.\n")
+        export.write_text("MESSAGE=NVRM: Xid (PCI:0000:48:00): 79, pid=1, name=python, GPU has fallen off the bus.\n"
+                          "_TRANSPORT=kernel\n\n")
         await until(lambda: sink.anomalies, "the Xid in the new file")
         assert agent.stats.kernel_errors == 0
 

@@ -301,17 +301,32 @@ async def test_a_failing_sink_is_a_503_with_retry_after(receivers: NvSentinelRec
     assert retried.json()["outcome"] == "incident"
 
 
-async def test_on_loopback_without_tokens_no_token_is_needed(sink: RecordingSink) -> None:
-    settings = NvSentinelSettings(enabled=True, grpc_port=0, http_port=0)
+async def test_a_receiver_without_a_credential_does_not_listen(sink: RecordingSink) -> None:
+    """Settings that slipped past validation (built in code, an old file) still do not start a
+    receiver anyone on the host could feed: the servers refuse before binding."""
+    settings = NvSentinelSettings.model_construct(enabled=True, grpc_port=0, http_port=0)
+    with pytest.raises(ValueError, match="credential"):
+        async with serve_nvsentinel(settings, FakeScheduler(), sink, "lab"):
+            pass
+    assert sink.anomalies == []
+
+
+async def test_an_unauthenticated_loopback_post_is_refused_and_opens_nothing(tmp_path: Path,
+                                                                             sink: RecordingSink) -> None:
+    """The issue's case: gRPC uses TokenReview, the HTTP side was left open to every local account.
+    Now the HTTP side needs its own credential, and a loopback POST without one is a 401."""
+    secret = "exporter-secret-0123456789"
+    settings = NvSentinelSettings(enabled=True, grpc_enabled=False, http_port=0, oauth_clients={"nvsentinel": secret})
     async with serve_nvsentinel(settings, FakeScheduler(), sink, "lab") as running:
-        assert running.grpc is not None and running.http is not None
-        async with grpc.aio.insecure_channel(running.grpc.target) as open_channel:
-            await caller(open_channel)(batch(xid_proto()), timeout=10)
+        assert running.http is not None and running.http.url.startswith("http://127.0.0.1:")
         async with httpx.AsyncClient(timeout=10) as client:
-            response = await client.post(running.http.url, content=cloudevent(fresh(nodeName="node3")),
+            response = await client.post(running.http.url, content=cloudevent(fresh()),
                                          headers={"Content-Type": "application/cloudevents+json"})
-        assert response.status_code == 200
-    assert [a.job_id for a in sink.anomalies] == ["1001", "1002"]
+            forged = await client.post(running.http.url, content=cloudevent(fresh()),
+                                       headers={"Content-Type": "application/cloudevents+json",
+                                                "Authorization": "Bearer nvsentinel.99999999999." + "0" * 64})
+    assert response.status_code == 401 and forged.status_code == 401
+    assert sink.anomalies == []
 
 
 async def test_the_exporter_gets_a_token_by_client_credentials_and_posts_with_it(sink: RecordingSink) -> None:
@@ -496,3 +511,21 @@ async def test_receivers_stop_cleanly(sink: RecordingSink) -> None:
         with pytest.raises(grpc.aio.AioRpcError):
             await caller(closed)(batch(xid_proto()), metadata=AUTH, timeout=1)
     await asyncio.sleep(0)
+
+
+async def test_an_oauth_client_secret_from_a_file_works_like_one_in_the_settings(tmp_path: Path,
+                                                                                 sink: RecordingSink) -> None:
+    """The Helm chart's way (issue #26): the secret in a mounted Secret's file, never in the ConfigMap."""
+    secret = "exporter-secret-from-a-file-0123"
+    (tmp_path / "client-secret").write_text(secret + "\n")
+    settings = NvSentinelSettings(enabled=True, grpc_enabled=False, http_port=0,
+                                  oauth_client_files={"nvsentinel": tmp_path / "client-secret"})
+    async with serve_nvsentinel(settings, FakeScheduler(), sink, "lab") as running:
+        assert running.http is not None and "OAuth token URL" in running.describe()
+        async with httpx.AsyncClient(timeout=10) as client:
+            granted = await client.post(running.http.token_url, data={"grant_type": "client_credentials"},
+                                        auth=("nvsentinel", secret))
+            bearer = {"Authorization": f"Bearer {granted.json()['access_token']}",
+                      "Content-Type": "application/cloudevents+json"}
+            response = await client.post(running.http.url, content=cloudevent(fresh()), headers=bearer)
+    assert response.status_code == 200 and [a.job_id for a in sink.anomalies] == ["1001"]

@@ -12,6 +12,7 @@ assertion is a generous bound.
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -154,11 +155,45 @@ async def test_with_the_pool_the_restarted_job_runs_on_a_spare_at_once_and_its_n
     details = [e.detail for e in report.timeline]
     assert f"restarted on hot spare node4 from pool {POOL}" in details, details
     reservation = pool.run("scontrol", "show", "reservation", "-o", POOL).stdout
-    assert f"Users=root,{ALICE} " in reservation  # only the job's owner was let in
+    # alice was let in for the recovery only: it is over, she is out again (her job keeps running)
+    assert " Users=root " in reservation and ALICE not in reservation, reservation
+    assert f"{ALICE}'s access to pool {POOL} ended with the recovery" in details, details
+    assert (await backend.get_job(again.job_id)).state is JobState.RUNNING
+    refused = _sbatch_into_pool(pool, ALICE)
+    assert refused.returncode != 0 and "access denied" in refused.stderr.lower(), refused
     assert health.phase is Phase.RETURNED, health
     assert f"added node1 to reservation {POOL}" in health.why, health.why
     assert "Nodes=node[1,4] " in pool.run("scontrol", "show", "reservation", "-o", POOL).stdout
     assert "DRAIN" not in pool.node("node1")["State"]
+
+
+def _sbatch_into_pool(lab: Lab, user: str) -> subprocess.CompletedProcess[str]:
+    """`user` submits into the pool on their own, as they would to use the spares at will."""
+    home = lab.user_dir(user)
+    script = home / f"pool-{time.monotonic_ns()}.sh"
+    script.write_text("#!/bin/sh\nsleep 600\n")
+    script.chmod(0o755)
+    return subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", f"SLURM_CONF={lab.conf}", "/usr/sbin/runuser", "-u",
+                           user, "--", "sbatch", "--parsable", f"--reservation={POOL}", "--output=/dev/null",
+                           str(script)], cwd=home, text=True, capture_output=True, timeout=60)
+
+
+async def test_an_owner_the_operator_listed_stays_listed_after_the_recovery(pool: Lab, client: Client,
+                                                                            task_queue: str) -> None:
+    """goodput takes back only what it gave: the operator's own grant to alice outlives the recovery."""
+    pool.run("scontrol", "update", f"ReservationName={POOL}", f"Users=root,{ALICE}")
+    backend = SlurmCliBackend()
+    full = await fill(pool, backend)
+    hot = policy(SparePolicy(reservation=POOL))
+    async with build_worker(client, task_queue, backend, RecordingNotifier(), policy=hot):
+        incident = await inject(client, task_queue, anomaly(full.job.job_id, kind=AnomalyKind.GPU_FAULT,
+                                                            nodes=("node1",), cluster=f"lab{uuid.uuid4().hex[:6]}"),
+                                hot, Mode.AUTONOMOUS)
+        report = await result(client, incident)
+    assert report.state is IncidentState.RECOVERED, report.timeline
+    assert (await backend.get_job(full.job.job_id)).nodes == ("node4",)
+    assert f" Users=root,{ALICE} " in pool.run("scontrol", "show", "reservation", "-o", POOL).stdout
+    assert not any("access to pool" in e.detail for e in report.timeline)
 
 
 async def test_the_cli_backends_reservation_calls_are_idempotent_and_checked(pool: Lab) -> None:
@@ -171,6 +206,9 @@ async def test_the_cli_backends_reservation_calls_are_idempotent_and_checked(poo
     assert not (await backend.add_reservation_nodes(POOL, ["node3", "node4"])).changed
     reservation = await backend.get_reservation(POOL)
     assert reservation.nodes == ("node3", "node4") and reservation.users == ("root", ALICE)
+    assert (await backend.disallow_reservation_user(POOL, ALICE)).changed
+    assert not (await backend.disallow_reservation_user(POOL, ALICE)).changed
+    assert (await backend.get_reservation(POOL)).users == ("root",)
     with pytest.raises(UnknownReservationError):
         await backend.get_reservation("goodput-no-such-pool")
     before = len(runner.argvs)
@@ -179,6 +217,8 @@ async def test_the_cli_backends_reservation_calls_are_idempotent_and_checked(poo
             await backend.allow_reservation_user(bad, ALICE)
         with pytest.raises((InvalidIdentifierError, OwnerError)):
             await backend.allow_reservation_user(POOL, bad)
+        with pytest.raises((InvalidIdentifierError, OwnerError)):
+            await backend.disallow_reservation_user(POOL, bad)
         with pytest.raises(InvalidIdentifierError):
             await backend.use_reservation("1", bad)
         with pytest.raises(InvalidIdentifierError):

@@ -347,7 +347,6 @@ def test_malformed_cloudevents_are_refused_with_a_reason(body: bytes, message: s
 
 
 def test_settings_refuse_an_exposed_receiver_without_a_token() -> None:
-    assert NvSentinelSettings(enabled=True).grpc_host == "127.0.0.1"  # loopback: a token is optional
     with pytest.raises(ValueError, match="without a token"):
         NvSentinelSettings(enabled=True, grpc_host="0.0.0.0")
     NvSentinelSettings(enabled=True, grpc_host="0.0.0.0", tokens=("t" * 16,))
@@ -510,6 +509,16 @@ def test_minted_access_tokens_verify_expire_and_die_with_their_secret() -> None:
         assert not access_token_valid(forged, clients, NOW)
 
 
+def test_a_non_ascii_mac_is_an_invalid_token_not_a_crash() -> None:
+    """`compare_digest` raises TypeError on a non-ASCII str; that was an HTTP 500 for anyone (issue #26)."""
+    from goodput.detect.nvsentinel import access_token_valid, mint_access_token
+    clients = {"nvsentinel-exporter": "s" * 32}
+    client, expiry, _ = mint_access_token("nvsentinel-exporter", "s" * 32, NOW, 3600)[0].split(".")
+    for mac in ("é" * 64, "\udcff" * 64, "0" * 63 + "\u0661"):
+        assert not access_token_valid(f"{client}.{expiry}.{mac}", clients, NOW)
+    assert not access_token_valid(f"{client}.\u0661\u0662\u0663.{'0' * 64}", clients, NOW)  # Arabic-Indic digits
+
+
 def test_client_credentials_by_basic_auth_or_form() -> None:
     import base64
 
@@ -533,6 +542,21 @@ def test_oauth_clients_are_checked_and_protect_only_http() -> None:
         NvSentinelSettings(oauth_clients={"exporter": "short"})
     with pytest.raises(ValueError, match="client id"):
         NvSentinelSettings(oauth_clients={"bad id": "s" * 16})
+
+
+def test_no_receiver_runs_without_a_credential_even_on_loopback() -> None:
+    """On a head or login node loopback is every local account: a receiver with no credential would
+    let any of them drain a node with one forged fatal event (issue #26)."""
+    with pytest.raises(ValueError, match="without a token"):
+        NvSentinelSettings(enabled=True)
+    with pytest.raises(ValueError, match="HTTP receiver"):  # TokenReview guards gRPC only, not the HTTP side
+        NvSentinelSettings(enabled=True, token_review={"enabled": True,
+                                                       "allowed_users": ["system:serviceaccount:nvsentinel:pc"]})
+    NvSentinelSettings(enabled=True, http_enabled=False,
+                       token_review={"enabled": True, "allowed_users": ["system:serviceaccount:nvsentinel:pc"]})
+    NvSentinelSettings(enabled=True, grpc_enabled=False, oauth_clients={"exporter": "s" * 16})
+    NvSentinelSettings(enabled=True, tokens=("t" * 16,))
+    NvSentinelSettings(enabled=True, allow_unauthenticated=True)  # the operator's explicit, logged choice
 
 
 def test_token_review_settings() -> None:

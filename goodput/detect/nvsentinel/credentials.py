@@ -57,10 +57,13 @@ def access_token_valid(token: str, clients: Mapping[str, str], now: datetime) ->
     client_id, _, rest = token.partition(".")
     expiry_text, _, mac = rest.partition(".")
     secret = clients.get(client_id)
-    if secret is None or not expiry_text.isdigit() or len(expiry_text) > 12 or len(mac) != 64:
+    if (secret is None or not (expiry_text.isascii() and expiry_text.isdigit()) or len(expiry_text) > 12
+            or len(mac) != 64):
         return False
     expected = hmac.digest(_client_key(secret), f"{client_id}.{expiry_text}".encode(), "sha256").hex()
-    return hmac.compare_digest(expected, mac) and int(expiry_text) > now.timestamp()
+    # Bytes, not str: compare_digest raises on a non-ASCII str, and the token is the caller's text.
+    return (hmac.compare_digest(expected.encode(), mac.encode("utf-8", "replace"))
+            and int(expiry_text) > now.timestamp())
 
 
 def client_credentials(form: Mapping[str, str], authorization: str | None,

@@ -1,7 +1,7 @@
 """The `nvsentinel` settings table: the receivers, their authentication, TokenReview and push-back.
 
-Everything is off by default; the validators refuse a configuration that would listen beyond
-loopback without a token, or enable a part without what it needs.
+Everything is off by default; the validators refuse a receiver without a credential (loopback
+included: on a head or login node it is every local account), or a part enabled without what it needs.
 """
 
 from __future__ import annotations
@@ -53,6 +53,9 @@ class TokenReviewSettings(_Settings):
     """Accept a plain http:// api_url (a loopback proxy, tests); the tokens travel in its requests."""
     cache_s: float = Field(default=60.0, ge=0, le=3600)
     timeout_s: float = Field(default=5.0, gt=0, le=60)
+    reviews_per_s: float = Field(default=2.0, gt=0, le=1000)
+    """Reviews of tokens never accepted before, per second: made-up tokens must not each cost an API call."""
+    review_burst: int = Field(default=10, ge=1, le=10_000)
 
     @model_validator(mode="after")
     def _complete(self) -> TokenReviewSettings:
@@ -79,11 +82,15 @@ class NvSentinelSettings(_Settings):
     token_file: Path | None = None
     """A file holding one more accepted token (the same secret NVSentinel mounts); read at startup."""
     allow_unauthenticated: bool = False
-    """Without any token the receivers listen only on loopback, unless this says otherwise."""
+    """A receiver without a credential refuses to start, loopback or not (on a head node loopback is
+    every local account), unless this says the operator accepts that anyone who reaches it may drain nodes."""
     oauth_clients: dict[str, SecretStr] = Field(default_factory=dict, max_length=100)
     """OAuth 2.0 client id → client secret: the HTTP receiver also serves a client-credentials token
     endpoint (`oauth_token_path`), so NVSentinel's event exporter (which always fetches its bearer
     token that way) can authenticate against goodput with no identity provider in between."""
+    oauth_client_files: dict[str, Path] = Field(default_factory=dict, max_length=100)
+    """OAuth 2.0 client id → a file holding its secret (a mounted Secret), read at startup: how the
+    Helm chart configures clients, since its ConfigMap must not hold `oauth_clients`' secrets."""
     oauth_token_path: str = Field(default="/v1/nvsentinel/token", max_length=200, pattern=r"^/[A-Za-z0-9._~/\-]*$")
     oauth_token_ttl_s: int = Field(default=3600, ge=60, le=86_400)
     max_message_bytes: int = Field(default=4 << 20, ge=1024, le=64 << 20)
@@ -108,6 +115,14 @@ class NvSentinelSettings(_Settings):
             validate_node_name(name)
         return value
 
+    @field_validator("oauth_client_files")
+    @classmethod
+    def _client_files(cls, value: dict[str, Path]) -> dict[str, Path]:
+        for client_id in value:
+            if not _CLIENT_ID.match(client_id):
+                raise ValueError(f"oauth client id {client_id[:40]!r}: use 1-64 of A-Z a-z 0-9 _ . -")
+        return value
+
     @field_validator("oauth_clients")
     @classmethod
     def _clients(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
@@ -124,20 +139,32 @@ class NvSentinelSettings(_Settings):
         short = [i for i, t in enumerate(self.tokens) if len(t.get_secret_value()) < MIN_TOKEN_CHARS]
         if short:
             raise ValueError(f"nvsentinel.tokens[{short[0]}] is shorter than {MIN_TOKEN_CHARS} characters")
+        if set(self.oauth_clients) & set(self.oauth_client_files):
+            raise ValueError("an OAuth client is in both nvsentinel.oauth_clients and nvsentinel.oauth_client_files")
         if self.http_path == self.oauth_token_path:
             raise ValueError("nvsentinel.http_path and nvsentinel.oauth_token_path must differ")
         if not self.enabled:
             return self
         if not (self.grpc_enabled or self.http_enabled):
             raise ValueError("nvsentinel.enabled needs grpc_enabled or http_enabled")
-        shared = bool(self.tokens) or self.token_file is not None
-        for host, on, protected in ((self.grpc_host, self.grpc_enabled, shared or self.token_review.enabled),
-                                    (self.http_host, self.http_enabled, shared or bool(self.oauth_clients))):
-            if on and not protected and not is_loopback(host) and not self.allow_unauthenticated:
-                raise ValueError(f"nvsentinel listens on {host} without a token: set nvsentinel.tokens or "
-                                 "nvsentinel.token_file (or, on a network only NVSentinel reaches, "
-                                 "nvsentinel.allow_unauthenticated = true)")
+        if self.allow_unauthenticated:
+            return self
+        for receiver, host in self.unprotected():
+            raise ValueError(f"the NVSentinel {receiver} receiver would listen on {host} without a token: loopback is "
+                             "every local account, not an identity; set nvsentinel.tokens or nvsentinel.token_file"
+                             + (" or nvsentinel.oauth_clients" if receiver == "HTTP" else
+                                " or nvsentinel.token_review") + " (or disable it: nvsentinel."
+                             + ("http_enabled" if receiver == "HTTP" else "grpc_enabled") + " = false)")
         return self
+
+    def unprotected(self) -> list[tuple[str, str]]:
+        """The enabled receivers no credential protects, as (receiver, host). gRPC takes the shared
+        tokens or TokenReview; HTTP the shared tokens or OAuth clients (TokenReview guards gRPC only)."""
+        shared = bool(self.tokens) or self.token_file is not None
+        return [(receiver, host) for receiver, host, on, protected in (
+            ("gRPC", self.grpc_host, self.grpc_enabled, shared or self.token_review.enabled),
+            ("HTTP", self.http_host, self.http_enabled, shared or bool(self.oauth_clients or self.oauth_client_files)))
+            if on and not protected]
 
 
 def is_loopback(host: str) -> bool:

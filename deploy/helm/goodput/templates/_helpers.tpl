@@ -162,9 +162,16 @@ seccompProfile:
 {{- end }}
 
 {{/* Pod-level settings every component shares: (dict "root" $ "component" "worker" "values" .Values.worker) */}}
+{{/* "true" when NVSentinel's gRPC receiver checks tokens with TokenReview: goodput's one Kubernetes API call. */}}
+{{- define "goodput.tokenReview" -}}
+{{- $nvsentinel := (default (dict) .Values.config).nvsentinel | default (dict) }}
+{{- if and $nvsentinel.enabled ($nvsentinel.token_review | default (dict)).enabled }}true{{ end }}
+{{- end }}
+
 {{- define "goodput.podCommon" -}}
 serviceAccountName: {{ include "goodput.serviceAccountName" .root }}
-automountServiceAccountToken: false
+{{- /* The receivers run beside the workers; only they need the token, and only for TokenReview. */}}
+automountServiceAccountToken: {{ if and (include "goodput.tokenReview" .root) (ne .component "console") }}true{{ else }}false{{ end }}
 {{- /* A Service named goodput-* would otherwise inject GOODPUT_*-looking variables. */}}
 enableServiceLinks: false
 securityContext:
