@@ -86,9 +86,9 @@ class NvSentinelHttpServer:
 
     def _authorized(self, header: str | None) -> bool:
         """A configured token, or an access token minted for a configured OAuth client; with
-        neither configured, anyone only if the operator said so (`allow_unauthenticated`)."""
+        neither configured, no one: loopback is not an identity."""
         if not self._tokens and not self._clients:
-            return self.settings.allow_unauthenticated
+            return False
         if self._tokens and token_accepted(header, self._tokens):
             return True
         scheme, _, token = (header or "").strip().partition(" ")

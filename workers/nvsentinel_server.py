@@ -63,7 +63,7 @@ async def serve_nvsentinel(settings: NvSentinelSettings, scheduler: Scheduler, s
                            intake: NvSentinelIntake | None = None) -> AsyncIterator[NvSentinelReceivers]:
     """`async with serve_nvsentinel(settings.nvsentinel, scheduler, sink, settings.cluster) as receivers:`."""
     # The settings refuse this already; settings built around their validators must not open a door either.
-    if not settings.allow_unauthenticated and (open_ := settings.unprotected()):
+    if open_ := settings.unprotected():
         raise ValueError("refusing to start the NVSentinel " + " and ".join(r for r, _ in open_) + " receiver "
                          "without a credential (nvsentinel.tokens, token_file, oauth_clients, token_review)")
     tokens = receiver_tokens(settings)
@@ -79,9 +79,6 @@ async def serve_nvsentinel(settings: NvSentinelSettings, scheduler: Scheduler, s
             if server is not None:
                 await server.start()
                 stack.push_async_callback(server.stop)
-        for receiver, host in settings.unprotected():
-            log.error("the NVSentinel %s receiver on %s accepts events from anyone who reaches it "
-                      "(nvsentinel.allow_unauthenticated = true): any local account can drain nodes", receiver, host)
         yield NvSentinelReceivers(intake, grpc_server, http_server)
 
 

@@ -350,7 +350,8 @@ def test_settings_refuse_an_exposed_receiver_without_a_token() -> None:
     with pytest.raises(ValueError, match="without a token"):
         NvSentinelSettings(enabled=True, grpc_host="0.0.0.0")
     NvSentinelSettings(enabled=True, grpc_host="0.0.0.0", tokens=("t" * 16,))
-    NvSentinelSettings(enabled=True, http_host="10.0.0.5", allow_unauthenticated=True)
+    with pytest.raises(ValueError, match="no longer honoured"):
+        NvSentinelSettings(enabled=True, http_host="10.0.0.5", allow_unauthenticated=True)
     with pytest.raises(ValueError, match="shorter"):
         NvSentinelSettings(tokens=("short",))
     with pytest.raises(ValueError, match="node name"):
@@ -556,7 +557,8 @@ def test_no_receiver_runs_without_a_credential_even_on_loopback() -> None:
                        token_review={"enabled": True, "allowed_users": ["system:serviceaccount:nvsentinel:pc"]})
     NvSentinelSettings(enabled=True, grpc_enabled=False, oauth_clients={"exporter": "s" * 16})
     NvSentinelSettings(enabled=True, tokens=("t" * 16,))
-    NvSentinelSettings(enabled=True, allow_unauthenticated=True)  # the operator's explicit, logged choice
+    with pytest.raises(ValueError, match="no longer honoured"):  # loopback is not an identity: no way around it
+        NvSentinelSettings(enabled=True, allow_unauthenticated=True)
 
 
 def test_token_review_settings() -> None:

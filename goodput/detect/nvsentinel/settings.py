@@ -82,8 +82,9 @@ class NvSentinelSettings(_Settings):
     token_file: Path | None = None
     """A file holding one more accepted token (the same secret NVSentinel mounts); read at startup."""
     allow_unauthenticated: bool = False
-    """A receiver without a credential refuses to start, loopback or not (on a head node loopback is
-    every local account), unless this says the operator accepts that anyone who reaches it may drain nodes."""
+    """Retired: no receiver runs without a credential, loopback or not (on a head node loopback is every
+    local account, and a forged fatal event drains a node). Kept as a key only so that a config still
+    setting it to true is refused with that reason instead of as an unknown key."""
     oauth_clients: dict[str, SecretStr] = Field(default_factory=dict, max_length=100)
     """OAuth 2.0 client id → client secret: the HTTP receiver also serves a client-credentials token
     endpoint (`oauth_token_path`), so NVSentinel's event exporter (which always fetches its bearer
@@ -143,12 +144,13 @@ class NvSentinelSettings(_Settings):
             raise ValueError("an OAuth client is in both nvsentinel.oauth_clients and nvsentinel.oauth_client_files")
         if self.http_path == self.oauth_token_path:
             raise ValueError("nvsentinel.http_path and nvsentinel.oauth_token_path must differ")
+        if self.allow_unauthenticated:
+            raise ValueError("nvsentinel.allow_unauthenticated is no longer honoured: every NVSentinel receiver "
+                             "needs a credential (tokens, token_file, oauth_clients or token_review); remove the key")
         if not self.enabled:
             return self
         if not (self.grpc_enabled or self.http_enabled):
             raise ValueError("nvsentinel.enabled needs grpc_enabled or http_enabled")
-        if self.allow_unauthenticated:
-            return self
         for receiver, host in self.unprotected():
             raise ValueError(f"the NVSentinel {receiver} receiver would listen on {host} without a token: loopback is "
                              "every local account, not an identity; set nvsentinel.tokens or nvsentinel.token_file"
