@@ -160,7 +160,9 @@ class RecoveryWorkflow(NodeLinks, Evidence):
         in-job restart and the incident goes on following the job."""
         self._attributed = attributed
         attribution, job = self._attributed.attribution, self._attributed.job
-        if job is not None and start.policy.node_memory.enabled and workflow.patched("node-memory"):
+        # Evidence that may not act may not teach the node memory either (it would drain later).
+        if (job is not None and start.policy.node_memory.enabled and not self._attributed.evidence_only
+                and workflow.patched("node-memory")):
             attribution = await self._remember(attribution, job)
         if start.mode is None and job is not None:
             self._mode = start.policy.mode_for(job.partition)
@@ -180,6 +182,12 @@ class RecoveryWorkflow(NodeLinks, Evidence):
         if job is None:
             raise Escalation(self._attributed.note or "the scheduler has no record of this job")
 
+        if self._attributed.evidence_only and workflow.patched("pushed-output-checked"):
+            # Whatever the mode: lines goodput could not tie to the job's own output are reported only.
+            self._move(S.RECOMMENDED_ONLY, f"evidence only ({self._attributed.evidence_only}): "
+                                           f"recommended — {self._plan.rationale}")
+            await self._notify(f"recommendation (unverified pushed evidence): {self._plan.rationale}")
+            return False
         if self._mode is not Mode.MONITOR and workflow.patched("kill-switch"):
             self._mode, why = effective_mode(self._mode, await self._kill_switch())
             if why:

@@ -143,6 +143,10 @@ class AttributeResult(Frozen):
     note: str = ""
     # What the job's own launcher recorded (NVRx's cycle info, when the job's comment names it).
     launcher: str = ""
+    # Why nothing may be done on this evidence ("" when something may): every anomaly came from
+    # pushed lines that are not the job's own output as Slurm records it (goodput.diagnose.provenance).
+    # The plan is then a recommendation, whatever the mode.
+    evidence_only: str = ""
 
 
 class IsolateInput(Frozen):
