@@ -11,7 +11,7 @@ Operators steer it with `approve`/`cancel` signals (the Temporal UI can send tho
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -85,6 +85,7 @@ class RecoveryWorkflow(NodeLinks, Evidence):
         # Reported and indexed so that a node fault lists every job it hit (workflows.node_link).
         self._node_incidents: list[str] = []
         self._node_answers: dict[str, LinkAnswer] = {}
+        self._evidence_deadline: datetime | None = None  # while only evidence-only anomalies came
 
     # -- run ------------------------------------------------------------------------------
 
@@ -122,6 +123,11 @@ class RecoveryWorkflow(NodeLinks, Evidence):
             if attributed is None:
                 return
             following = await self._recover_once(start, attributed)
+            if self._state is S.AWAITING_EVIDENCE:
+                attributed = await self._await_actionable(start)
+                if attributed is None:
+                    return
+                continue
             if not following:
                 return
             attributed = await self._follow_launcher(start)
@@ -184,8 +190,11 @@ class RecoveryWorkflow(NodeLinks, Evidence):
 
         if self._attributed.evidence_only and workflow.patched("pushed-output-checked"):
             # Whatever the mode: lines goodput could not tie to the job's own output are reported only.
-            self._move(S.RECOMMENDED_ONLY, f"evidence only ({self._attributed.evidence_only}): "
-                                           f"recommended — {self._plan.rationale}")
+            said = f"evidence only ({self._attributed.evidence_only}): recommended — {self._plan.rationale}"
+            if start.policy.evidence_only_wait_s > 0:
+                self._move(S.AWAITING_EVIDENCE, f"{said}; waiting for evidence goodput may act on")
+            else:
+                self._move(S.RECOMMENDED_ONLY, said)
             await self._notify(f"recommendation (unverified pushed evidence): {self._plan.rationale}")
             return False
         if self._mode is not Mode.MONITOR and workflow.patched("kill-switch"):
@@ -215,6 +224,25 @@ class RecoveryWorkflow(NodeLinks, Evidence):
                   and workflow.patched("follow-in-job-restarts"))
         await self._execute(self._plan, job.job_id, job.restart_count, follow=follow)
         return follow and self._state is S.FOLLOWING_LAUNCHER
+
+    async def _await_actionable(self, start: RecoveryStart) -> AttributeResult | None:
+        """After evidence-only anomalies: the attribution of the next evidence, or None when the
+        incident closed (cancelled, or nothing new within `evidence_only_wait_s` of the first)."""
+        if self._evidence_deadline is None:
+            self._evidence_deadline = workflow.now() + timedelta(seconds=start.policy.evidence_only_wait_s)
+        left = (self._evidence_deadline - workflow.now()).total_seconds()
+        arrived = left > 0 and await self._wait(self._evidence_past(self._weighed), left)
+        if self._cancelled_here():
+            return None
+        if not arrived:
+            self._move(S.RECOMMENDED_ONLY, f"no evidence goodput may act on within "
+                                           f"{start.policy.evidence_only_wait_s:.0f} s: recommended only")
+            return None
+        if start.policy.coalesce_window_s > 0:
+            await self._wait(lambda: self._cancel_requested(), start.policy.coalesce_window_s)
+        if self._cancelled_here():
+            return None
+        return await self._attribute(start)
 
     async def _follow_launcher(self, start: RecoveryStart) -> AttributeResult | None:
         """While the job's launcher restarts it in-job, wait for later evidence of the same job

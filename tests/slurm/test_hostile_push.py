@@ -54,7 +54,7 @@ while true; do
 done
 """
 POLICY = Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
-                verify_running_timeout_s=5, verify_progress_timeout_s=5, max_resume_attempts=1)
+                verify_running_timeout_s=5, verify_progress_timeout_s=5, max_resume_attempts=1, evidence_only_wait_s=0)
 
 
 def _shared_dir(lab: Lab) -> Path:
