@@ -21,6 +21,7 @@ import pytest
 from temporalio.client import Client
 
 from activities.adapters.slurm_cli import SlurmCliBackend
+from activities.adapters.slurm_rest import SlurmRestBackend
 from goodput.detect.push import PushConfig
 from goodput.models import IncidentKey, Mode, Outcome
 from goodput.recover.incident import IncidentReport
@@ -144,3 +145,25 @@ async def _holds(path: Path, text: str) -> bool:
         return text in path.read_text()
     except FileNotFoundError:  # slurmstepd opens it a moment after Slurm says RUNNING
         return False
+
+
+@pytest.mark.parametrize("backend_name", ["slurm-cli", "slurm-rest"])
+async def test_each_lab_backend_reports_the_output_path_the_check_compares_with(
+        lab: Lab, backend_name: str, request: pytest.FixtureRequest) -> None:
+    """The pushed `file` is compared with the job's StdOut as the backend reports it: every backend
+    must report the expanded path scontrol prints, never Slurm 22.05's `%j` pattern (which could
+    only ever make the job's own output evidence only)."""
+    shared = _shared_dir(lab)
+    alice = await _alice_runs(lab, shared, xid=False)
+    backend: SlurmCliBackend | SlurmRestBackend = SlurmCliBackend()
+    if backend_name == "slurm-rest":
+        restd = request.getfixturevalue("slurmrestd")
+        backend = SlurmRestBackend(restd.url, user=restd.user, token=restd.token, allow_http=True,
+                                   fallback=SlurmCliBackend())
+    try:
+        job = await backend.get_job(alice.job_id)
+    finally:
+        if isinstance(backend, SlurmRestBackend):
+            await backend.aclose()
+    assert (job.stdout_path, job.stderr_path) == (alice.stdout_path, alice.stdout_path)
+    assert job.user_id == alice.user_id is not None
