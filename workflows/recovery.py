@@ -5,7 +5,9 @@ first anomaly starts it, the rest arrive as `anomaly` signals and are folded int
 The workflow only orchestrates; attribution runs in an activity (it needs the scheduler's view of
 the job), planning is the pure `plan_recovery`, and every effect is an idempotent activity.
 Operators steer it with `approve`/`cancel` signals (the Temporal UI can send those) or the
-`decide` update, which returns the resulting state to the CLI.
+`decide` update, which returns the resulting state to the CLI. Evidence that is not the job's own
+output (pushed lines from another file; goodput.diagnose.provenance) never makes it act: it
+recommends and waits, `awaiting-evidence`, for evidence it may act on.
 """
 
 from __future__ import annotations
@@ -193,6 +195,7 @@ class RecoveryWorkflow(NodeLinks, Evidence):
             said = f"evidence only ({self._attributed.evidence_only}): recommended — {self._plan.rationale}"
             if start.policy.evidence_only_wait_s > 0:
                 self._move(S.AWAITING_EVIDENCE, f"{said}; waiting for evidence goodput may act on")
+                self._upsert()  # listed as open, in its own state, like one awaiting approval
             else:
                 self._move(S.RECOMMENDED_ONLY, said)
             await self._notify(f"recommendation (unverified pushed evidence): {self._plan.rationale}")
