@@ -171,7 +171,8 @@ class RecoveryActivities:
         launcher = await asyncio.to_thread(cycle_note, job) if job is not None else ""
         # Pushed lines not shown to be the job's own output never weigh in what is done; when
         # nothing else is left, they are weighed for a recommendation only.
-        owners = await asyncio.to_thread(file_owners, pushed_files(request.anomalies, job))
+        async with heartbeating():  # an lstat on a hung network filesystem is the filesystem's timeout, not ours
+            owners = await asyncio.to_thread(file_owners, pushed_files(request.anomalies, job))
         evidence = sort_evidence(request.anomalies, job, owners)
         weighed = evidence.actionable or request.anomalies
         layout = await self._layout(request, job, weighed)
