@@ -180,7 +180,8 @@ class RecoveryActivities:
         if evidence.note:
             attribution = attribution.model_copy(update={"explanation": f"{attribution.explanation}; {evidence.note}"})
         return AttributeResult(attribution=attribution, job=job, note=note, launcher=launcher,
-                               evidence_only="" if evidence.actionable else evidence.note)
+                               evidence_only="" if evidence.actionable else evidence.note,
+                               set_aside=tuple(a.id for a, _ in evidence.evidence_only))
 
     async def _layout(self, request: AttributeInput, job: JobInfo | None,
                       anomalies: Sequence[Anomaly]) -> JobLayout | None:

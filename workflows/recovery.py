@@ -72,6 +72,7 @@ class RecoveryWorkflow(NodeLinks, Evidence):
         self._anomaly_count = 0
         self._weighed = 0  # how many anomalies the latest attribution saw
         self._seen_ids: set[str] = set()
+        self._set_aside: set[str] = set()  # anomalies attribution found to be evidence only
         self._log_marks: tuple[LogMark, ...] = ()
         self._state = S.DETECTED
         self._mode = start.mode or start.policy.mode
@@ -138,8 +139,10 @@ class RecoveryWorkflow(NodeLinks, Evidence):
 
     async def _attribute(self, start: RecoveryStart) -> AttributeResult:
         self._weighed = self._anomaly_count
-        return await self._step("attribute", AttributeInput(incident_id=self._id, key=start.key,
-                                                            anomalies=tuple(self._anomalies)), AttributeResult)
+        result = await self._step("attribute", AttributeInput(incident_id=self._id, key=start.key,
+                                                              anomalies=tuple(self._anomalies)), AttributeResult)
+        self._set_aside.update(result.set_aside)  # empty in histories from before it existed
+        return result
 
     async def _let_the_job_end(self, start: RecoveryStart, attributed: AttributeResult) -> AttributeResult | None:
         """A job that asked not to be restarted while it still runs is ending by itself (NVRx's

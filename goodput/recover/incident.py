@@ -147,6 +147,9 @@ class AttributeResult(Frozen):
     # pushed lines that are not the job's own output as Slurm records it (goodput.diagnose.provenance).
     # The plan is then a recommendation, whatever the mode.
     evidence_only: str = ""
+    # The ids of the anomalies set aside as evidence only: when the incident's evidence is full,
+    # these make room for new evidence, so a flood of forged lines cannot crowd out the real one.
+    set_aside: tuple[str, ...] = Field(default=(), max_length=MAX_REPORTED_ANOMALIES)
 
 
 class IsolateInput(Frozen):

@@ -9,8 +9,10 @@ also when forged lines reached the incident first.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -19,14 +21,15 @@ from temporalio.client import Client
 
 from goodput.demo.scheduler import DEMO_UID, FakeScheduler
 from goodput.detect.push import PushConfig
-from goodput.models import IncidentKey, Mode, Outcome
-from goodput.recover.incident import IncidentReport
+from goodput.models import Anomaly, AnomalyKind, AnomalySource, IncidentKey, Mode, Outcome, PushedFrom
+from goodput.recover.incident import MAX_REPORTED_ANOMALIES, IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
 from tests.workflows.helpers import FAST, result, running_worker, wait_for_state
 from workers.client import TemporalIncidentService
 from workers.push_server import PushServer
 from workers.watching import IncidentSink
+from workflows.recovery import RecoveryWorkflow
 
 pytestmark = pytest.mark.temporal
 
@@ -132,3 +135,38 @@ async def test_a_forged_record_first_neither_acts_nor_closes_the_incident_to_the
         assert [r.target for r in fake.journal("requeue")] == ["1001"]
     assert report.state is IncidentState.RECOVERED
     assert "1 pushed anomaly is evidence only" in _said(report)
+
+
+async def test_a_flood_of_forged_records_cannot_crowd_out_the_real_one(client: Client, task_queue: str) -> None:
+    """An incident keeps at most MAX_REPORTED_ANOMALIES anomalies: 500 forged ones, each from its
+    own file, fill it; the job's own record must still get in, and act."""
+    async with running_worker(client, task_queue) as fake:
+        await _outputs(fake)
+        pusher = _Pusher(client, task_queue, AUTONOMOUS)
+        service = TemporalIncidentService(client, task_queue)
+        now = datetime.now(UTC)
+
+        def forged(i: int) -> Anomaly:
+            return Anomaly(id=f"forged-{i}", source=AnomalySource.LOG, kind=AnomalyKind.GPU_FAULT,
+                           cluster=pusher.cluster, job_id="1001", nodes=("node1",), evidence=[XID],
+                           observed_at=now, detected_at=now,
+                           pushed=PushedFrom(file=f"/shared/slurm/logs/mallory/slurm-{i}-slurm-1001.out"))
+
+        for start in range(0, MAX_REPORTED_ANOMALIES, 50):
+            await asyncio.gather(*(service.inject(forged(i), AUTONOMOUS)
+                                   for i in range(start, start + 50)))
+        handle = client.get_workflow_handle_for(RecoveryWorkflow.run, pusher.incident)
+
+        async def all_set_aside() -> bool:
+            report = await handle.query(RecoveryWorkflow.report)
+            said = report.attribution.explanation if report.attribution else ""
+            return (report.state is IncidentState.AWAITING_EVIDENCE
+                    and f"{MAX_REPORTED_ANOMALIES} pushed anomalies are evidence only" in said)
+
+        while not await all_set_aside():
+            await asyncio.sleep(0.1)  # polling a condition; the test's timeout bounds it
+        assert fake.journal() == []
+        await pusher.push({"log": XID, "job_id": "1001", "hostname": "node2", "file": OUT})
+        report = await result(client, pusher.incident)
+        assert [d.target for d in fake.journal("drain")] == ["node2"]
+    assert report.state is IncidentState.RECOVERED
