@@ -11,7 +11,7 @@ counted here too, once each however often an activity is retried (activities.met
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -33,7 +33,9 @@ from goodput.detect.nvrx_cycles import cycle_note
 from goodput.diagnose.attribution import attribute
 from goodput.diagnose.layout import JobLayout, LayoutSource, wants_layout
 from goodput.diagnose.node_memory import LocalNodeMemory, MemoryVerdict, NodeMemory
+from goodput.diagnose.provenance import pushed_files, sort_evidence
 from goodput.identifiers import InvalidIdentifierError
+from goodput.models import Anomaly
 from goodput.ownership import drain_reason, owning_incident
 from goodput.recover.audit import AuditAction, AuditLog
 from goodput.recover.breaker import DrainGate, DrainVerdict
@@ -79,6 +81,7 @@ from goodput.scheduler import (
     TransientSchedulerError,
     UnknownJobError,
 )
+from goodput.untrusted_files import file_owners
 
 T = TypeVar("T")
 HEARTBEAT_EVERY_S = 1.0
@@ -166,14 +169,25 @@ class RecoveryActivities:
             note = f"scheduler does not know job {request.key.job_id}: {err.message}"
         # The launcher's own record of its restart cycles, for a job whose comment names it.
         launcher = await asyncio.to_thread(cycle_note, job) if job is not None else ""
-        layout = await self._layout(request, job)
-        return AttributeResult(attribution=attribute(request.anomalies, job, layout=layout), job=job, note=note,
-                               launcher=launcher)
+        # Pushed lines not shown to be the job's own output never weigh in what is done; when
+        # nothing else is left, they are weighed for a recommendation only.
+        async with heartbeating():  # an lstat on a hung network filesystem is the filesystem's timeout, not ours
+            owners = await asyncio.to_thread(file_owners, pushed_files(request.anomalies, job))
+        evidence = sort_evidence(request.anomalies, job, owners)
+        weighed = evidence.actionable or request.anomalies
+        layout = await self._layout(request, job, weighed)
+        attribution = attribute(weighed, job, layout=layout)
+        if evidence.note:
+            attribution = attribution.model_copy(update={"explanation": f"{attribution.explanation}; {evidence.note}"})
+        return AttributeResult(attribution=attribution, job=job, note=note, launcher=launcher,
+                               evidence_only="" if evidence.actionable else evidence.note,
+                               set_aside=tuple(a.id for a, _ in evidence.evidence_only))
 
-    async def _layout(self, request: AttributeInput, job: JobInfo | None) -> JobLayout | None:
+    async def _layout(self, request: AttributeInput, job: JobInfo | None,
+                      anomalies: Sequence[Anomaly]) -> JobLayout | None:
         """Where the job's ranks ran (goodput's Slurm prolog), read only when evidence names a rank or
         GPU without a host; a layout is a hint, so failing to read one never fails attribution."""
-        if self._layouts is None or job is None or not wants_layout(request.anomalies):
+        if self._layouts is None or job is None or not wants_layout(anomalies):
             return None
         try:
             return await asyncio.to_thread(self._layouts.job_layout, request.key.cluster, job.job_id,

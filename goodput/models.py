@@ -117,6 +117,18 @@ class LogMark(Frozen):
     offset: int = Field(ge=0)
 
 
+MAX_PUSHED_PATH = 4096  # PATH_MAX: no output file Slurm records is longer
+
+
+class PushedFrom(Frozen):
+    """Where a pushed anomaly's lines came from, as the shipper's record said: `file` is the path of
+    the file it tailed, "" when the record named none. A shipper believes a file name, and a local
+    user chooses file names, so this is a claim to check against Slurm's record of the job
+    (goodput.diagnose.provenance), never a fact."""
+
+    file: str = Field(default="", max_length=MAX_PUSHED_PATH)
+
+
 class Anomaly(Frozen):
     """One observation that something is wrong with one job attempt."""
 
@@ -143,6 +155,9 @@ class Anomaly(Frozen):
     # Log watchers only: how far into each file this anomaly's lines went, so a watcher that
     # resumes on another worker does not send them again under another batch (goodput.detect.log_marks).
     log_marks: tuple[LogMark, ...] = Field(default=(), max_length=16)
+    # Log push only (None for everything goodput observed itself): the record's claimed source file.
+    # Such an anomaly may move goodput only once that file is the job's own output.
+    pushed: PushedFrom | None = None
 
     @property
     def incident_key(self) -> IncidentKey:

@@ -6,6 +6,9 @@ anomalies also carry how far into each job file their lines went; the incident k
 mark per file and a resumed log watcher asks for them (`log_marks`), so it neither sends those
 lines again nor loses the new ones read with them (goodput.detect.log_marks). A base class of
 RecoveryWorkflow, like NodeLinks: the signal and query only record, they never schedule anything.
+The evidence kept is bounded; once full, anomalies the attribution set aside as evidence only
+(pushed lines that are not the job's own output) give way to new ones, so that a flood of forged
+lines cannot crowd the job's real failure out of its incident.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ class Evidence:
     _anomalies: list[Anomaly]
     _anomaly_count: int
     _seen_ids: set[str]
+    _set_aside: set[str]
     _log_marks: tuple[LogMark, ...]
 
     @workflow.signal
@@ -31,8 +35,14 @@ class Evidence:
             return  # a detector retrying the same signal is not new evidence
         self._seen_ids.add(anomaly.id)
         self._anomaly_count += 1
-        if len(self._anomalies) < MAX_REPORTED_ANOMALIES:
-            self._anomalies.append(anomaly)
+        if len(self._anomalies) >= MAX_REPORTED_ANOMALIES:
+            # Full: the oldest anomaly set aside as evidence only (pushed lines that are not the
+            # job's own output) makes room; without one, the newest is counted, not kept.
+            oldest = next((i for i, kept in enumerate(self._anomalies) if kept.id in self._set_aside), None)
+            if oldest is None:
+                return
+            self._set_aside.discard(self._anomalies.pop(oldest).id)
+        self._anomalies.append(anomaly)
 
     @workflow.query
     def log_marks(self) -> tuple[LogMark, ...]:

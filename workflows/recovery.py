@@ -5,13 +5,15 @@ first anomaly starts it, the rest arrive as `anomaly` signals and are folded int
 The workflow only orchestrates; attribution runs in an activity (it needs the scheduler's view of
 the job), planning is the pure `plan_recovery`, and every effect is an idempotent activity.
 Operators steer it with `approve`/`cancel` signals (the Temporal UI can send those) or the
-`decide` update, which returns the resulting state to the CLI.
+`decide` update, which returns the resulting state to the CLI. Evidence that is not the job's own
+output (pushed lines from another file; goodput.diagnose.provenance) never makes it act: it
+recommends and waits, `awaiting-evidence`, for evidence it may act on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -71,6 +73,7 @@ class RecoveryWorkflow(NodeLinks, Evidence, SpareGrants):
         self._anomaly_count = 0
         self._weighed = 0  # how many anomalies the latest attribution saw
         self._seen_ids: set[str] = set()
+        self._set_aside: set[str] = set()  # anomalies attribution found to be evidence only
         self._log_marks: tuple[LogMark, ...] = ()
         self._state = S.DETECTED
         self._mode = start.mode or start.policy.mode
@@ -87,6 +90,7 @@ class RecoveryWorkflow(NodeLinks, Evidence, SpareGrants):
         self._node_incidents: list[str] = []
         self._node_answers: dict[str, LinkAnswer] = {}
         self._spare_grants: dict[str, SpareGrant] = {}  # pool -> the owner it let in (workflows.spare_grants)
+        self._evidence_deadline: datetime | None = None  # while only evidence-only anomalies came
 
     # -- run ------------------------------------------------------------------------------
 
@@ -126,6 +130,11 @@ class RecoveryWorkflow(NodeLinks, Evidence, SpareGrants):
             if attributed is None:
                 return
             following = await self._recover_once(start, attributed)
+            if self._state is S.AWAITING_EVIDENCE:
+                attributed = await self._await_actionable(start)
+                if attributed is None:
+                    return
+                continue
             if not following:
                 return
             attributed = await self._follow_launcher(start)
@@ -134,8 +143,10 @@ class RecoveryWorkflow(NodeLinks, Evidence, SpareGrants):
 
     async def _attribute(self, start: RecoveryStart) -> AttributeResult:
         self._weighed = self._anomaly_count
-        return await self._step("attribute", AttributeInput(incident_id=self._id, key=start.key,
-                                                            anomalies=tuple(self._anomalies)), AttributeResult)
+        result = await self._step("attribute", AttributeInput(incident_id=self._id, key=start.key,
+                                                              anomalies=tuple(self._anomalies)), AttributeResult)
+        self._set_aside.update(result.set_aside)  # empty in histories from before it existed
+        return result
 
     async def _let_the_job_end(self, start: RecoveryStart, attributed: AttributeResult) -> AttributeResult | None:
         """A job that asked not to be restarted while it still runs is ending by itself (NVRx's
@@ -164,7 +175,9 @@ class RecoveryWorkflow(NodeLinks, Evidence, SpareGrants):
         in-job restart and the incident goes on following the job."""
         self._attributed = attributed
         attribution, job = self._attributed.attribution, self._attributed.job
-        if job is not None and start.policy.node_memory.enabled and workflow.patched("node-memory"):
+        # Evidence that may not act may not teach the node memory either (it would drain later).
+        if (job is not None and start.policy.node_memory.enabled and not self._attributed.evidence_only
+                and workflow.patched("node-memory")):
             attribution = await self._remember(attribution, job)
         if start.mode is None and job is not None:
             self._mode = start.policy.mode_for(job.partition)
@@ -184,6 +197,16 @@ class RecoveryWorkflow(NodeLinks, Evidence, SpareGrants):
         if job is None:
             raise Escalation(self._attributed.note or "the scheduler has no record of this job")
 
+        if self._attributed.evidence_only and workflow.patched("pushed-output-checked"):
+            # Whatever the mode: lines goodput could not tie to the job's own output are reported only.
+            said = f"evidence only ({self._attributed.evidence_only}): recommended — {self._plan.rationale}"
+            if start.policy.evidence_only_wait_s > 0:
+                self._move(S.AWAITING_EVIDENCE, f"{said}; waiting for evidence goodput may act on")
+                self._upsert()  # listed as open, in its own state, like one awaiting approval
+            else:
+                self._move(S.RECOMMENDED_ONLY, said)
+            await self._notify(f"recommendation (unverified pushed evidence): {self._plan.rationale}")
+            return False
         if self._mode is not Mode.MONITOR and workflow.patched("kill-switch"):
             self._mode, why = effective_mode(self._mode, await self._kill_switch())
             if why:
@@ -211,6 +234,25 @@ class RecoveryWorkflow(NodeLinks, Evidence, SpareGrants):
                   and workflow.patched("follow-in-job-restarts"))
         await self._execute(self._plan, job.job_id, job.restart_count, follow=follow)
         return follow and self._state is S.FOLLOWING_LAUNCHER
+
+    async def _await_actionable(self, start: RecoveryStart) -> AttributeResult | None:
+        """After evidence-only anomalies: the attribution of the next evidence, or None when the
+        incident closed (cancelled, or nothing new within `evidence_only_wait_s` of the first)."""
+        if self._evidence_deadline is None:
+            self._evidence_deadline = workflow.now() + timedelta(seconds=start.policy.evidence_only_wait_s)
+        left = (self._evidence_deadline - workflow.now()).total_seconds()
+        arrived = left > 0 and await self._wait(self._evidence_past(self._weighed), left)
+        if self._cancelled_here():
+            return None
+        if not arrived:
+            self._move(S.RECOMMENDED_ONLY, f"no evidence goodput may act on within "
+                                           f"{start.policy.evidence_only_wait_s:.0f} s: recommended only")
+            return None
+        if start.policy.coalesce_window_s > 0:
+            await self._wait(lambda: self._cancel_requested(), start.policy.coalesce_window_s)
+        if self._cancelled_here():
+            return None
+        return await self._attribute(start)
 
     async def _follow_launcher(self, start: RecoveryStart) -> AttributeResult | None:
         """While the job's launcher restarts it in-job, wait for later evidence of the same job

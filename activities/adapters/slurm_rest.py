@@ -196,7 +196,9 @@ class SlurmRestBackend:
         if not await self._can(restapi.Capability.READ):
             return await self._need_fallback("read jobs").get_job(job_id)
         document = await self._request("GET", restapi.job_path(await self.api_version(), job_id))
-        return find_job(document, job_id)  # the job with this id, never another one of the list
+        # The job with this id, never another one of the list; its output paths as scontrol prints
+        # them (22.05's v0.0.38 sends the `%j` patterns), which pushed lines are checked against.
+        return find_job(document, job_id, expand_output=True)
 
     async def list_jobs(self) -> Sequence[JobInfo]:
         if not await self._can(restapi.Capability.READ):

@@ -24,6 +24,7 @@ from goodput.recover.incident import IncidentReport
 
 _STATE_STYLE = {
     "recovered": "green", "recommended-only": "cyan", "awaiting-approval": "yellow bold",
+    "awaiting-evidence": "yellow",
     "escalated": "red bold", "cancelled": "magenta", "stopped": "red",
 }
 

@@ -143,6 +143,13 @@ class AttributeResult(Frozen):
     note: str = ""
     # What the job's own launcher recorded (NVRx's cycle info, when the job's comment names it).
     launcher: str = ""
+    # Why nothing may be done on this evidence ("" when something may): every anomaly came from
+    # pushed lines that are not the job's own output as Slurm records it (goodput.diagnose.provenance).
+    # The plan is then a recommendation, whatever the mode.
+    evidence_only: str = ""
+    # The ids of the anomalies set aside as evidence only: when the incident's evidence is full,
+    # these make room for new evidence, so a flood of forged lines cannot crowd out the real one.
+    set_aside: tuple[str, ...] = Field(default=(), max_length=MAX_REPORTED_ANOMALIES)
 
 
 class IsolateInput(Frozen):

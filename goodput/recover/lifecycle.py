@@ -27,6 +27,9 @@ class IncidentState(StrEnum):
     RECOMMENDED_ONLY = "recommended-only"
     # The job's own launcher restarted it in-job: goodput watches for the launcher giving up.
     FOLLOWING_LAUNCHER = "following-launcher"
+    # Every anomaly so far is evidence only (pushed lines not shown to be the job's own output):
+    # goodput recommends and keeps the incident open for evidence it may act on.
+    AWAITING_EVIDENCE = "awaiting-evidence"
 
 
 S = IncidentState
@@ -42,7 +45,8 @@ TRANSITIONS: dict[IncidentState, frozenset[IncidentState]] = {
     S.DETECTED: frozenset({S.ATTRIBUTED} | _ALWAYS),
     S.ATTRIBUTED: frozenset({S.PLANNED} | _ALWAYS),
     S.PLANNED: frozenset(
-        {S.AWAITING_APPROVAL, S.RECOMMENDED_ONLY, S.ISOLATING, S.RESUMING, S.STOPPED, S.FOLLOWING_LAUNCHER}
+        {S.AWAITING_APPROVAL, S.RECOMMENDED_ONLY, S.ISOLATING, S.RESUMING, S.STOPPED, S.FOLLOWING_LAUNCHER,
+         S.AWAITING_EVIDENCE}
         | _ALWAYS
     ),
     S.AWAITING_APPROVAL: frozenset({S.ISOLATING, S.RESUMING, S.STOPPED, S.FOLLOWING_LAUNCHER} | _ALWAYS),
@@ -50,6 +54,8 @@ TRANSITIONS: dict[IncidentState, frozenset[IncidentState]] = {
     # Later evidence (the launcher gave up, exit code 93, the job ended) is weighed again; a
     # launcher that keeps the job running past the policy's window closes the incident.
     S.FOLLOWING_LAUNCHER: frozenset({S.ATTRIBUTED, S.STOPPED} | _ALWAYS),
+    # New evidence is weighed again; none goodput may act on within the policy's window: a recommendation.
+    S.AWAITING_EVIDENCE: frozenset({S.ATTRIBUTED, S.RECOMMENDED_ONLY} | _ALWAYS),
     S.RESUMING: frozenset({S.VERIFYING} | _ALWAYS),
     # A failed verification may spend another attempt from the retry budget.
     S.VERIFYING: frozenset({S.RECOVERED, S.RESUMING} | _ALWAYS),

@@ -67,6 +67,10 @@ class Policy(Frozen):
     # runs gets this long to end by itself, so that its own exit code reaches Slurm, before goodput
     # stops it; 0 stops it at once.
     never_restart_grace_s: float = Field(default=60.0, ge=0.0, le=3600.0)
+    # An incident whose every anomaly is evidence only (pushed lines not shown to be the job's own
+    # output) recommends, then stays open this long for evidence goodput may act on, so that such
+    # lines cannot close the job attempt's one incident before its real failure arrives; 0 closes it.
+    evidence_only_wait_s: float = Field(default=3600.0, ge=0.0, le=7 * 24 * 3600.0)
     # Nodes goodput drained come back after a quarantine and the site's health check.
     return_to_service: ReturnToServicePolicy = Field(default_factory=ReturnToServicePolicy)
     # One fault, many jobs: the job incidents a node's fault hit share one isolation decision.

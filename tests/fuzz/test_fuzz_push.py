@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from goodput.cli.anomaly_input import AnomalyInputError, from_json_bytes
 from goodput.detect.push import PushBodyError, PushConfig, PushRouter, parse_batch
-from goodput.models import Anomaly
+from goodput.models import MAX_PUSHED_PATH, Anomaly
 from tests.fuzz.harness import rejects_cleanly
 from tests.fuzz.log_strategies import REAL_LINES, mutated_line, numbers
 from workers.push_server import PushServer
@@ -59,7 +59,7 @@ BASE_RECORDS: list[dict[str, object]] = [
     {"log": "", "kubernetes": {"labels": {"job": "11"}}, "job_id": "11", "rank": 5},
 ]
 FIELDS = ["log", "message", "msg", "job_id", "SLURM_JOB_ID", "job_attempt", "restart_count", "host", "hostname",
-          "node", "cluster", "rank", "SLURM_PROCID", "kubernetes"]
+          "node", "cluster", "rank", "SLURM_PROCID", "kubernetes", "file", "path"]
 
 
 @st.composite
@@ -109,6 +109,8 @@ def test_parse_batch(body: bytes) -> None:
         assert len(batch.rejected) <= CONFIG.max_rejections
         for key, lines in batch.streams.items():
             assert key.attempt >= 0 and len(lines) <= CONFIG.max_lines_per_batch
+            key.file.encode("utf-8")  # the claimed file reaches Temporal payloads and the timeline
+            assert len(key.file) <= MAX_PUSHED_PATH and key.file.isprintable()
             assert all(line.rank is None or 0 <= line.rank <= 2**31 for line in lines)
             for line in lines:
                 line.text.encode("utf-8")  # no lone surrogate survives into a Temporal payload

@@ -94,14 +94,16 @@ async def test_a_pushed_line_cannot_implicate_a_node_outside_its_job(lab: Lab, c
     backend = SlurmCliBackend()
     policy = Policy(mode=Mode.MONITOR, coalesce_window_s=0.2, linger_s=0)
     job_id = submit_as_mallory(lab, "nothing to see")
-    await eventually(lambda: backend.get_job(job_id), lambda j: j.state is JobState.RUNNING, timeout=20,
-                     what="mallory's job to run")
+    job = await eventually(lambda: backend.get_job(job_id), lambda j: j.state is JobState.RUNNING, timeout=20,
+                           what="mallory's job to run")
     async with build_worker(client, task_queue, backend, RecordingNotifier(), policy=policy):
         sink = IncidentSink(TemporalIncidentService(client, task_queue), policy)
         server = PushServer(PushConfig(enabled=True, port=0, tokens=(TOKEN,)), sink, cluster)
         await server.start()
         try:
-            record = {"log": FORGED.format(victim="node3"), "job_id": job_id, "host": "node1"}
+            # From the job's own output file, so only the node it names is in question here.
+            record = {"log": FORGED.format(victim="node3"), "job_id": job_id, "host": "node1",
+                      "file": job.stdout_path}
             async with httpx.AsyncClient(timeout=10) as http:
                 response = await http.post(f"{server.url}/v1/logs", json=record,
                                            headers={"Authorization": f"Bearer {TOKEN}"})

@@ -91,10 +91,11 @@ def test_vector_newline_delimited_json_with_attempt_and_cluster() -> None:
                    "timestamp": "2026-11-29T12:00:00.000000001Z", "slurm_job_id": 7, "restart_count": "2"},
                   {"message": "b", "host": "gpu-02", "slurm_job_id": "7", "cluster": "other"})
     batch = parse(body)
-    assert list(batch.streams) == [StreamKey("lab", "7", 2, "gpu-01")]
+    assert list(batch.streams) == [StreamKey("lab", "7", 2, "gpu-01", "/slurm/slurm-7.out")]
     assert batch.rejected[0].reason == "cluster 'other' is not served here (this is 'lab')"
     batch = parse(body, PushConfig(clusters=("other",)))
-    assert list(batch.streams) == [StreamKey("lab", "7", 2, "gpu-01"), StreamKey("other", "7", 0, "gpu-02")]
+    assert list(batch.streams) == [StreamKey("lab", "7", 2, "gpu-01", "/slurm/slurm-7.out"),
+                                   StreamKey("other", "7", 0, "gpu-02")]
 
 
 def test_a_json_array_body_a_pretty_object_and_arrays_on_lines() -> None:

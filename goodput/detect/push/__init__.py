@@ -4,7 +4,9 @@ Some sites cannot give goodput read access to job output files, but already run 
 Vector on every node. Those shippers POST batches of JSON records; this module is everything
 about such a batch that needs no network: the settings, the bearer-token check, parsing and
 validating a body into per-stream lines, and `PushRouter`, which keeps one `LiveLogDetector` per
-(cluster, job, attempt, host) so pushed lines are judged exactly like tailed ones.
+(cluster, job, attempt, host, file) so pushed lines are judged exactly like tailed ones. Every
+anomaly carries the file its record claimed (`Anomaly.pushed`): whether it is the job's own output
+is decided later, against Slurm's record (goodput.diagnose.provenance), before anything acts on it.
 
 Bodies are hostile input. A record that is not an object, lacks a field, or names a job id that
 no scheduler call may carry is rejected on its own (line number and reason); only a body in

@@ -18,6 +18,7 @@ from typing import Any
 
 from goodput.detect.logtail import TRUNCATION_MARKER, split_srun_label
 from goodput.detect.push.config import MAX_ATTEMPT, PushConfig
+from goodput.diagnose.provenance import PushedPathError, check_pushed_path
 from goodput.identifiers import InvalidIdentifierError, validate_cluster, validate_job_id, validate_node_name
 from goodput.models import IncidentKey
 from goodput.untrusted_text import LinearRegex, utf8
@@ -37,12 +38,17 @@ class BodyTooLargeError(PushBodyError):
 
 @dataclass(frozen=True, slots=True)
 class StreamKey:
-    """One pushed log stream: the lines of one job attempt from one host."""
+    """One pushed log stream: the lines of one job attempt from one host and one file.
+
+    The file is part of the key so that lines from a file that is not the job's output (another
+    user's, named like it) never share a detector, or an anomaly, with the job's own lines.
+    """
 
     cluster: str
     job_id: str
     attempt: int
     host: str | None
+    file: str = ""
 
     @property
     def incident_key(self) -> IncidentKey:
@@ -50,7 +56,8 @@ class StreamKey:
 
     @property
     def path(self) -> str:
-        return f"push://{self.host or ''}/{self.job_id}"
+        base = f"push://{self.host or ''}/{self.job_id}"
+        return f"{base}:{self.file}" if self.file else base
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,11 +236,13 @@ class _Parser:
             raise _Reject(f"no job id field (looked for {', '.join(f.job_id)})")
         host = _text_field(record, f.host, "host")
         cluster = _text_field(record, f.cluster, "cluster") or self.cluster
+        file = _text_field(record, f.file, "file")
         try:
             key = StreamKey(cluster=validate_cluster(cluster), job_id=validate_job_id(job_id),
                             attempt=_int_field(record, f.attempt, "attempt") or 0,
-                            host=validate_node_name(host) if host is not None else None)
-        except InvalidIdentifierError as err:
+                            host=validate_node_name(host) if host is not None else None,
+                            file=check_pushed_path(file or ""))
+        except (InvalidIdentifierError, PushedPathError) as err:
             raise _Reject(str(err)) from None
         # Actions go to the configured scheduler: an incident for a cluster it does not run is a mistake.
         if cluster != self.cluster and cluster not in self.config.clusters:

@@ -30,6 +30,9 @@ class PushFields(_Settings):
     host: tuple[str, ...] = ("host", "hostname", "node")
     cluster: tuple[str, ...] = ("cluster",)
     rank: tuple[str, ...] = ("rank", "SLURM_PROCID")
+    file: tuple[str, ...] = ("file", "path")
+    """The tailed file's path (Fluent Bit's `Path_Key`, Vector's `file`): a record may act on its job
+    only when this is the job's own output path as Slurm records it (goodput.diagnose.provenance)."""
 
 
 class PushConfig(_Settings):

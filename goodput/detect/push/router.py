@@ -20,7 +20,7 @@ from goodput.detect.progress import ProgressParser
 from goodput.detect.push.batch import ParsedBatch, PushLine, Rejection, StreamKey
 from goodput.detect.push.config import PushConfig
 from goodput.diagnose.signatures import Catalogue, default_catalogue
-from goodput.models import Anomaly
+from goodput.models import Anomaly, PushedFrom
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +93,11 @@ class PushRouter:
         if fingerprint is not None and fingerprint in stream.recent:
             stream.recent.move_to_end(fingerprint)
             return stream.recent[fingerprint]
-        found = tuple(stream.detector.feed(self._log_lines(key, stream, lines, batch.received_at),
-                                           batch.received_at, detected_at))
+        # Every pushed anomaly says which file its record claimed, checked before anything acts on it.
+        pushed = PushedFrom(file=key.file)
+        found = tuple(a.model_copy(update={"pushed": pushed})
+                      for a in stream.detector.feed(self._log_lines(key, stream, lines, batch.received_at),
+                                                    batch.received_at, detected_at))
         if fingerprint is not None:
             stream.recent[fingerprint] = found
             if len(stream.recent) > self.RECENT_BATCHES:
