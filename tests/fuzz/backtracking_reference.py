@@ -7,7 +7,8 @@ catalogue pattern rewritten for RE2, `nccl-socket-closed`, changed on purpose: i
 in another form>` line altogether; the rewrite matches it (without a peer). The oracle uses the
 catalogue's pattern for it, and tests/unit/test_signatures_linear.py pins the change. The prefix
 rules follow the shipped ones where those changed on purpose since (a leading ISO stamp, Open MPI's
-`[job,rank]<stdout>:` tag, the launcher's host kept over NCCL's own hostname), so that the oracle
+`[job,rank]<stdout>:` tag, the launcher's host kept over NCCL's own hostname, UCX's `[host:pid:thread]`
+after its time stamp), so that the oracle
 keeps checking the engine, not the rules.
 """
 
@@ -28,6 +29,7 @@ _SYSLOG = re.compile(
     r"(?:\[\s*\d+\.\d+\] )?")
 _DMESG = re.compile(r"\[\s*\+?\d+\.\d+\] ")
 _MPI = re.compile(rf"\[({_HOST}):\d+(?: ?:\d+:\d+)?\] ")
+_UCX = re.compile(rf"\[({_HOST}):\d+:\d+\] +")
 _STAMP = re.compile(r"\d{4}-\d\d-\d\d[T ][\d:.,]{5,20}(?:Z|[+\-]\d\d:?\d\d)?:? ")
 _OMPI = re.compile(r"\[\d{1,6},(\d{1,6})\]<std(?:out|err)>: ?")
 _NVRX_OLD = re.compile(rf"\[\d{{4}}-\d\d-\d\d [\d:,.]{{8,15}}\] \[[A-Z]{{3,8}}\] \[[A-Za-z_]{{1,32}}\d{{0,9}}@({_HOST})"
@@ -72,6 +74,9 @@ def old_split_prefix(line: str) -> tuple[LineContext, str]:
         m = _DMESG.match(line, pos)
         if m:
             pos = m.end()
+            m = _UCX.match(line, pos)
+            if m:
+                host, pos = m.group(1), m.end()
     return LineContext(host=host, rank=rank, task=task), line[pos:]
 
 

@@ -44,6 +44,8 @@ _NVRX_NEW = LinearRegex(rf"\[[A-Z]{{3,8}}\] \[({_HOST})\] \[workload:[^(\]]{{0,1
 _DMESG = LinearRegex(r"\[\s*\+?\d+\.\d+\] ")
 # MPI / UCX style `[host:pid]` or `[host:pid :0:tid]`.
 _MPI = LinearRegex(rf"\[({_HOST}):\d+(?: ?:\d+:\d+)?\] ")
+# UCX's logger after its time stamp: `[1608298882.555115] [host:pid:thread]    file.c:123 UCX  ERROR`.
+_UCX = LinearRegex(rf"\[({_HOST}):\d+:\d+\] +")
 # `\s` in RE2 is ASCII whitespace: tab, newline, form feed, carriage return, space (no \v).
 _SPACE_OR_DIGIT = frozenset(bytes([c]) for c in b"\t\n\f\r 0123456789")
 
@@ -108,6 +110,9 @@ def split_prefix_bytes(data: bytes) -> tuple[LineContext, int]:
         pos = m[0][1]
     elif first == b"[" and (m := _DMESG.match_spans(data, pos)):
         pos = m[0][1]
+        if data[pos:pos + 1] == b"[" and (m := _UCX.match_spans(data, pos)):
+            host = data[m[1][0]:m[1][1]].decode("ascii")
+            pos = m[0][1]
     if host is None and rank is None and task is None:
         return _EMPTY, pos
     return LineContext(host=host, rank=rank, task=task), pos
