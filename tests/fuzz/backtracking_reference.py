@@ -8,7 +8,7 @@ in another form>` line altogether; the rewrite matches it (without a peer). The 
 catalogue's pattern for it, and tests/unit/test_signatures_linear.py pins the change. The prefix
 rules follow the shipped ones where those changed on purpose since (a leading ISO stamp, Open MPI's
 `[job,rank]<stdout>:` tag, the launcher's host kept over NCCL's own hostname, UCX's `[host:pid:thread]`
-after its time stamp), so that the oracle
+after its time stamp, NCCL's prefix from a host named by a digit or an IP address), so that the oracle
 keeps checking the engine, not the rules.
 """
 
@@ -23,6 +23,7 @@ _SRUN_TASK = re.compile(r"\s*(\d{1,6}): ")
 _PDSH = re.compile(rf"({_HOST}): (?=\[rank\d|\[Rank \d|\[default\d|{_HOST}:\d+:\d+ \[)")
 _TORCH_RANK = re.compile(r"\[[Rr]ank ?(\d{1,6})\]: ?")
 _NCCL = re.compile(rf"({_HOST}):\d+:\d+ \[\d+\] ")
+_NCCL_NUMERIC = re.compile(r"([0-9]{1,16}[A-Za-z_.\-][A-Za-z0-9_.\-]{0,111}):\d+:\d+ \[\d+\] ")
 _SYSLOG = re.compile(
     rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) ({_HOST}) "
     r"(?:kernel|nvidia-[\w\-]+|slurmd|slurmstepd|nv-fabricmanager|systemd[\w\-]*)(?:\[\d+\])?: "
@@ -67,7 +68,8 @@ def old_split_prefix(line: str) -> tuple[LineContext, str]:
     m = _TORCH_RANK.match(line, pos)
     if m:
         rank, pos = int(m.group(1)), m.end()
-    m = _NCCL.match(line, pos) or _SYSLOG.match(line, pos) or _MPI.match(line, pos)
+    m = (_NCCL.match(line, pos) or _SYSLOG.match(line, pos) or _MPI.match(line, pos)
+         or _NCCL_NUMERIC.match(line, pos))
     if m:
         host, pos = host or m.group(1), m.end()
     else:

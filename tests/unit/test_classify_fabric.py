@@ -104,6 +104,22 @@ def test_fabric_class(name: str, log: list[str], category: Category, kind: Culpr
         v.signatures, v.explanation)
 
 
+@pytest.mark.parametrize(("line", "host"), [
+    ("10.0.0.5:2201:2250 [0] NCCL WARN NET/IB : Got async event : port error", "10.0.0.5"),
+    ("4u8g-gpu-01:2201:2250 [0] NCCL WARN NET/IB : Got async event : port error", "4u8g-gpu-01"),
+])
+def test_nccl_prefix_of_a_host_named_by_a_digit_or_an_ip(line: str, host: str) -> None:
+    v = classify_lines([line])
+    assert (v.culprit, v.drain) == (host, True), v.explanation
+
+
+def test_a_time_stamp_is_not_a_numeric_host() -> None:
+    from goodput.diagnose.signatures.prefixes import split_prefix
+
+    assert split_prefix("2026-11-29 07:41:02 [0] NCCL WARN NET/IB : Got async event : port error")[0].host is None
+    assert split_prefix("12:30:01 [0] NCCL INFO Init COMPLETE")[0].host is None
+
+
 def test_ucx_prefix_names_the_host() -> None:
     from goodput.diagnose.signatures.prefixes import split_prefix
 

@@ -24,6 +24,10 @@ _PDSH = LinearRegex(rf"({_HOST}): (?:\[rank\d|\[Rank \d|\[default\d|{_HOST}:\d+:
 _TORCH_RANK = LinearRegex(r"\[[Rr]ank ?(\d{1,6})\]: ?")
 # NCCL_DEBUG lines: `host:pid:tid [dev] NCCL ...`.
 _NCCL = LinearRegex(rf"({_HOST}):\d+:\d+ \[\d+\] ")
+# The same prefix from a host whose name starts with a digit (RFC 1123 allows it), or a container
+# whose hostname is its IP address; a non-digit in the name and the `:pid:tid [dev] ` tail keep it
+# apart from a time stamp (`12:30:01 [0]`).
+_NCCL_NUMERIC = LinearRegex(r"([0-9]{1,16}[A-Za-z_.\-][A-Za-z0-9_.\-]{0,111}):\d+:\d+ \[\d+\] ")
 # syslog / journal: `Nov 29 09:00:01 host kernel: ...` or ISO timestamps.
 _SYSLOG = LinearRegex(
     rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) ({_HOST}) "
@@ -100,7 +104,7 @@ def split_prefix_bytes(data: bytes) -> tuple[LineContext, int]:
     elif first == b"[":
         m = _MPI.match_spans(data, pos)
     elif first.isdigit():
-        m = syslog if pos == syslog_at else _SYSLOG.match_spans(data, pos)
+        m = (syslog if pos == syslog_at else _SYSLOG.match_spans(data, pos)) or _NCCL_NUMERIC.match_spans(data, pos)
     else:
         m = None
     if m:
