@@ -2,9 +2,10 @@
 
 A fabric configuration fault (no EFA provider, a network plugin that cannot load, no interface
 matching NCCL_SOCKET_IFNAME, verbs resources refused) fails the same way on every attempt and on
-every node: network, never restarted, never drained (a host a line names is where it was seen). A
-port event is a link going down, not the HCA failing: it drains the host it is tied to, and nobody
-when no line ties it to one. Lines are synthetic, in the format the vendor prints.
+every node: network, never restarted, never drained, no host named (a host a line names is only
+where it was seen). A port event is a link going down, not the HCA failing: it drains the host it
+is tied to, and nobody when no line ties it to one. Lines are synthetic, in the format the vendor
+prints.
 """
 
 from __future__ import annotations
@@ -45,14 +46,14 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bool]
         (N + "nccl_net_ofi_create_plugin:1067 NCCL WARN NET/OFI aws-ofi-nccl initialization failed").format(h=1),
         (N + "NCCL INFO NET/IB : No device found.").format(h=1),
         (N + "NCCL INFO NET/Socket : Using [0]eth0:10.1.2.9<0>").format(h=1)],
-     Category.NETWORK, CulpritKind.NETWORK, "hx-1", False, False),
+     Category.NETWORK, CulpritKind.NETWORK, None, False, False),
     ("fi-info-finds-no-efa", ["$ fi_info -p efa", "fi_getinfo: -61 (No data available)"],
      Category.NETWORK, CulpritKind.NETWORK, None, False, False),
     # libfabric's efa_show_help(): 15 is configuration, 4126 a peer process that is gone.
     ("efa-unreachable-remote-is-configuration", [
         (N + "NCCL WARN NET/OFI Request 0x7f12 completed with error. RC: 113. Error: 15 (Unreachable remote "
              "(never received a response))").format(h=1)],
-     Category.NETWORK, CulpritKind.NETWORK, "hx-1", False, False),
+     Category.NETWORK, CulpritKind.NETWORK, None, False, False),
     ("efa-handshake-failed-is-a-consequence", [
         (N + "NCCL WARN NET/OFI Request 0x7f12 completed with error. RC: 103. Error: 4126 (Unresponsive receiver "
              "(reachable by EFA device but handshake failed))").format(h=1)],
@@ -69,24 +70,24 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bool]
     ("ofi-cannot-register-memory", [
         (N + "register_mr_buffers:544 NCCL WARN NET/OFI Unable to register memory (type = 2) for device 0. RC: -22, "
              "Error: Invalid argument").format(h=1)],
-     Category.NETWORK, CulpritKind.NETWORK, "hx-1", False, False),
+     Category.NETWORK, CulpritKind.NETWORK, None, False, False),
     ("verbs-out-of-locked-memory", [
         "[1668693503.473099] [hx-1:1188443:0]          ib_log.c:246  UCX  ERROR mlx5_0: ibv_create_cq() failed: "
         "Cannot allocate memory. Please set max locked memory (ulimit -l) to 'unlimited' (current: 64 kbytes)"],
-     Category.NETWORK, CulpritKind.NETWORK, "hx-1", False, False),
+     Category.NETWORK, CulpritKind.NETWORK, None, False, False),
     # NCCL_NET_PLUGIN / NCCL_NET / NCCL_SOCKET_IFNAME: configuration of every rank.
     ("net-plugin-needs-a-newer-library", [
         (N + "NCCL INFO NET/Plugin: version 'EFA_1.4' not found").format(h=1)],
-     Category.NETWORK, CulpritKind.NETWORK, "hx-1", False, False),
+     Category.NETWORK, CulpritKind.NETWORK, None, False, False),
     ("forced-network-not-found-explains-invalid-usage", [
         (N + "net.cc:579 NCCL WARN Error: network gIB not found.").format(h=1),
         "torch.distributed.DistBackendError: NCCL error in: ../ProcessGroupNCCL.cpp:1970, invalid usage"],
-     Category.NETWORK, CulpritKind.NETWORK, "hx-1", False, False),
+     Category.NETWORK, CulpritKind.NETWORK, None, False, False),
     ("no-interface-matches-socket-ifname", [
         "NCCL_SOCKET_IFNAME==enp90s0np0",
         (N + "NCCL WARN Bootstrap : no socket interface found").format(h=1),
         "torch.distributed.DistBackendError: NCCL error in: ../ProcessGroupNCCL.cpp:1970, invalid usage"],
-     Category.NETWORK, CulpritKind.NETWORK, "hx-1", False, False),
+     Category.NETWORK, CulpritKind.NETWORK, None, False, False),
     # PyTorch's heartbeat monitor ends a process whose watchdog stopped beating: a hang.
     ("heartbeat-monitor-terminates-one-rank", [
         "[rank1]:[F919 07:00:13.418192812 ProcessGroupNCCL.cpp:1653] [PG ID 0 PG GUID 0(default_pg) Rank 1] "
