@@ -41,6 +41,9 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bool]
     ("retry-exceeded-without-peer", ["-worker-1:946:988 [0] transport/net_ib.cc:839 NCCL WARN NET/IB : Got "
                                      "completion with error 12, opcode 1, len 0, vendor err 129"],
      Category.NETWORK, CulpritKind.NETWORK, None, False, True),
+    # ibv_poll_cq(3): a local access error is a protection error, like 4: configuration, not the link.
+    ("local-access-error-is-configuration", [RETRY.format(h=1, peer="10.0.0.9").replace("status=12", "status=8")],
+     Category.NETWORK, CulpritKind.NETWORK, "hx-1 <-> 10.0.0.9", False, False),
     # fi_getinfo(3): -FI_ENODATA, no EFA provider.
     ("ofi-plugin-finds-no-provider", [
         (N + "nccl_net_ofi_create_plugin:1067 NCCL WARN NET/OFI aws-ofi-nccl initialization failed").format(h=1),

@@ -217,6 +217,8 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("hx-1:2201:2250 [0] NCCL WARN NET/IB : Got async event : port error", "nccl-ib-port-error", {}),
     ("hx-1:2201:2250 [0] NCCL WARN NET/IB : mlx5_10:1 Got async event : port error", "nccl-ib-port-error", {}),
     ("hx-1:2201:2250 [0] NCCL WARN NET/IB : Got async event : device fatal", "nccl-ib-device-fatal", {}),
+    ("hx-1:2201:2250 [0] NCCL WARN NET/IB : Got completion from peer 10.1.2.3<5521> with error 8, opcode 130, "
+     "len 0, vendor err 81 (Recv)", "nccl-ib-local-protection", {"code": "8"}),
     ("hx-1:2201:2250 [0] NCCL WARN NET/IB : Got async event : GID table change", "nccl-ib-gid-change", {}),
     ("hx-1:2201:2250 [0] transport/net_ib.cc:839 NCCL WARN NET/IB : Got completion with error 12, opcode 1, "
      "len 0, vendor err 129", "nccl-ib-retry-exceeded", {"code": "12", "host": "hx-1"}),
