@@ -104,6 +104,8 @@ class OldMatcher:
         if len(hits) > 1:
             lowest = min(sig.tier for sig, _ in hits)
             hits = [(sig, g) for sig, g in hits if sig.tier == lowest]
+            displaced = {i for sig, _ in hits for i in sig.supersedes}
+            hits = [(sig, g) for sig, g in hits if sig.id not in displaced]
         return sorted((sig.id, g, context) for sig, g in hits)
 
 

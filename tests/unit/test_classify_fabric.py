@@ -91,6 +91,18 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bool]
         (N + "NCCL WARN Bootstrap : no socket interface found").format(h=1),
         "torch.distributed.DistBackendError: NCCL error in: ../ProcessGroupNCCL.cpp:1970, invalid usage"],
      Category.NETWORK, CulpritKind.NETWORK, None, False, False),
+    # PyTorch's heartbeat monitor polling a store whose host already exited: teardown noise.
+    ("store-poll-after-a-finished-run-is-no-failure", [
+        "[rank1]:[W901 07:40:19.971184476 ProcessGroupNCCL.cpp:1826] [PG ID 0 PG GUID 0 Rank 1] Failed to check "
+        'the "should dump" flag on TCPStore, (maybe TCPStore server has shut down too early), with error: '
+        "Connection reset by peer"],
+     Category.UNKNOWN, CulpritKind.UNKNOWN, None, False, False),
+    ("store-poll-does-not-hide-a-crash", [
+        "[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered",
+        "[rank1]:[W901 07:40:19.971184476 ProcessGroupNCCL.cpp:1826] [PG ID 0 PG GUID 0 Rank 1] Failed to check "
+        'the "should dump" flag on TCPStore, (maybe TCPStore server has shut down too early), with error: '
+        "Connection reset by peer"],
+     Category.APP_ERROR, CulpritKind.APP, "rank 0", False, False),
     # PyTorch's heartbeat monitor ends a process whose watchdog stopped beating: a hang.
     ("heartbeat-monitor-terminates-one-rank", [
         "[rank1]:[F919 07:00:13.418192812 ProcessGroupNCCL.cpp:1653] [PG ID 0 PG GUID 0(default_pg) Rank 1] "
@@ -122,6 +134,14 @@ def test_a_time_stamp_is_not_a_numeric_host() -> None:
 
     assert split_prefix("2026-11-29 07:41:02 [0] NCCL WARN NET/IB : Got async event : port error")[0].host is None
     assert split_prefix("12:30:01 [0] NCCL INFO Init COMPLETE")[0].host is None
+
+
+def test_supersedes_must_name_known_rules() -> None:
+    from goodput.diagnose.signatures import Catalogue, default_catalogue
+
+    sig = default_catalogue().get("nccl-store-poll-after-teardown").model_copy(update={"supersedes": ("no-such",)})
+    with pytest.raises(ValueError, match="no-such"):
+        Catalogue([sig])
 
 
 def test_ucx_prefix_names_the_host() -> None:

@@ -225,6 +225,9 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("[rank1]:[F919 07:00:13.418192812 ProcessGroupNCCL.cpp:1653] [PG ID 0 PG GUID 0(default_pg) Rank 1] "
      "Terminating the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.",
      "nccl-heartbeat-stuck", {}),
+    ("[rank1]:[W901 ProcessGroupNCCL.cpp:1826] [PG ID 0 PG GUID 0 Rank 1] Failed to check the \"should dump\" flag "
+     "on TCPStore, (maybe TCPStore server has shut down too early), with error: Connection reset by peer",
+     "nccl-store-poll-after-teardown", {}),
     ("hx-1:2201:2250 [0] nccl_net_ofi_create_plugin:1067 NCCL WARN NET/OFI aws-ofi-nccl initialization failed",
      "ofi-no-provider", {"host": "hx-1"}),
     ("hx-1:2201:2250 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI fi_getinfo() call failed: No data "
