@@ -7,7 +7,8 @@ catalogue pattern rewritten for RE2, `nccl-socket-closed`, changed on purpose: i
 in another form>` line altogether; the rewrite matches it (without a peer). The oracle uses the
 catalogue's pattern for it, and tests/unit/test_signatures_linear.py pins the change. The prefix
 rules follow the shipped ones where those changed on purpose since (a leading ISO stamp, Open MPI's
-`[job,rank]<stdout>:` tag, the launcher's host kept over NCCL's own hostname), so that the oracle
+`[job,rank]<stdout>:` tag, the launcher's host kept over NCCL's own hostname, UCX's `[host:pid:thread]`
+after its time stamp, NCCL's prefix from a host named by a digit or an IP address), so that the oracle
 keeps checking the engine, not the rules.
 """
 
@@ -22,12 +23,14 @@ _SRUN_TASK = re.compile(r"\s*(\d{1,6}): ")
 _PDSH = re.compile(rf"({_HOST}): (?=\[rank\d|\[Rank \d|\[default\d|{_HOST}:\d+:\d+ \[)")
 _TORCH_RANK = re.compile(r"\[[Rr]ank ?(\d{1,6})\]: ?")
 _NCCL = re.compile(rf"({_HOST}):\d+:\d+ \[\d+\] ")
+_NCCL_NUMERIC = re.compile(r"([0-9]{1,16}[A-Za-z_.\-][A-Za-z0-9_.\-]{0,111}):\d+:\d+ \[\d+\] ")
 _SYSLOG = re.compile(
     rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) ({_HOST}) "
     r"(?:kernel|nvidia-[\w\-]+|slurmd|slurmstepd|nv-fabricmanager|systemd[\w\-]*)(?:\[\d+\])?: "
     r"(?:\[\s*\d+\.\d+\] )?")
 _DMESG = re.compile(r"\[\s*\+?\d+\.\d+\] ")
 _MPI = re.compile(rf"\[({_HOST}):\d+(?: ?:\d+:\d+)?\] ")
+_UCX = re.compile(rf"\[({_HOST}):\d+:\d+\] +")
 _STAMP = re.compile(r"\d{4}-\d\d-\d\d[T ][\d:.,]{5,20}(?:Z|[+\-]\d\d:?\d\d)?:? ")
 _OMPI = re.compile(r"\[\d{1,6},(\d{1,6})\]<std(?:out|err)>: ?")
 _NVRX_OLD = re.compile(rf"\[\d{{4}}-\d\d-\d\d [\d:,.]{{8,15}}\] \[[A-Z]{{3,8}}\] \[[A-Za-z_]{{1,32}}\d{{0,9}}@({_HOST})"
@@ -65,13 +68,17 @@ def old_split_prefix(line: str) -> tuple[LineContext, str]:
     m = _TORCH_RANK.match(line, pos)
     if m:
         rank, pos = int(m.group(1)), m.end()
-    m = _NCCL.match(line, pos) or _SYSLOG.match(line, pos) or _MPI.match(line, pos)
+    m = (_NCCL.match(line, pos) or _SYSLOG.match(line, pos) or _MPI.match(line, pos)
+         or _NCCL_NUMERIC.match(line, pos))
     if m:
         host, pos = host or m.group(1), m.end()
     else:
         m = _DMESG.match(line, pos)
         if m:
             pos = m.end()
+            m = _UCX.match(line, pos)
+            if m:
+                host, pos = m.group(1), m.end()
     return LineContext(host=host, rank=rank, task=task), line[pos:]
 
 
@@ -97,6 +104,8 @@ class OldMatcher:
         if len(hits) > 1:
             lowest = min(sig.tier for sig, _ in hits)
             hits = [(sig, g) for sig, g in hits if sig.tier == lowest]
+            displaced = {i for sig, _ in hits for i in sig.supersedes}
+            hits = [(sig, g) for sig, g in hits if sig.id not in displaced]
         return sorted((sig.id, g, context) for sig, g in hits)
 
 

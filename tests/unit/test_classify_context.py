@@ -49,10 +49,12 @@ NAMING: list[Row] = [
         "...-51:73076:73185 [4] transport/net_ib.cc:1238 NCCL WARN NET/IB : Got completion from peer node48<37948> "
         "with error 12, opcode 2, len 1"],
      Category.NETWORK, CulpritKind.NODE, "node48", True, True),
+    # A port error is a link event (ibv_get_async_event(3)): with no line tying it to one host, the
+    # fabric is the suspect and no node is drained.
     ("port-error-with-two-peers-names-nobody", [
         "...-48:34050:34121 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error",
         RETRY.format(h="n51"), RETRY.format(h="n52").replace("10.0.0.98", "10.0.0.97")],
-     Category.NETWORK, CulpritKind.NODE, SOURCE_NODE, True, True),
+     Category.NETWORK, CulpritKind.NETWORK, None, False, True),
     # A network verdict blames the path even when no line names an end of it.
     ("network-verdict-without-an-endpoint-blames-the-path", [
         "[rank5]: torch.distributed.DistBackendError: NCCL error in: ../ProcessGroupNCCL.cpp:1970, remote process "

@@ -215,6 +215,41 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("hx-1:2201:2250 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.1.2.3<5521> "
      "with error 4, opcode 0, len 0, vendor err 81 (Recv)", "nccl-ib-local-protection", {"code": "4"}),
     ("hx-1:2201:2250 [0] NCCL WARN NET/IB : Got async event : port error", "nccl-ib-port-error", {}),
+    ("hx-1:2201:2250 [0] NCCL WARN NET/IB : mlx5_10:1 Got async event : port error", "nccl-ib-port-error", {}),
+    ("hx-1:2201:2250 [0] NCCL WARN NET/IB : Got async event : device fatal", "nccl-ib-device-fatal", {}),
+    ("hx-1:2201:2250 [0] NCCL WARN NET/IB : Got completion from peer 10.1.2.3<5521> with error 8, opcode 130, "
+     "len 0, vendor err 81 (Recv)", "nccl-ib-local-protection", {"code": "8"}),
+    ("hx-1:2201:2250 [0] NCCL WARN NET/IB : Got async event : GID table change", "nccl-ib-gid-change", {}),
+    ("hx-1:2201:2250 [0] transport/net_ib.cc:839 NCCL WARN NET/IB : Got completion with error 12, opcode 1, "
+     "len 0, vendor err 129", "nccl-ib-retry-exceeded", {"code": "12", "host": "hx-1"}),
+    ("[rank1]:[F919 07:00:13.418192812 ProcessGroupNCCL.cpp:1653] [PG ID 0 PG GUID 0(default_pg) Rank 1] "
+     "Terminating the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.",
+     "nccl-heartbeat-stuck", {}),
+    ("[rank1]:[W901 ProcessGroupNCCL.cpp:1826] [PG ID 0 PG GUID 0 Rank 1] Failed to check the \"should dump\" flag "
+     "on TCPStore, (maybe TCPStore server has shut down too early), with error: Connection reset by peer",
+     "nccl-store-poll-after-teardown", {}),
+    ("hx-1:2201:2250 [0] nccl_net_ofi_create_plugin:1067 NCCL WARN NET/OFI aws-ofi-nccl initialization failed",
+     "ofi-no-provider", {"host": "hx-1"}),
+    ("hx-1:2201:2250 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI fi_getinfo() call failed: No data "
+     "available", "ofi-no-provider", {}),
+    ("fi_getinfo: -61 (No data available)", "ofi-no-provider", {}),
+    ("hx-1:2201:2250 [0] NCCL WARN NET/OFI Request 0x7f12 completed with error. RC: 113. Error: 15 (Unreachable "
+     "remote (never received a response))", "efa-unreachable-remote", {}),
+    ("hx-1:2201:2250 [0] NCCL WARN NET/OFI Request 0x7f12 completed with error. RC: 103. Error: 4126 (Unresponsive "
+     "receiver (reachable by EFA device but handshake failed))", "efa-receiver-unresponsive", {}),
+    ("libfabric:4411:1700000000::efa:cq:efa_rdm_pke_handle_rx_error():88<warn> err: 22, message: Invalid packet "
+     "type received when zero copy recv mode is ON (4125)", "efa-zcpy-packet-mismatch", {}),
+    ("hx-1:2201:2250 [0] register_mr_buffers:544 NCCL WARN NET/OFI Unable to register memory (type = 2) for "
+     "device 0. RC: -22, Error: Invalid argument", "ofi-register-memory-failed", {}),
+    ("[1700000000.123456] [hx-1:4411:0]          ib_md.c:1678 UCX  ERROR ibv_open_device(mlx5_0) failed: Cannot "
+     "allocate memory", "rdma-verbs-no-memory", {"host": "hx-1"}),
+    ("hx-1:2201:2201 [0] NCCL INFO NET/Plugin: Plugin load returned 2 : /lib/x86_64-linux-gnu/libc.so.6: version "
+     "`GLIBC_2.32' not found (required by /usr/local/lib/libnccl-net.so) : when loading libnccl-net.so",
+     "nccl-net-plugin-load-failed", {}),
+    ("hx-1:2201:2201 [0] net.cc:579 NCCL WARN Error: network gIB not found.", "nccl-net-not-found",
+     {"detail": "gIB"}),
+    ("hx-1:2201:2201 [0] NCCL WARN Bootstrap : no socket interface found", "nccl-socket-no-interface", {}),
+    ("hx-1:2201:2201 [0] NCCL WARN NET/Socket : no interface found", "nccl-socket-no-interface", {}),
     ("hx-1:2201:2250 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer "
      "hx-7<49122>", "nccl-socket-closed", {"peer": "hx-7"}),
     ("torch.distributed.DistBackendError: NCCL error in: ../ProcessGroupNCCL.cpp:1970, invalid usage",
@@ -361,6 +396,13 @@ NEAR_MISSES = [
     "ft_rendezvous_barrier.py:1372 [node2_9328_0] [Step 0] Round 0 closed (training in progress), waiting for "
     "next round...",
     "ft_rendezvous_barrier.py:2991 The node 'node1_9325_0' has permanently closed the rendezvous '3'.",
+    # Healthy NCCL start-up without a network plugin, on a socket-only host, and with the OFI plugin up.
+    "hx-1:2201:2201 [0] NCCL INFO NET/Plugin : Plugin load returned 2 : libnccl-net.so: cannot open shared object "
+    "file: No such file or directory : when loading libnccl-net.so",
+    "hx-1:2201:2201 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",
+    "hx-1:2201:2201 [0] NCCL INFO NET/IB : No device found.",
+    "hx-1:2201:2201 [0] NCCL INFO NET/OFI Selected Provider is efa (found 4 nics)",
+    "hx-1:2201:2201 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.2.9<0>",
 ]
 
 

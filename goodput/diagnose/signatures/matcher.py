@@ -45,6 +45,9 @@ class Catalogue:
         self._by_id = {s.id: s for s in self.signatures}
         if len(self._by_id) != len(self.signatures):
             raise ValueError("duplicate signature ids")
+        unknown = sorted({i for s in self.signatures for i in s.supersedes} - self._by_id.keys())
+        if unknown:
+            raise ValueError(f"supersedes names unknown signature ids {unknown}")
         order = {s.id: i for i, s in enumerate(self.signatures)}
         by_literal: dict[str, list[Signature]] = {}
         for sig in self.signatures:
@@ -120,6 +123,9 @@ class Catalogue:
         if len(hits) > 1:
             lowest = min(h.signature.tier for h in hits)
             hits = [h for h in hits if h.signature.tier == lowest]
+            displaced = {i for h in hits for i in h.signature.supersedes}
+            if displaced:
+                hits = [h for h in hits if h.signature.id not in displaced]
         return hits
 
     def _ruled_out(self, present: list[int], body: bytes) -> set[str]:

@@ -61,6 +61,9 @@ class Signature(Frozen):
     # level 1): the bare number of an Xid whose meaning a context rule reads (2), an Xid code no
     # catalogue row knows (3).
     fallback: int = Field(default=0, ge=0, le=3)
+    # Ids of rules this one displaces when both match the same line: it reads the line's context (a
+    # heartbeat monitor polling a store already torn down) where they read only its wording.
+    supersedes: tuple[str, ...] = ()
     # Slurm ended the job here: application errors printed after this line are teardown noise.
     terminates: bool = False
     restart_effect: RestartEffect = RestartEffect.NONE

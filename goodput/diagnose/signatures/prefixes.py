@@ -24,6 +24,10 @@ _PDSH = LinearRegex(rf"({_HOST}): (?:\[rank\d|\[Rank \d|\[default\d|{_HOST}:\d+:
 _TORCH_RANK = LinearRegex(r"\[[Rr]ank ?(\d{1,6})\]: ?")
 # NCCL_DEBUG lines: `host:pid:tid [dev] NCCL ...`.
 _NCCL = LinearRegex(rf"({_HOST}):\d+:\d+ \[\d+\] ")
+# The same prefix from a host whose name starts with a digit (RFC 1123 allows it), or a container
+# whose hostname is its IP address; a non-digit in the name and the `:pid:tid [dev] ` tail keep it
+# apart from a time stamp (`12:30:01 [0]`).
+_NCCL_NUMERIC = LinearRegex(r"([0-9]{1,16}[A-Za-z_.\-][A-Za-z0-9_.\-]{0,111}):\d+:\d+ \[\d+\] ")
 # syslog / journal: `Nov 29 09:00:01 host kernel: ...` or ISO timestamps.
 _SYSLOG = LinearRegex(
     rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) ({_HOST}) "
@@ -44,6 +48,8 @@ _NVRX_NEW = LinearRegex(rf"\[[A-Z]{{3,8}}\] \[({_HOST})\] \[workload:[^(\]]{{0,1
 _DMESG = LinearRegex(r"\[\s*\+?\d+\.\d+\] ")
 # MPI / UCX style `[host:pid]` or `[host:pid :0:tid]`.
 _MPI = LinearRegex(rf"\[({_HOST}):\d+(?: ?:\d+:\d+)?\] ")
+# UCX's logger after its time stamp: `[1608298882.555115] [host:pid:thread]    file.c:123 UCX  ERROR`.
+_UCX = LinearRegex(rf"\[({_HOST}):\d+:\d+\] +")
 # `\s` in RE2 is ASCII whitespace: tab, newline, form feed, carriage return, space (no \v).
 _SPACE_OR_DIGIT = frozenset(bytes([c]) for c in b"\t\n\f\r 0123456789")
 
@@ -98,7 +104,7 @@ def split_prefix_bytes(data: bytes) -> tuple[LineContext, int]:
     elif first == b"[":
         m = _MPI.match_spans(data, pos)
     elif first.isdigit():
-        m = syslog if pos == syslog_at else _SYSLOG.match_spans(data, pos)
+        m = (syslog if pos == syslog_at else _SYSLOG.match_spans(data, pos)) or _NCCL_NUMERIC.match_spans(data, pos)
     else:
         m = None
     if m:
@@ -108,6 +114,9 @@ def split_prefix_bytes(data: bytes) -> tuple[LineContext, int]:
         pos = m[0][1]
     elif first == b"[" and (m := _DMESG.match_spans(data, pos)):
         pos = m[0][1]
+        if data[pos:pos + 1] == b"[" and (m := _UCX.match_spans(data, pos)):
+            host = data[m[1][0]:m[1][1]].decode("ascii")
+            pos = m[0][1]
     if host is None and rank is None and task is None:
         return _EMPTY, pos
     return LineContext(host=host, rank=rank, task=task), pos

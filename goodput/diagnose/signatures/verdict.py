@@ -346,6 +346,8 @@ class VerdictBuilder:
                     lead.line_no, f"the port error's own host is not in the log, but its peers' errors all "
                                   f"point at {node}.",
                     f"the kernel log or `ibstat` of {node} showing the port going down confirms it")
+            # A link event that no line ties to one host: the fabric between them is the suspect.
+            return CulpritKind.NETWORK, culprit, host, rank, None
         return kind, culprit, host, rank, None
 
     def _evidence(self, lead: Match, supporting: list[Match], consequences: list[Match]
