@@ -193,7 +193,29 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("gpu-c12:881:905 [1] NCCL WARN Cuda failure 999 'unknown error'", "cuda-unknown-error", {}),
     ("RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution", "cuda-nvlink", {}),
     ("gpu-c12:881:881 [3] transport/nvls.cc:162 NCCL WARN Cuda failure 999 'unknown error'", "nccl-nvls", {}),
-    ("RuntimeError: No CUDA GPUs are available", "cuda-no-device", {}),
+    ("RuntimeError: No CUDA GPUs are available", "cuda-no-device-visible", {}),
+    ("RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable", "cuda-devices-unavailable", {}),
+    ("RuntimeError: CUDA error: invalid device ordinal", "cuda-invalid-device", {}),
+    ("Failed to initialize NVML: Driver/library version mismatch", "nvml-driver-library-mismatch", {}),
+    ("ws1 nv-fabricmanager[4177]: request to query NVSwitch device information from NVSwitch driver failed with "
+     "error:WARNING Nothing to do [NV_WARN_NOTHING_TO_DO]", "fabric-manager-nothing-to-do", {}),
+    ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=11.8, please update your driver",
+     "container-cuda-requirement", {"detail": "cuda>=11.8"}),
+    # Slurm node reasons (slurmctld, scontrol show node)
+    ("slurmctld: error: Setting node gpu7 state to INVAL with reason:gres/gpu count reported lower than "
+     "configured (3 < 4)", "slurm-gres-count-low", {"host": "gpu7"}),
+    ("c015: Reason=Node unexpectedly rebooted [slurm@2022-07-23T15:27:10]", "slurm-node-rebooted", {"host": "c015"}),
+    ("srun: error: Plug-in initialization failed", "slurm-spank-init-failed", {}),
+    # Host memory and shared memory
+    ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+     "ray-memory-monitor", {}),
+    ("Message:          The node was low on resource: memory. Threshold quantity: 1Gi, available: 991045Ki.",
+     "k8s-memory-eviction", {}),
+    (K + "python invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0",
+     "kernel-oom-report", {}),
+    ("h1:20:35 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
+     "shm-exhausted", {}),
+    ("Detected inf/nan during batch_number=0", "numeric-overflow-detected", {}),
     ("[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered", "cuda-illegal-access", {}),
     ("RuntimeError: CUDA error: out of memory", "cuda-oom-raw", {}),
     # PyTorch / NCCL
