@@ -216,6 +216,12 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("h1:20:35 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
      "shm-exhausted", {}),
     ("Detected inf/nan during batch_number=0", "numeric-overflow-detected", {}),
+    # Launchers and frameworks
+    ("[n1:12508] [[25215,0],1] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file grpcomm_direct.c "
+     "at line 355", "orte-unpack-past-end", {}),
+    (" [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1",
+     "deepspeed-overflow-at-min-scale", {}),
+    ("INFO[0289] Pod: default.job-master-0 exited with code 1  job=default.job", "kubeflow-replica-exit-1", {}),
     ("[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered", "cuda-illegal-access", {}),
     ("RuntimeError: CUDA error: out of memory", "cuda-oom-raw", {}),
     # PyTorch / NCCL

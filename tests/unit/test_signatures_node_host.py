@@ -140,3 +140,38 @@ def test_every_new_rule_names_its_source() -> None:
     new = {sig_id for _, sig_id in LINES} - {"torch-cuda-oom", "bus-error-exit"}
     by_id = {s.id: s for s in CAT.signatures}
     assert all(by_id[i].source for i in new), [i for i in new if not by_id[i].source]
+
+
+# Launcher and framework errors that a rerun with the same configuration repeats.
+LAUNCHER_LINES = [
+    ("[future5:12508] [[25215,0],1] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file "
+     "grpcomm_direct.c at line 355", "orte-unpack-past-end"),
+    ("[[25215,0],1] FORCE-TERMINATE AT Data unpack would read past end of buffer:-26 - error grpcomm_direct.c(359)",
+     "orte-unpack-past-end"),
+    (" [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1",
+     "deepspeed-overflow-at-min-scale"),
+    ("INFO[0289] Pod: default.kfto-01-master-0 exited with code 1  job=default.kfto-01 replica-type=master",
+     "kubeflow-replica-exit-1"),
+]
+
+
+@pytest.mark.parametrize(("line", "sig_id"), LAUNCHER_LINES)
+def test_launcher_line_is_recognised(line: str, sig_id: str) -> None:
+    assert sig_id in ids(line)
+
+
+@pytest.mark.parametrize("line", [
+    " [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 262144, reducing to 131072.0",
+    "INFO[0289] Pod: default.kfto-01-master-0 exited with code 137  job=default.kfto-01",
+])
+def test_launcher_lookalikes_are_left_alone(line: str) -> None:
+    assert not {"deepspeed-overflow-at-min-scale", "kubeflow-replica-exit-1"} & set(ids(line))
+
+
+def test_a_voided_signature_must_exist() -> None:
+    from goodput.diagnose.signatures.loader import CatalogueError, parse
+    entry = {"id": "a", "family": "f", "category": "unknown", "culprit_kind": "unknown", "role": "info",
+             "precedence": 1, "pattern": "x", "literals": ["x"], "restart": False, "drain": False,
+             "voids": ["no-such-signature"], "explanation": "e"}
+    with pytest.raises(CatalogueError, match="no-such-signature"):
+        parse({"version": 1}, [("f.toml", {"signature": [entry]})])
