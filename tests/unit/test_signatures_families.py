@@ -204,7 +204,7 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     # Slurm node reasons (slurmctld, scontrol show node)
     ("slurmctld: error: Setting node gpu7 state to INVAL with reason:gres/gpu count reported lower than "
      "configured (3 < 4)", "slurm-gres-count-low", {"host": "gpu7"}),
-    ("c015: Reason=Node unexpectedly rebooted [slurm@2022-07-23T15:27:10]", "slurm-node-rebooted", {"host": "c015"}),
+    ("c015: Reason=Node unexpectedly rebooted [slurm@2022-07-23T15:27:10]", "slurm-node-rebooted", {}),
     ("srun: error: Plug-in initialization failed", "slurm-spank-init-failed", {}),
     # Host memory and shared memory
     ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
