@@ -206,6 +206,8 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
      "configured (3 < 4)", "slurm-gres-count-low", {"host": "gpu7"}),
     ("c015: Reason=Node unexpectedly rebooted [slurm@2022-07-23T15:27:10]", "slurm-node-rebooted", {}),
     ("srun: error: Plug-in initialization failed", "slurm-spank-init-failed", {}),
+    ("4242            train    gpu        NODE_FAIL      0:0", "slurm-state-node-fail", {}),
+    ("   JobState=OUT_OF_MEMORY Reason=OutOfMemory Dependency=(null)", "slurm-state-out-of-memory", {}),
     # Host memory and shared memory
     ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
      "ray-memory-monitor", {}),

@@ -175,3 +175,16 @@ def test_a_voided_signature_must_exist() -> None:
              "voids": ["no-such-signature"], "explanation": "e"}
     with pytest.raises(CatalogueError, match="no-such-signature"):
         parse({"version": 1}, [("f.toml", {"signature": [entry]})])
+
+
+# Slurm's job state codes (squeue/sacct), as sacct and scontrol print them.
+@pytest.mark.parametrize(("log", "category", "restart"), [
+    (["JobID           JobName  Partition      State ExitCode",
+      "4242            train    gpu        NODE_FAIL      0:0"], Category.NODE_FAILURE, True),
+    (["   JobState=NODE_FAIL Reason=NodeDown Dependency=(null)"], Category.NODE_FAILURE, True),
+    (["4243            train    gpu        OUT_OF_ME+    0:125"], Category.OOM, False),
+    (["   JobState=OUT_OF_MEMORY Reason=OutOfMemory Dependency=(null)"], Category.OOM, False),
+])
+def test_slurm_job_state_codes(log: list[str], category: Category, restart: bool) -> None:
+    v = classify_lines(log)
+    assert (v.category, v.drain, v.restart) == (category, False, restart), v.explanation
