@@ -213,6 +213,7 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
      "ray-memory-monitor", {}),
     ("Message:          The node was low on resource: memory. Threshold quantity: 1Gi, available: 991045Ki.",
      "k8s-memory-eviction", {}),
+    ("      Reason:       OOMKilled", "k8s-oomkilled", {}),
     (K + "python invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0",
      "kernel-oom-report", {}),
     ("h1:20:35 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",

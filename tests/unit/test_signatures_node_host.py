@@ -188,3 +188,17 @@ def test_a_voided_signature_must_exist() -> None:
 def test_slurm_job_state_codes(log: list[str], category: Category, restart: bool) -> None:
     v = classify_lines(log)
     assert (v.category, v.drain, v.restart) == (category, False, restart), v.explanation
+
+
+# Kubernetes reports a container killed at its memory limit as OOMKilled (exit code 137).
+@pytest.mark.parametrize("line", [
+    "      Reason:       OOMKilled",
+    '{"lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}',
+])
+def test_k8s_oomkilled(line: str) -> None:
+    v = classify_lines(["    State:          Terminated", line])
+    assert (v.category, v.drain, v.restart) == (Category.OOM, False, False), v.explanation
+
+
+def test_oomkilled_word_in_prose_is_not_a_verdict() -> None:
+    assert "k8s-oomkilled" not in ids("checking whether any pod was OOMKilled recently")
