@@ -193,7 +193,38 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("gpu-c12:881:905 [1] NCCL WARN Cuda failure 999 'unknown error'", "cuda-unknown-error", {}),
     ("RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution", "cuda-nvlink", {}),
     ("gpu-c12:881:881 [3] transport/nvls.cc:162 NCCL WARN Cuda failure 999 'unknown error'", "nccl-nvls", {}),
-    ("RuntimeError: No CUDA GPUs are available", "cuda-no-device", {}),
+    ("RuntimeError: No CUDA GPUs are available", "cuda-no-device-visible", {}),
+    ("RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable", "cuda-devices-unavailable", {}),
+    ("RuntimeError: CUDA error: invalid device ordinal", "cuda-invalid-device", {}),
+    ("Failed to initialize NVML: Driver/library version mismatch", "nvml-driver-library-mismatch", {}),
+    ("ws1 nv-fabricmanager[4177]: request to query NVSwitch device information from NVSwitch driver failed with "
+     "error:WARNING Nothing to do [NV_WARN_NOTHING_TO_DO]", "fabric-manager-nothing-to-do", {}),
+    ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=11.8, please update your driver",
+     "container-cuda-requirement", {"detail": "cuda>=11.8"}),
+    # Slurm node reasons (slurmctld, scontrol show node)
+    ("slurmctld: error: Setting node gpu7 state to INVAL with reason:gres/gpu count reported lower than "
+     "configured (3 < 4)", "slurm-gres-count-low", {"host": "gpu7"}),
+    ("c015: Reason=Node unexpectedly rebooted [slurm@2022-07-23T15:27:10]", "slurm-node-rebooted", {}),
+    ("srun: error: Plug-in initialization failed", "slurm-spank-init-failed", {}),
+    ("4242            train    gpu        NODE_FAIL      0:0", "slurm-state-node-fail", {}),
+    ("   JobState=OUT_OF_MEMORY Reason=OutOfMemory Dependency=(null)", "slurm-state-out-of-memory", {}),
+    # Host memory and shared memory
+    ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+     "ray-memory-monitor", {}),
+    ("Message:          The node was low on resource: memory. Threshold quantity: 1Gi, available: 991045Ki.",
+     "k8s-memory-eviction", {}),
+    ("      Reason:       OOMKilled", "k8s-oomkilled", {}),
+    (K + "python invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0",
+     "kernel-oom-report", {}),
+    ("h1:20:35 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
+     "shm-exhausted", {}),
+    ("Detected inf/nan during batch_number=0", "numeric-overflow-detected", {}),
+    # Launchers and frameworks
+    ("[n1:12508] [[25215,0],1] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file grpcomm_direct.c "
+     "at line 355", "orte-unpack-past-end", {}),
+    (" [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1",
+     "deepspeed-overflow-at-min-scale", {}),
+    ("INFO[0289] Pod: default.job-master-0 exited with code 1  job=default.job", "kubeflow-replica-exit-1", {}),
     ("[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered", "cuda-illegal-access", {}),
     ("RuntimeError: CUDA error: out of memory", "cuda-oom-raw", {}),
     # PyTorch / NCCL

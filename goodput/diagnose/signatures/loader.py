@@ -60,6 +60,9 @@ def parse(meta: Mapping[str, Any], families: Iterable[tuple[str, Mapping[str, An
                 raise CatalogueError(f"{source}: duplicate signature id {sig.id!r} (first in {seen[sig.id]})")
             seen[sig.id] = source
             signatures.append(sig)
+    dangling = sorted({v for sig in signatures for v in sig.voids} - seen.keys())
+    if dangling:
+        raise CatalogueError(f"a signature voids unknown signature ids {dangling}")
     return version, tuple(signatures)
 
 

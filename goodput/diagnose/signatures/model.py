@@ -66,6 +66,9 @@ class Signature(Frozen):
     supersedes: tuple[str, ...] = ()
     # Slurm ended the job here: application errors printed after this line are teardown noise.
     terminates: bool = False
+    # Ids of signatures whose hits anywhere in the same log this one explains away (Fabric Manager's
+    # "nothing to do" makes its service failure expected): those hits become information.
+    voids: tuple[str, ...] = ()
     restart_effect: RestartEffect = RestartEffect.NONE
     # The line is printed on the faulty machine itself (a kernel, driver or CUDA error), so a drain
     # may target the node that produced the log even when the line names no host. False for lines

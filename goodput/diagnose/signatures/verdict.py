@@ -108,11 +108,13 @@ class VerdictBuilder:
         # Line spans of torchrun's "Failures:" sections (other ranks' exits: teardown, not causes).
         self._others_from: int | None = None
         self._others: list[tuple[int, int]] = []
+        self._voided: set[str] = set()
 
     def add(self, match: Match) -> None:
         match = self.locator.observe(match)
         self.circumstances.observe(match)
         sig = match.signature
+        self._voided.update(sig.voids)
         if sig.terminates and self._terminated_at is None:
             self._terminated_at = match.line_no
         if sig.restart_effect is not RestartEffect.NONE:
@@ -155,6 +157,8 @@ class VerdictBuilder:
 
     def role_of(self, match: Match) -> Role:
         sig = match.signature
+        if sig.id in self._voided:
+            return Role.INFO
         if sig.id in _SIGKILL_IDS and self._in_other_failures(match.line_no):
             # The agent's own SIGKILL of the surviving workers (after SIGTERM's grace period), not
             # the OOM killer: it says nothing about why the job failed.
