@@ -33,7 +33,7 @@ def verdict(**overrides: object) -> Verdict:
 
 def test_the_corpus_is_big_enough_and_every_excerpt_has_its_provenance() -> None:
     excerpts = load_corpus()
-    assert len(excerpts) >= 150
+    assert len(excerpts) >= 400 and len({e.provenance for e in excerpts}) >= 300  # the diagnosis issue's floor
     assert len({e.family for e in excerpts}) >= 5
     assert sum(e.benign for e in excerpts) >= 15
     for e in excerpts:
