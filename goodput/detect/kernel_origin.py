@@ -53,7 +53,6 @@ _SYSLOG = LinearRegex(
     r"^(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?"
     r"|[A-Z][a-z]{2}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2})"
     r"\s+\S{1,253}\s+(?P<tag>[^\s:\[]{1,128})(?:\[[^\]]{0,20}\])?: ?(?P<msg>.*)$")
-_DMESG_STAMP = LinearRegex(r"^\[[^\]]{1,40}\] ?(?P<msg>.*)$")
 
 
 class Origin(StrEnum):
@@ -93,7 +92,7 @@ def _by_facility(pri: str | None, message: str) -> tuple[Origin, str]:
 
 def _without_stamp(message: str) -> str:
     """`kernel: [ 8812.221004] NVRM: ...`: the kernel's own time stamp, kept by some daemons."""
-    match = _DMESG_STAMP.match_text(message)
+    match = _DMESG.match_text(message)
     return (match["msg"] or "") if match else message
 
 
