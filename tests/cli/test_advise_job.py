@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -23,17 +22,12 @@ from goodput.demo.scheduler import demo_cluster
 from goodput.detect.hang import ProgressState
 from goodput.detect.live import LiveState
 from goodput.detect.watch import WatchCheckpoint
+from tests.helpers import free_port
 from tests.unit.test_checkpoint_job_advice import generic_tree
 from tests.workflows.helpers import anomaly, inject, result, running_worker
 from workflows.watch import job_watch_id
 
 GOODPUT = [sys.executable, "-c", "from workers.main import main; main()"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from temporalio.client import Client
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import AnomalyKind, Category, Mode
 from goodput.recover.lifecycle import IncidentState
+from tests.helpers import free_port
 from tests.workflows.helpers import (
     FAST,
     anomaly,
@@ -33,12 +33,6 @@ from tests.workflows.helpers import (
 
 pytestmark = pytest.mark.temporal
 GOODPUT = [sys.executable, "-c", "from workers.main import main; main()"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def run(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:

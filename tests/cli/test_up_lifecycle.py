@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import free_port, start_up, stop_up
+from tests.cli.test_cli import start_up, stop_up
+from tests.helpers import free_port
 from workers import devserver
 
 

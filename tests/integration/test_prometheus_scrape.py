@@ -29,6 +29,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from tests.helpers import free_port
+from tests.required import unavailable
 from workers.metrics_endpoint import metrics_endpoint
 from workers.prometheus import Exposition
 from workers.telemetry import instruments
@@ -39,12 +41,6 @@ QUANTILE = "histogram_quantile(0.5, sum by (le) (goodput_detection_latency_secon
 MEAN = "sum(goodput_detection_latency_seconds_sum) / sum(goodput_detection_latency_seconds_count)"
 # No proxy for loopback, whatever the environment says (requests and httpx both read these).
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
@@ -73,9 +69,7 @@ def prometheus_or_skip() -> Path:
     if PROMETHEUS.is_file() and os.access(PROMETHEUS, os.X_OK):
         return PROMETHEUS
     message = f"{PROMETHEUS} is not installed (scripts/install-console-tools.sh installs Debian's prometheus)"
-    if os.environ.get("GOODPUT_REQUIRE_SLURM") == "1":
-        pytest.fail(f"GOODPUT_REQUIRE_SLURM=1 but {message}", pytrace=False)
-    pytest.skip(message)
+    unavailable(message)
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ from typing import NoReturn
 import pytest
 
 from goodput.slurm.records import node_from_record, split_record, split_records
+from tests.helpers import free_port
 from tests.required import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,12 +142,6 @@ class Sshd:
     known_hosts: Path
     client_key: Path
     other_known_hosts: Path  # the same address with a different host key
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _listening(port: int) -> bool:

@@ -31,21 +31,20 @@ from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo, JobState
 from tests.fakes.notifier import RecordingNotifier
+from tests.helpers import free_port
+from tests.required import require_module
 from tests.workflows.test_watchers import incident_appears
 from workers.watching import start_cluster_watch
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
 from workflows.watch import cluster_watch_id
 
-from .conftest import Lab, _unavailable, free_port
+from .conftest import Lab, _unavailable
 from .harness import eventually
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.slow]
 
-if os.environ.get("GOODPUT_REQUIRE_SLURM") == "1":
-    import torch  # noqa: F401 - CI must have it: `make test` installs the e2e extra
-else:
-    pytest.importorskip("torch")
+require_module("torch", "`make test` installs the e2e extra")
 
 REPO = Path(__file__).resolve().parents[2]
 NVRX_DIR = Path(os.environ.get("GOODPUT_NVRX_DIR", REPO / ".venv" / "nvrx"))

@@ -13,8 +13,9 @@ from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_rest import SlurmRestBackend
 from goodput.scheduler import PermanentSchedulerError, SchedulerError, TransientSchedulerError
 from goodput.slurm import restapi
+from tests.helpers import free_port
 
-from .conftest import Lab, Restd, free_port
+from .conftest import Lab, Restd
 
 pytestmark = pytest.mark.slurm
 

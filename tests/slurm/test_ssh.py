@@ -19,8 +19,9 @@ from goodput.scheduler import (
     TransientSchedulerError,
 )
 from goodput.slurm.submit_as import BecomeMode, OwnerError
+from tests.helpers import free_port
 
-from .conftest import Lab, Sshd, free_port
+from .conftest import Lab, Sshd
 from .harness import BATCH_ADDED, IDENTITY_PROBE, eventually, probe_report
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ssh]

@@ -8,7 +8,6 @@ injects one fault and checks the whole story in the incident's report (the Tempo
 
 from __future__ import annotations
 
-import os
 import sys
 import uuid
 from pathlib import Path
@@ -27,6 +26,7 @@ from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
+from tests.required import require_module
 from tests.workflows.helpers import result
 from tests.workflows.test_watchers import incident_appears
 from workers.watching import start_cluster_watch
@@ -38,10 +38,7 @@ from .harness import eventually
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.slow]
 
-if os.environ.get("GOODPUT_REQUIRE_SLURM") == "1":
-    import torch  # noqa: F401 - CI must have it: `make test` installs the e2e extra
-else:
-    pytest.importorskip("torch")
+require_module("torch", "`make test` installs the e2e extra")
 
 TRAIN = Path(__file__).with_name("train_ddp.py")
 SCRIPT = """#!/bin/bash

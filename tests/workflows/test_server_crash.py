@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import uuid
 from pathlib import Path
@@ -23,18 +22,13 @@ import pytest
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Mode
 from goodput.recover.lifecycle import IncidentState
+from tests.helpers import free_port
 from tests.workflows.helpers import FAST, anomaly, inject, result
 from tests.workflows.test_durability import start_worker, wait_until
 from workers import devserver
 from workers.client import connect
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.mark.timeout(180)
