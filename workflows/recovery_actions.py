@@ -1,0 +1,146 @@
+"""Carrying out an incident's plan: drain, requeue or resubmit (verified), stop; and the node memory.
+
+`execute` runs the plan's actions in order and ends the incident as recovered, stopped or
+following the job's launcher; `resume` is one requeue or resubmit with its checkpoint, its spare
+pool and its verification, retried up to the policy's attempts. `remember` lets the cluster's
+node memory weigh in on the attribution before the plan is made. Step functions of
+RecoveryWorkflow (workflows.recovery_steps): they tell the workflow what they found and it keeps
+it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from goodput.checkpoints import Checkpoint, lost_work_of
+    from goodput.diagnose.node_memory import MemoryVerdict, observation_of
+    from goodput.models import ActionKind, Attribution, RecoveryPlan
+    from goodput.recover.audit import AuditAction
+    from goodput.recover.incident import (
+        CheckpointInput,
+        CheckpointResult,
+        MemoryInput,
+        ResumeInput,
+        ResumeResult,
+        StopInput,
+        VerifyResult,
+    )
+    from goodput.recover.lifecycle import IncidentState
+    from goodput.recover.policy import ResumeStrategy
+    from goodput.recover.recovery_rules import (
+        lost_work_note,
+        memory_unavailable,
+        memory_weighed,
+        observed_at,
+        resume_environment,
+        verify_input,
+        verify_timeout_s,
+    )
+    from goodput.recover.spares import spare_outcome
+    from goodput.scheduler import JobInfo
+    from workflows.node_link import isolate
+    from workflows.recovery_steps import Escalation, Incident
+    from workflows.spare_grants import grant_to_end
+
+S = IncidentState
+
+
+async def execute(wf: Incident, plan: RecoveryPlan, job_id: str, restarts: int, *, follow: bool = False) -> None:
+    """Runs the plan's actions in order, then ends on what they did: recovered, stopped, or
+    following the job's own launcher when the plan left the restart to it."""
+    resumed: ResumeResult | None = None
+    for action in plan.actions:
+        if wf.cancelled_here():
+            return
+        if action.kind is ActionKind.DRAIN_NODES:
+            await isolate(wf, action)
+        elif action.kind in (ActionKind.REQUEUE, ActionKind.RESUBMIT):
+            resumed = await resume(wf, action.kind, job_id, action.exclude, restarts)
+        elif action.kind is ActionKind.STOP_JOB:
+            detail = await wf.audited(AuditAction.STOP, (), action.reason, wf.step(
+                "stop_job", StopInput(incident_id=wf.id, job_id=job_id,
+                                      observed_at=observed_at(wf.incident.anomalies)),
+                str), str)
+            wf.done(detail)
+    if resumed is None and follow:
+        wf.move(S.FOLLOWING_LAUNCHER, f"{plan.rationale}; following the job for "
+                                      f"{wf.start.policy.in_job_follow_s:.0f} s past its latest "
+                                      "evidence, to act if the launcher gives up")
+        wf.upsert()
+        await wf.notify(f"restarted in-job by the job's launcher, goodput follows: {plan.rationale}")
+        return
+    if resumed is None:
+        wf.move(S.STOPPED, plan.rationale)
+        await wf.notify(f"stopped: {plan.rationale}")
+        return
+    wf.move(S.RECOVERED, f"job {resumed.job_id} verified running")
+    await wf.notify(f"recovered: job {resumed.job_id} running again")
+
+
+async def _checkpoint(wf: Incident) -> Checkpoint | None:
+    """The newest valid checkpoint to resume from, and the work lost since it, both kept."""
+    attributed = wf.incident.attributed
+    if not workflow.patched("checkpoint-aware-resume") or attributed is None or attributed.job is None:
+        return None
+    found = await wf.step("find_checkpoint", CheckpointInput(incident_id=wf.id, job=attributed.job),
+                          CheckpointResult)
+    lost = lost_work_of(wf.incident.anomalies, found.checkpoint, attributed.job, wf.start.policy.gpus_per_node)
+    wf.checkpoint_found(found.checkpoint, lost)
+    wf.done(found.explanation)
+    if lost is not None:
+        wf.done(lost_work_note(lost))
+    return found.checkpoint
+
+
+async def resume(wf: Incident, kind: ActionKind, job_id: str, exclude: tuple[str, ...],
+                 restarts: int) -> ResumeResult:
+    """Requeue or resubmit, then verify the job runs again (and got past its checkpoint);
+    up to `max_resume_attempts` times before a person is asked."""
+    policy = wf.start.policy
+    strategy = ResumeStrategy(kind.value)
+    checkpoint = await _checkpoint(wf)
+    environment = resume_environment(checkpoint)
+    attributed = wf.incident.attributed
+    grant = await grant_to_end(wf, policy.spares, attributed.job if attributed else None)
+    if grant is not None:
+        wf.granted(grant)
+    for attempt in range(1, policy.max_resume_attempts + 1):
+        wf.move(S.RESUMING, f"{kind.value} job {job_id} (attempt {attempt})")
+        resumed = await wf.audited(AuditAction(kind.value), exclude, f"attempt {attempt}", wf.step(
+            "resume", ResumeInput(incident_id=wf.id, job_id=job_id, strategy=strategy, exclude=exclude,
+                                  restart_count_before=restarts, environment=environment,
+                                  observed_at=observed_at(wf.incident.anomalies),
+                                  spares=policy.spares if policy.spares.enabled else None), ResumeResult),
+            lambda r: r.detail)
+        wf.resumed(resumed.job_id)
+        wf.done(resumed.detail)
+        wf.move(S.VERIFYING, f"waiting for job {resumed.job_id} to run")
+        verified = await wf.step("verify", verify_input(resumed, job_id, restarts, policy, checkpoint),
+                                 VerifyResult, timeout=timedelta(seconds=verify_timeout_s(policy, checkpoint)))
+        wf.done(verified.detail)
+        if verified.ok and resumed.spare_pool:
+            wf.done(spare_outcome(resumed.spare_pool, resumed.spare_nodes, verified.nodes))
+        if verified.ok:
+            return resumed
+        if resumed.job_id == job_id:
+            restarts += 1  # our requeue moved the count; the next attempt must move it again
+    raise Escalation(f"job did not run again after {policy.max_resume_attempts} attempt(s)")
+
+
+async def remember(wf: Incident, attribution: Attribution, job: JobInfo) -> tuple[Attribution, bool]:
+    """The cluster's memory of nodes weighs in on what this incident could not settle alone.
+    Returns the attribution to plan on, and whether the memory answered (then the incident
+    stands on it too; an unavailable memory is only a note in the explanation)."""
+    observation = observation_of(wf.id, attribution, job, workflow.now())
+    if observation is None:
+        return attribution, False
+    try:
+        verdict = await wf.step("consult_node_memory", MemoryInput(
+            cluster=wf.start.key.cluster, observation=observation, policy=wf.start.policy.node_memory),
+            MemoryVerdict)
+    except Escalation as why:  # a recovery never waits on, or fails for, the memory
+        return memory_unavailable(attribution, str(why)), False
+    return memory_weighed(attribution, verdict, job), True

@@ -1,0 +1,105 @@
+"""Waiting on the job and its evidence between an incident's plans: the loop's three waits.
+
+A plan is not always the end. A job that asked not to be restarted gets time to end by itself
+(`let_the_job_end`); evidence goodput may not act on waits for evidence it may
+(`await_actionable`); a job its own launcher restarted in-job is followed until the launcher gives
+up (`follow_launcher`). Each waits on durable timers and the `anomaly` signal, then hands the
+workflow the attribution to plan on, or None when the incident closed. Step functions of
+RecoveryWorkflow (workflows.recovery_steps).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from goodput.models import RestartEffect
+    from goodput.recover.incident import AttributeResult
+    from goodput.recover.lifecycle import IncidentState
+    from goodput.recover.recovery_rules import ending_by_itself
+    from goodput.scheduler import ACTIVE_JOB_STATES
+    from workflows.recovery_steps import Incident
+
+S = IncidentState
+
+
+async def let_the_job_end(wf: Incident, attributed: AttributeResult) -> AttributeResult | None:
+    """A job that asked not to be restarted while it still runs is ending by itself (NVRx's
+    launchers log their verdict, then all exit 93): give it the policy's grace to end with its
+    own exit code, which outer tooling reads, before the plan stops it. None: cancelled."""
+    grace = wf.start.policy.never_restart_grace_s
+    job = ending_by_itself(attributed, grace)
+    if job is None or not workflow.patched("let-the-job-end"):
+        return attributed
+    wf.record(wf.incident.state, f"job {job.job_id} asked not to be restarted and is still {job.state}: it gets "
+                                 f"{grace:.0f} s to end by itself, with its own exit code, before goodput stops it")
+    deadline = workflow.now() + timedelta(seconds=grace)
+    while attributed.job is not None and attributed.job.state in ACTIVE_JOB_STATES:
+        left = (deadline - workflow.now()).total_seconds()
+        more = left > 0 and await wf.wait(wf.evidence_past(wf.incident.anomaly_count), left)
+        if wf.cancelled_here():
+            return None
+        attributed = await wf.attribute()
+        if not more:
+            break
+    return attributed
+
+
+async def await_actionable(wf: Incident, deadline: datetime) -> AttributeResult | None:
+    """After evidence-only anomalies: the attribution of the next evidence, or None when the
+    incident closed (cancelled, or nothing new before `deadline`, `evidence_only_wait_s` after
+    the first)."""
+    policy = wf.start.policy
+    left = (deadline - workflow.now()).total_seconds()
+    arrived = left > 0 and await wf.wait(wf.evidence_past(wf.incident.weighed), left)
+    if wf.cancelled_here():
+        return None
+    if not arrived:
+        wf.move(S.RECOMMENDED_ONLY, f"no evidence goodput may act on within "
+                                    f"{policy.evidence_only_wait_s:.0f} s: recommended only")
+        return None
+    return await _coalesced(wf)
+
+
+async def _coalesced(wf: Incident) -> AttributeResult | None:
+    """Lets the rest of a burst arrive, then attributes all of it; None when cancelled meanwhile."""
+    if wf.start.policy.coalesce_window_s > 0:
+        await wf.wait(lambda: wf.cancel_requested(), wf.start.policy.coalesce_window_s)
+    if wf.cancelled_here():
+        return None
+    return await wf.attribute()
+
+
+async def follow_launcher(wf: Incident) -> AttributeResult | None:
+    """While the job's launcher restarts it in-job, wait for later evidence of the same job
+    attempt and weigh all of it again. Returns the attribution to act on once the launcher
+    gave up, asked not to be restarted or the job ended; None when the incident closed
+    (cancelled, or the launcher kept the job running for the whole window)."""
+    window = wf.start.policy.in_job_follow_s
+    while True:
+        # Counted from what the latest attribution weighed, not from now: evidence that came
+        # in while the plan ran (its notification, say) is new evidence too.
+        seen = wf.incident.weighed
+        arrived = await wf.wait(wf.evidence_past(seen), window)
+        if wf.cancelled_here():
+            return None
+        if not arrived:
+            wf.move(S.STOPPED, f"no further evidence for {window:.0f} s: the job's launcher handled the "
+                               "failure in-job; goodput took no recovery action")
+            await wf.notify("handled in-job by the job's launcher; goodput took no recovery action")
+            return None
+        attributed = await _coalesced(wf)
+        if attributed is None:
+            return None
+        effect = attributed.attribution.restart_effect
+        more = wf.incident.anomaly_count - seen
+        if effect is not RestartEffect.IN_JOB:
+            wf.record(S.FOLLOWING_LAUNCHER, f"{more} more anomalies: restart effect now {effect}; "
+                                            "weighing the evidence again")
+            return attributed
+        wf.attributed_again(attributed)
+        wf.record(S.FOLLOWING_LAUNCHER, f"{more} more anomalies: still restarted in-job by the job's "
+                                        "launcher; following on" + (f" ({attributed.launcher})"
+                                                                    if attributed.launcher else ""))
