@@ -63,6 +63,8 @@ T = TypeVar("T")
 
 @workflow.defn
 class RecoveryWorkflow:
+    """One incident, from its first anomaly to its outcome; the one writer of its RecoveryState."""
+
     @workflow.init
     def __init__(self, start: RecoveryStart) -> None:
         self._start = start

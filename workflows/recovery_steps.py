@@ -79,13 +79,16 @@ class Incident(Protocol):
     change goes through a method here, so the workflow class is the one writer of its state."""
 
     @property
-    def id(self) -> str: ...
+    def id(self) -> str:
+        """The incident id (the workflow id)."""
 
     @property
-    def start(self) -> RecoveryStart: ...
+    def start(self) -> RecoveryStart:
+        """What the incident was started with: its key, policy, mode."""
 
     @property
-    def incident(self) -> RecoveryState: ...
+    def incident(self) -> RecoveryState:
+        """The incident's state, to read."""
 
     def cancel_requested(self) -> bool:
         """An operator asked to cancel (the incident may not have moved to cancelled yet)."""
