@@ -3,6 +3,7 @@
 If this fails with a NondeterminismError, a change reordered or renamed the workflow's commands:
 incidents running during an upgrade would break. Guard the change with `workflow.patched` (and
 keep this history), or re-record only if no incident can be in flight (scripts/record_history.py).
+When a patched branch and the histories that predate it may go: docs/architecture.md#retiring-patches.
 """
 
 from __future__ import annotations
