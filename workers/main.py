@@ -35,17 +35,17 @@ from goodput.cli.audit import render as render_audit
 from goodput.cli.doctor import exit_code as doctor_exit_code
 from goodput.cli.doctor import render as render_doctor
 from goodput.cli.render import faults_table, incident_detail, incidents_table, lost_work_table, nodes_table
-from goodput.cli.service import ServiceError
 from goodput.cli.terminal import terminal_text
 from goodput.config import Settings
 from goodput.config_sources import SettingsError, check_data_dir, config_file, config_flag, describe
-from goodput.console.faults import all_faults
 from goodput.diagnose.classify import run_classify
 from goodput.identifiers import InvalidIdentifierError, validate_cluster, validate_job_id
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
 from goodput.recover.audit import AuditRecord, merged, parse_since, since
 from goodput.recover.incident import Decision, DecisionVerb, IncidentReport
 from goodput.recover.kill_switch import KillSwitchState
+from goodput.service.faults import all_faults
+from goodput.service.incidents import ServiceError
 from workers import devserver
 from workers.client import TemporalIncidentService, connect_from
 from workers.doctor import run_checks

@@ -1,7 +1,7 @@
-"""What the CLI (and the web console) need from a running goodput, as a Protocol.
+"""What the CLI and the web console need from a running goodput, as a Protocol.
 
-The Temporal-backed implementation lives in `workers.client`; keeping the seam here lets the
-command layer stay free of Temporal and be tested with a fake.
+The Temporal-backed implementation lives in `workers.client`; keeping the seam here, beside
+neither tool, lets both stay free of Temporal and of each other, and be tested with a fake.
 """
 
 from __future__ import annotations
