@@ -21,24 +21,28 @@ class ServiceError(Exception):
 
 
 class ServiceUnavailableError(ServiceError):
-    pass
+    """goodput's service cannot be reached (Temporal down, or no worker answering)."""
 
 
 class UnknownIncidentError(ServiceError):
-    pass
+    """No incident with that id."""
 
 
 class DecisionRejectedError(ServiceError):
-    pass
+    """The incident does not take that decision now (not awaiting approval, or already closed)."""
 
 
 class InjectResult(Frozen):
+    """Where an injected anomaly went: a new incident or one already open for its job attempt."""
+
     incident_id: str
     new_incident: bool
     note: str = ""
 
 
 class IncidentSummary(Frozen):
+    """One incident as lists show it: its job, state, mode, verdict, outcome and when."""
+
     incident_id: str
     job_id: str = ""
     cluster: str = ""
@@ -55,10 +59,19 @@ class IncidentSummary(Frozen):
 
 
 class IncidentService(Protocol):
-    async def inject(self, anomaly: Anomaly, policy: Policy, mode: Mode | None = None) -> InjectResult: ...
+    """What a running goodput offers its operator's tools (the CLI and the console)."""
+    async def inject(self, anomaly: Anomaly, policy: Policy, mode: Mode | None = None) -> InjectResult:
+        """Send an anomaly to its incident, starting one with `policy` (and `mode`, if given) when none is open."""
+        ...
 
-    async def list_incidents(self, limit: int = 50, cluster: str | None = None) -> Sequence[IncidentSummary]: ...
+    async def list_incidents(self, limit: int = 50, cluster: str | None = None) -> Sequence[IncidentSummary]:
+        """The newest `limit` incidents (of `cluster` only, when given), newest first."""
+        ...
 
-    async def get(self, incident_id: str) -> IncidentReport: ...
+    async def get(self, incident_id: str) -> IncidentReport:
+        """The full report of one incident; UnknownIncidentError when there is none."""
+        ...
 
-    async def decide(self, incident_id: str, decision: Decision) -> IncidentState: ...
+    async def decide(self, incident_id: str, decision: Decision) -> IncidentState:
+        """Record an operator's decision (approve, reject, ...) and return the incident's state after it."""
+        ...
