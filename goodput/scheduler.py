@@ -17,6 +17,8 @@ from goodput.models import Frozen
 
 
 class JobState(StrEnum):
+    """Slurm's job states, by the names Slurm prints."""
+
     PENDING = "PENDING"
     RUNNING = "RUNNING"
     SUSPENDED = "SUSPENDED"
@@ -42,6 +44,8 @@ ACTIVE_JOB_STATES = frozenset({JobState.PENDING, JobState.RUNNING, JobState.SUSP
 
 
 class JobInfo(Frozen):
+    """One Slurm job as goodput needs it: state, nodes, outputs, opt-in comment and owner."""
+
     job_id: str
     name: str = ""
     state: JobState
@@ -72,6 +76,8 @@ class JobInfo(Frozen):
 
 
 class NodeInfo(Frozen):
+    """One Slurm node: its state and flags, and why (and by whom) it is drained or down."""
+
     name: str
     state: str
     flags: tuple[str, ...] = ()
@@ -81,6 +87,7 @@ class NodeInfo(Frozen):
 
     @property
     def drained(self) -> bool:
+        """Draining or drained, whether the flag or the state says so."""
         return "DRAIN" in self.flags or self.state.upper() in {"DRAINED", "DRAINING", "DRAIN"}
 
 
@@ -128,15 +135,15 @@ class PermanentSchedulerError(SchedulerError):
 
 
 class UnknownJobError(PermanentSchedulerError):
-    pass
+    """No job with that id (it never existed, or Slurm forgot it)."""
 
 
 class UnknownNodeError(PermanentSchedulerError):
-    pass
+    """No node with that name."""
 
 
 class UnknownReservationError(PermanentSchedulerError):
-    pass
+    """No reservation with that name."""
 
 
 class NotOwnedError(PermanentSchedulerError):
@@ -147,29 +154,49 @@ class NotOwnedError(PermanentSchedulerError):
 class Scheduler(Protocol):
     """Async so that CLI, SSH and REST backends share one shape."""
 
-    async def get_job(self, job_id: str) -> JobInfo: ...
+    async def get_job(self, job_id: str) -> JobInfo:
+        """The job `job_id`, only from output that cannot be another job's; UnknownJobError if there is none."""
+        ...
 
-    async def list_jobs(self) -> Sequence[JobInfo]: ...
+    async def list_jobs(self) -> Sequence[JobInfo]:
+        """Every job the controller knows."""
+        ...
 
-    async def get_node(self, name: str) -> NodeInfo: ...
+    async def get_node(self, name: str) -> NodeInfo:
+        """The node `name`; UnknownNodeError if there is none."""
+        ...
 
-    async def list_nodes(self) -> Sequence[NodeInfo]: ...
+    async def list_nodes(self) -> Sequence[NodeInfo]:
+        """Every node of the cluster."""
+        ...
 
-    async def drain_node(self, name: str, reason: str) -> ActionResult: ...
+    async def drain_node(self, name: str, reason: str) -> ActionResult:
+        """Drain the node with `reason`, unless it is drained already or someone else's (`rules.drain_noop`)."""
+        ...
 
     async def resume_node(self, name: str, reason: str) -> ActionResult:
         """Resume only a node whose drain reason is exactly `reason` (goodput's own)."""
         ...
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False) -> ActionResult: ...
+    async def requeue_job(self, job_id: str, *, hold: bool = False) -> ActionResult:
+        """Requeue an opted-in job (held when `hold`); a job already pending again is a no-op (held if asked)."""
+        ...
 
-    async def resubmit_job(self, job_id: str, request: ResubmitRequest) -> ActionResult: ...
+    async def resubmit_job(self, job_id: str, request: ResubmitRequest) -> ActionResult:
+        """Submit a copy of an opted-in job as its owner, excluding `request.exclude`; a retry finds its copy."""
+        ...
 
-    async def hold_job(self, job_id: str) -> ActionResult: ...
+    async def hold_job(self, job_id: str) -> ActionResult:
+        """Hold an opted-in queued job; one already held is a no-op."""
+        ...
 
-    async def release_job(self, job_id: str) -> ActionResult: ...
+    async def release_job(self, job_id: str) -> ActionResult:
+        """Release an opted-in held job; one not held is a no-op."""
+        ...
 
-    async def cancel_job(self, job_id: str) -> ActionResult: ...
+    async def cancel_job(self, job_id: str) -> ActionResult:
+        """Cancel an opted-in job; one finished or finishing is a no-op."""
+        ...
 
     async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
         """Add nodes to a queued job's excluded nodes (a requeue away from distrusted nodes)."""

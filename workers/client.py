@@ -31,13 +31,6 @@ from temporalio.service import RPCStatusCode, TLSConfig
 
 from activities.adapters.entity_query import query_or_empty
 from activities.adapters.kill_switch_gate import TemporalKillSwitch
-from goodput.cli.service import (
-    DecisionRejectedError,
-    IncidentSummary,
-    InjectResult,
-    ServiceUnavailableError,
-    UnknownIncidentError,
-)
 from goodput.config import Settings, TemporalTlsSettings
 from goodput.diagnose.node_memory import NodeStanding
 from goodput.identifiers import validate_cluster
@@ -49,6 +42,13 @@ from goodput.recover.lifecycle import IncidentState
 from goodput.recover.node_health import NodeHealthState
 from goodput.recover.node_incident import NodeIncidentState, node_incident_id
 from goodput.recover.policy import Policy
+from goodput.service.incidents import (
+    DecisionRejectedError,
+    IncidentSummary,
+    InjectResult,
+    ServiceUnavailableError,
+    UnknownIncidentError,
+)
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow, breaker_workflow_id
 from workflows.kill_switch import kill_switch_workflow_id

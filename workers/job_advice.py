@@ -31,10 +31,10 @@ from goodput.checkpoints.job_advice import (
     render,
     step_time,
 )
-from goodput.cli.service import IncidentSummary, ServiceError
 from goodput.config import Settings
 from goodput.detect.watch import WatchCheckpoint
 from goodput.scheduler import JobInfo, NodeInfo, Scheduler, SchedulerError
+from goodput.service.incidents import IncidentSummary, ServiceError
 from goodput.slurm.resubmit import ResubmitKey
 from workers.client import TemporalIncidentService, connect_from
 from workers.worker import scheduler_from

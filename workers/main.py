@@ -9,52 +9,41 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import os
-import socket
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import ValidationError
 from rich.console import Console
 from rich.text import Text
 
-from activities.adapters.audit_log import JsonlAuditLog
 from activities.adapters.gpu_nvml import NvmlUnavailableError
-from goodput.checkpoints import LAYOUTS, IncidentLoss, summarize_lost_work
-from goodput.checkpoints.advice import node_failure_rate_per_hour
+from goodput.checkpoints import LAYOUTS
 from goodput.checkpoints.job_advice import Overrides
 from goodput.checkpoints.model import DEFAULT_SETTLE_S
 from goodput.checkpoints.report import run_checkpoints
-from goodput.cli.advise import run_advise
-from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_file
-from goodput.cli.audit import render as render_audit
+from goodput.cli.anomaly_input import AnomalyInputError
 from goodput.cli.doctor import exit_code as doctor_exit_code
 from goodput.cli.doctor import render as render_doctor
-from goodput.cli.render import faults_table, incident_detail, incidents_table, lost_work_table, nodes_table
-from goodput.cli.service import ServiceError
 from goodput.cli.terminal import terminal_text
 from goodput.config import Settings
 from goodput.config_sources import SettingsError, check_data_dir, config_file, config_flag, describe
-from goodput.console.faults import all_faults
 from goodput.diagnose.classify import run_classify
 from goodput.identifiers import InvalidIdentifierError, validate_cluster, validate_job_id
-from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
-from goodput.recover.audit import AuditRecord, merged, parse_since, since
-from goodput.recover.incident import Decision, DecisionVerb, IncidentReport
-from goodput.recover.kill_switch import KillSwitchState
+from goodput.models import AnomalyKind, Category, Mode
+from goodput.recover.audit import parse_since
+from goodput.service.incidents import ServiceError
 from workers import devserver
-from workers.client import TemporalIncidentService, connect_from
 from workers.doctor import run_checks
 from workers.job_advice import run_advise_job
 from workers.logs import configure as configure_logs
 from workers.serve import cmd_agent, cmd_console, cmd_up, cmd_worker
+from workers.service_commands import cmd_advise, cmd_client, show_audit
 
 log = logging.getLogger("goodput")
-CLI_ORIGIN = f"cli on {socket.gethostname()}"[:200]
 # The commands that keep keys, logs or state in data_dir: refused when another user could plant them.
 DATA_DIR_COMMANDS = frozenset({"up", "worker", "console", "audit"})
 
@@ -205,142 +194,6 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return settings
 
 
-async def cmd_client(args: argparse.Namespace, settings: Settings, console: Console) -> int:
-    service = TemporalIncidentService(await connect_from(settings),
-                                      settings.task_queue)
-    if args.command == "inject":
-        now = datetime.now(UTC)
-        if args.file:
-            anomaly = from_json_file(args.file, now)
-        elif args.job:
-            anomaly = from_flags(job_id=args.job, kind=args.kind, cluster=args.cluster or settings.cluster,
-                                 attempt=args.attempt, nodes=args.node, evidence=args.evidence,
-                                 category=args.category, now=now)
-        else:
-            raise AnomalyInputError("inject needs --job (with flags) or --file")
-        result = await service.inject(anomaly, settings.policy, Mode(args.mode) if args.mode else None)
-        verb = "opened" if result.new_incident else "added to"
-        console.print(f"anomaly {anomaly.id} {verb} incident {result.incident_id}"
-                      + (f" ({result.note})" if result.note else ""))
-    elif args.command == "incidents":
-        rows = await service.list_incidents(limit=args.limit)
-        if args.json:
-            for row in rows:
-                print(row.model_dump_json())
-        else:
-            console.print(incidents_table(rows) if rows else "no incidents yet")
-    elif args.command == "advise":
-        now = datetime.now(UTC)
-        window = now - parse_since(args.window, now)
-        rate = node_failure_rate_per_hour(await service.list_incidents(limit=10_000), args.cluster_nodes, now,
-                                          window)
-        if rate <= 0:
-            raise AnomalyInputError(f"no node failure in the last {args.window}: give --mtbf-hours")
-        return cmd_advise(args, 1 / (rate * args.nodes))
-    elif args.command == "faults":
-        cluster = validate_cluster(args.cluster or settings.cluster)
-        found = all_faults(await service.node_incidents(cluster), await service.list_incidents(
-            limit=args.limit, cluster=cluster), timedelta(minutes=args.window))
-        if args.json:
-            for fault in found:
-                print(json.dumps({**fault.model_dump(mode="json", exclude={"incidents"}), "jobs": fault.jobs,
-                                  "incidents": [s.incident_id for s in fault.incidents]}))
-        else:
-            console.print(faults_table(found) if found else "no incident blamed a node")
-    elif args.command == "lost-work":
-        reports, unreadable = await readable_reports(service, args.limit, args.cluster)
-        summary = summarize_lost_work([IncidentLoss(cluster=r.key.cluster, job_id=r.key.job_id,
-                                                    incident_id=r.incident_id, lost=r.lost_work)
-                                       for r in reports if r.lost_work is not None])
-        if args.json:
-            print(summary.model_dump_json())
-        else:
-            console.print(lost_work_table(summary))
-        for line in unreadable:
-            Console(stderr=True).print(Text("skipped ", style="yellow") + terminal_text(line), highlight=False)
-    elif args.command == "audit":
-        reports, unreadable = await readable_reports(service, args.limit)
-        for line in unreadable:
-            Console(stderr=True).print(Text("skipped ", style="yellow") + terminal_text(line), highlight=False)
-        show_audit(args, settings, [record for r in reports for record in r.audit])
-    elif args.command == "incident":
-        report = await service.get(args.incident_id)
-        if args.json:
-            print(report.model_dump_json(indent=2))
-        else:
-            console.print(incident_detail(report))
-    elif args.command == "nodes":
-        cluster = validate_cluster(args.cluster or settings.cluster)
-        standings = await service.node_standing(cluster)
-        if args.json:
-            print(json.dumps([s.model_dump(mode="json") for s in standings]))
-        else:
-            returns = await service.node_health(cluster)
-            console.print(nodes_table(cluster, standings))
-            for h in returns:
-                console.print(terminal_text(f"return to service: {h.node} {h.phase} (incident {h.incident_id}): "
-                                            f"{h.why}"), highlight=False)
-    elif args.command == "kill-switch":
-        cluster = validate_cluster(args.cluster or settings.cluster)
-        if args.action != "status" and not args.reason:
-            raise AnomalyInputError(f"kill-switch {args.action} needs --reason")
-        by = OperatorDecision(who=args.who, reason=args.reason, origin=CLI_ORIGIN) if args.action != "status" else None
-        switch = await service.kill_switch(cluster, None if by is None else args.action == "on", by)
-        console.print(terminal_text(f"kill switch of {cluster}: {kill_switch_line(switch)}"), highlight=False)
-    elif args.command == "breaker":
-        cluster = validate_cluster(args.cluster or settings.cluster)
-        if args.action == "reset":
-            if not args.reason:
-                raise AnomalyInputError("breaker reset needs --reason")
-            await service.breaker_reset(cluster, OperatorDecision(who=args.who, reason=args.reason, origin=CLI_ORIGIN))
-            console.print(terminal_text(f"drain breaker of {cluster} reset by {args.who}"))
-        else:
-            status = await service.breaker_status(cluster)
-            opened = status.tripped_at.isoformat() if status.tripped_at else "closed"
-            drained = sorted({n for g in status.grants for n in g.nodes})
-            console.print(terminal_text(f"drain breaker of {cluster}: {opened}; trips={status.trips} "
-                                        f"refused={status.refused}; drained in window: {', '.join(drained) or 'none'}"))
-    else:
-        decision = Decision(verb=DecisionVerb(args.command),
-                            by=OperatorDecision(who=args.who, reason=args.reason, origin=CLI_ORIGIN))
-        state = await service.decide(args.incident_id, decision)
-        console.print(f"{args.command} recorded; incident {args.incident_id} is now {state}")
-    return 0
-
-
-async def readable_reports(service: TemporalIncidentService, limit: int,
-                           cluster: str | None = None) -> tuple[list[IncidentReport], list[str]]:
-    """The newest incidents' reports, and a line for each that could not be read (e.g. a running
-    incident whose workers are all down): a report that cannot be had never stops the others."""
-    reports: list[IncidentReport] = []
-    unreadable: list[str] = []
-    for row in await service.list_incidents(limit=limit, cluster=cluster):
-        try:
-            reports.append(await service.get(row.incident_id))
-        except ServiceError as error:
-            unreadable.append(f"{row.incident_id}: {error}")
-    return reports, unreadable
-
-
-def kill_switch_line(switch: KillSwitchState) -> str:
-    now = "ENGAGED: every partition in monitor mode" if switch.engaged else "released"
-    last = switch.last
-    if last is None:
-        return now
-    verb = "engaged" if last.engaged else "released"
-    return f"{now} ({verb} by {last.by.who} at {last.at:%Y-%m-%d %H:%M:%S}Z: {last.by.reason})"
-
-
-def show_audit(args: argparse.Namespace, settings: Settings, rebuilt: Sequence[AuditRecord] = ()) -> int:
-    log = JsonlAuditLog(settings.audit_path)
-    start = parse_since(args.since, datetime.now(UTC)) if args.since else None
-    render_audit(since(merged(log.read(), rebuilt), start), args.format, sys.stdout)
-    if log.skipped_lines:
-        Console(stderr=True).print(terminal_text(f"{log.skipped_lines} unreadable line(s) in {settings.audit_path}",
-                                                 style="yellow"))
-    return 0
-
-
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     if args.kernel_log is not None:
         settings = settings.model_copy(update={"agent": settings.agent.model_copy(
@@ -356,12 +209,6 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_classify(args: argparse.Namespace) -> int:
     return run_classify(args.paths, args.json, sys.stdout, sys.stderr)
-
-
-def cmd_advise(args: argparse.Namespace, mtbf_hours: float) -> int:
-    return run_advise(os.path.abspath(args.root), args.layout, step_time_s=args.step_time, mtbf_hours=mtbf_hours,
-                      gpus=args.gpus, restart_s=args.restart_s, as_json=args.json, out=sys.stdout, err=sys.stderr,
-                      now=datetime.now(UTC))
 
 
 async def cmd_advise_job(args: argparse.Namespace, settings: Settings) -> int:
@@ -384,35 +231,7 @@ def dispatch(argv: Sequence[str] | None = None) -> int:
     err = Console(stderr=True)
     configure_logs(os.environ.get("GOODPUT_LOG_FORMAT", "text"))
     try:
-        if args.command == "classify":
-            return cmd_classify(args)
-        if args.command == "checkpoints":
-            return cmd_checkpoints(args)
-        if args.command == "advise" and args.job is None and (args.root is None or args.step_time is None
-                                                              or args.gpus is None):
-            raise AnomalyInputError("advise needs ROOT with --step-time and --gpus, or --job JOB")
-        if args.command == "advise" and args.job is not None:
-            return asyncio.run(cmd_advise_job(args, settings_from(args)))
-        if args.command == "advise" and args.mtbf_hours is not None:
-            return cmd_advise(args, args.mtbf_hours)
-        if args.command == "advise" and not (args.nodes and args.cluster_nodes):
-            raise AnomalyInputError("advise needs --mtbf-hours, or --nodes and --cluster-nodes (MTBF from incidents)")
-        settings = settings_from(args)
-        if args.command in DATA_DIR_COMMANDS:
-            check_data_dir(settings.data_dir)
-        if args.command == "audit" and not args.from_histories:
-            return show_audit(args, settings)
-        if args.command == "doctor":
-            return cmd_doctor(args, settings)
-        if args.command == "up":
-            return asyncio.run(cmd_up(settings, console))
-        if args.command == "worker":
-            return asyncio.run(cmd_worker(settings, console))
-        if args.command == "console":
-            return asyncio.run(cmd_console(settings, console))
-        if args.command == "agent":
-            return asyncio.run(cmd_agent(args, settings))
-        return asyncio.run(cmd_client(args, settings, console))
+        return _run(args, console)
     except (ServiceError, AnomalyInputError, InvalidIdentifierError, devserver.DevServerError,
             NvmlUnavailableError) as error:
         err.print(Text("error: ", style="red") + terminal_text(str(error), keep_newlines=True), highlight=False)
@@ -422,6 +241,48 @@ def dispatch(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    """The command; the commands that need no settings (or only to read a job) run before they are read."""
+    if args.command == "classify":
+        return cmd_classify(args)
+    if args.command == "checkpoints":
+        return cmd_checkpoints(args)
+    if args.command == "advise":
+        done = _advise_before_settings(args)
+        if done is not None:
+            return done
+    settings = settings_from(args)
+    if args.command in DATA_DIR_COMMANDS:
+        check_data_dir(settings.data_dir)
+    if args.command == "audit" and not args.from_histories:
+        return show_audit(args, settings)
+    if args.command == "doctor":
+        return cmd_doctor(args, settings)
+    if args.command == "up":
+        return asyncio.run(cmd_up(settings, console))
+    if args.command == "worker":
+        return asyncio.run(cmd_worker(settings, console))
+    if args.command == "console":
+        return asyncio.run(cmd_console(settings, console))
+    if args.command == "agent":
+        return asyncio.run(cmd_agent(args, settings))
+    return asyncio.run(cmd_client(args, settings, console))
+
+
+def _advise_before_settings(args: argparse.Namespace) -> int | None:
+    """`goodput advise` for one job, or with the MTBF given; None when the MTBF is to be measured
+    from the incidents (a service command); refused when neither can be."""
+    if args.job is None and (args.root is None or args.step_time is None or args.gpus is None):
+        raise AnomalyInputError("advise needs ROOT with --step-time and --gpus, or --job JOB")
+    if args.job is not None:
+        return asyncio.run(cmd_advise_job(args, settings_from(args)))
+    if args.mtbf_hours is not None:
+        return cmd_advise(args, args.mtbf_hours)
+    if not (args.nodes and args.cluster_nodes):
+        raise AnomalyInputError("advise needs --mtbf-hours, or --nodes and --cluster-nodes (MTBF from incidents)")
+    return None
 
 
 def main() -> None:

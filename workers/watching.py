@@ -20,11 +20,11 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from goodput.cli.service import IncidentService
 from goodput.detect.logtail import TailCursor
 from goodput.detect.watch import WatchCheckpoint, WatchClusterInput, WatchJobInput
 from goodput.models import Anomaly, IncidentKey, LogMark
 from goodput.recover.policy import Policy
+from goodput.service.incidents import IncidentService
 from workers.telemetry import instruments
 from workflows.recovery import RecoveryWorkflow
 from workflows.watch import ClusterWatchWorkflow, JobWatchWorkflow, cluster_watch_id, job_watch_id

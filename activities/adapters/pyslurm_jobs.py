@@ -94,6 +94,16 @@ def submit_attributes(job: Any, job_id: str, script: str, *, owner: Account, tok
     for name, key in (("name", "name"), ("account", "account"), ("qos", "qos"), ("reservation", "reservations")):
         if text_of(field_of(job, name)):
             attrs[key] = text_of(field_of(job, name))
+    attrs.update(_resources(job))
+    attrs.update(_outputs_and_nodes(job, exclude))
+    if hold:
+        attrs["priority"] = 0  # sbatch --hold
+    return attrs
+
+
+def _resources(job: Any) -> dict[str, Any]:
+    """The partition, sizes, limits, constraints and GRES the job asked for, as it recorded them."""
+    attrs: dict[str, Any] = {}
     partition = text_of(field_of(job, "partition")).split(",")[0]
     if partition:
         attrs["partitions"] = validate_partition(partition)
@@ -112,6 +122,13 @@ def submit_attributes(job: Any, job_id: str, script: str, *, owner: Account, tok
     gres = field_of(job, "gres_per_node")
     if gres:
         attrs["gres_per_node"] = dict(gres) if isinstance(gres, dict) else text_of(gres)
+    return attrs
+
+
+def _outputs_and_nodes(job: Any, exclude: Sequence[str]) -> dict[str, Any]:
+    """Its output files (as patterns) and its pinned and excluded nodes, with `exclude` added; a
+    pin on a node now excluded is dropped (it could never start)."""
+    attrs: dict[str, Any] = {}
     stdout = output_pattern(text_of(field_of(job, "standard_output")), str(job.id))
     stderr = output_pattern(text_of(field_of(job, "standard_error")), str(job.id))
     if stdout:
@@ -124,8 +141,6 @@ def submit_attributes(job: Any, job_id: str, script: str, *, owner: Account, tok
     excluded = list(dict.fromkeys([*hosts_of(field_of(job, "excluded_nodes")), *exclude]))
     if excluded:
         attrs["excluded_nodes"] = excluded
-    if hold:
-        attrs["priority"] = 0  # sbatch --hold
     return attrs
 
 

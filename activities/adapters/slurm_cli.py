@@ -27,9 +27,10 @@ scontrol has no compare-and-set, and the window is one round trip.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from activities.adapters.slurm_action import act_unless_done, change_node
 from activities.adapters.slurm_owner import (
     AccountDirectory,
     OwnerSubmission,
@@ -38,7 +39,7 @@ from activities.adapters.slurm_owner import (
     owner_switch_failed,
 )
 from activities.adapters.slurm_runner import CommandResult, CommandRunner, LocalRunner
-from goodput.identifiers import validate_job_id, validate_node_name, validate_reason, validate_reservation
+from goodput.identifiers import validate_job_id, validate_node_name, validate_reservation
 from goodput.scheduler import (
     ActionResult,
     JobInfo,
@@ -182,22 +183,12 @@ class SlurmCliBackend:
     # -- node actions ---------------------------------------------------------------------
 
     async def drain_node(self, name: str, reason: str) -> ActionResult:
-        validate_node_name(name)
-        validate_reason(reason)
-        noop = rules.drain_noop(await self.get_node(name), reason)
-        if noop is not None:
-            return noop
-        await self._run(commands.drain_node(name, reason))
-        return ActionResult(changed=True, detail=f"drained {name}")
+        return await change_node(name, reason, read=self.get_node, noop=rules.drain_noop,
+                                 act=lambda: self._run(commands.drain_node(name, reason)), done="drained")
 
     async def resume_node(self, name: str, reason: str) -> ActionResult:
-        validate_node_name(name)
-        validate_reason(reason)
-        noop = rules.resume_noop(await self.get_node(name), reason)
-        if noop is not None:
-            return noop
-        await self._run(commands.resume_node(name))
-        return ActionResult(changed=True, detail=f"resumed {name}")
+        return await change_node(name, reason, read=self.get_node, noop=rules.resume_noop,
+                                 act=lambda: self._run(commands.resume_node(name)), done="resumed")
 
     # -- job actions ----------------------------------------------------------------------
 
@@ -262,19 +253,16 @@ class SlurmCliBackend:
                             f"{' excluding ' + ','.join(exclude) if exclude else ''}",
                             new_job_id=new_id)
 
+    async def _change_job(self, job_id: str, noop: Callable[[JobInfo], ActionResult | None],
+                          argv: Sequence[str], done: str) -> ActionResult:
+        return await act_unless_done(lambda: self._opted_in_job(job_id), noop, lambda _: self._run(argv),
+                                     f"{done} {job_id}")
+
     async def hold_job(self, job_id: str) -> ActionResult:
-        noop = rules.hold_noop(await self._opted_in_job(job_id))
-        if noop is not None:
-            return noop
-        await self._run(commands.hold(job_id))
-        return ActionResult(changed=True, detail=f"held {job_id}")
+        return await self._change_job(job_id, rules.hold_noop, commands.hold(job_id), "held")
 
     async def release_job(self, job_id: str) -> ActionResult:
-        noop = rules.release_noop(await self._opted_in_job(job_id))
-        if noop is not None:
-            return noop
-        await self._run(commands.release(job_id))
-        return ActionResult(changed=True, detail=f"released {job_id}")
+        return await self._change_job(job_id, rules.release_noop, commands.release(job_id), "released")
 
     async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
         job = await self._opted_in_job(job_id)
@@ -289,11 +277,7 @@ class SlurmCliBackend:
         return ActionResult(changed=True, detail=f"job {job_id} now waits on {dependency}")
 
     async def cancel_job(self, job_id: str) -> ActionResult:
-        noop = rules.cancel_noop(await self._opted_in_job(job_id))
-        if noop is not None:
-            return noop
-        await self._run(commands.cancel(job_id))
-        return ActionResult(changed=True, detail=f"cancelled {job_id}")
+        return await self._change_job(job_id, rules.cancel_noop, commands.cancel(job_id), "cancelled")
 
     # -- the hot-spare pool (a reservation; goodput.recover.spares) -------------------------
 

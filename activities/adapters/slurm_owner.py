@@ -40,6 +40,7 @@ GETENT_NOT_FOUND = 2  # getent(1): "one or more supplied key could not be found 
 
 
 class AccountDirectory(Protocol):
+    """The account database of the host that submits a resubmitted copy (the worker's, or the login node's)."""
     async def effective_uid(self) -> int:
         """The uid goodput's commands run as on the submitting host."""
         ...
@@ -53,9 +54,11 @@ class LocalAccounts:
     """This host's account database (the worker runs sbatch itself)."""
 
     async def effective_uid(self) -> int:
+        """This process's effective uid."""
         return os.geteuid()
 
     async def account(self, name: str) -> Account | None:
+        """`name`'s passwd entry through NSS (run off the event loop); None when there is none."""
         validate_user_name(name)
         try:
             entry = await asyncio.to_thread(pwd.getpwnam, name)  # NSS may be LDAP: off the loop
@@ -73,6 +76,7 @@ class RunnerAccounts:
         self._uid: int | None = None
 
     async def effective_uid(self) -> int:
+        """`id -u` on the runner's host, asked once and remembered."""
         if self._uid is None:
             result = await self._runner.run(commands.effective_uid())
             if not result.ok:
@@ -84,6 +88,7 @@ class RunnerAccounts:
         return self._uid
 
     async def account(self, name: str) -> Account | None:
+        """`getent passwd NAME` on the runner's host; None when getent finds no such user."""
         result = await self._runner.run(commands.passwd_entry(validate_user_name(name)))
         if result.returncode == GETENT_NOT_FOUND:
             return None
@@ -93,6 +98,7 @@ class RunnerAccounts:
 
 
 def accounts_for(runner: CommandRunner) -> AccountDirectory:
+    """The account database of the host `runner` runs commands on."""
     return LocalAccounts() if isinstance(runner, LocalRunner) else RunnerAccounts(runner)
 
 
@@ -109,6 +115,7 @@ class OwnerSubmission:
     carried: Mapping[str, str] | None = None
 
     def carried_now(self) -> dict[str, str]:
+        """The carried client settings (SLURM_CONF, ...) as they are now, limited to CARRIED_VARIABLES."""
         source = os.environ if self.carried is None else self.carried
         return {key: source[key] for key in CARRIED_VARIABLES if key in source}
 

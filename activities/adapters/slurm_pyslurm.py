@@ -46,8 +46,9 @@ from activities.adapters.pyslurm_jobs import (
     submit_attributes,
     text_of,
 )
+from activities.adapters.slurm_action import act_unless_done, change_node
 from activities.adapters.slurm_owner import AccountDirectory, LocalAccounts, owner_account
-from goodput.identifiers import validate_job_id, validate_node_name, validate_reason, validate_reservation
+from goodput.identifiers import validate_job_id, validate_node_name, validate_reservation
 from goodput.scheduler import (
     ActionResult,
     JobInfo,
@@ -210,22 +211,12 @@ class PyslurmBackend:
         await self._call(f"Node.modify {name}", lambda: self._m.Node(name).modify(self._m.Node(**changes)))
 
     async def drain_node(self, name: str, reason: str) -> ActionResult:
-        validate_node_name(name)
-        validate_reason(reason)
-        noop = rules.drain_noop(await self.get_node(name), reason)
-        if noop is not None:
-            return noop
-        await self._update_node(name, state="DRAIN", reason=reason)
-        return ActionResult(changed=True, detail=f"drained {name}")
+        return await change_node(name, reason, read=self.get_node, noop=rules.drain_noop,
+                                 act=lambda: self._update_node(name, state="DRAIN", reason=reason), done="drained")
 
     async def resume_node(self, name: str, reason: str) -> ActionResult:
-        validate_node_name(name)
-        validate_reason(reason)
-        noop = rules.resume_noop(await self.get_node(name), reason)
-        if noop is not None:
-            return noop
-        await self._update_node(name, state="RESUME")
-        return ActionResult(changed=True, detail=f"resumed {name}")
+        return await change_node(name, reason, read=self.get_node, noop=rules.resume_noop,
+                                 act=lambda: self._update_node(name, state="RESUME"), done="resumed")
 
     # -- job actions ----------------------------------------------------------------------
 
@@ -276,21 +267,20 @@ class PyslurmBackend:
         return ActionResult(changed=True, detail=f"resubmitted {job_id} as {new_id} (as {owner.name})"
                             f"{' excluding ' + ','.join(exclude) if exclude else ''}", new_job_id=new_id)
 
+    async def _change_job(self, job_id: str, noop: Callable[[JobInfo], ActionResult | None], method: str,
+                          done: str) -> ActionResult:
+        """Job `job_id`'s `Job.<method>()` unless `noop` says it is already so."""
+        async def act(state: tuple[int, JobInfo]) -> None:
+            await self._call(f"Job.{method} {job_id}", getattr(self._m.Job(state[0]), method))
+
+        return await act_unless_done(lambda: self._opted_in(job_id), lambda state: noop(state[1]), act,
+                                     f"{done} {job_id}")
+
     async def hold_job(self, job_id: str) -> ActionResult:
-        number, job = await self._opted_in(job_id)
-        noop = rules.hold_noop(job)
-        if noop is not None:
-            return noop
-        await self._call(f"Job.hold {job_id}", self._m.Job(number).hold)
-        return ActionResult(changed=True, detail=f"held {job_id}")
+        return await self._change_job(job_id, rules.hold_noop, "hold", "held")
 
     async def release_job(self, job_id: str) -> ActionResult:
-        number, job = await self._opted_in(job_id)
-        noop = rules.release_noop(job)
-        if noop is not None:
-            return noop
-        await self._call(f"Job.release {job_id}", self._m.Job(number).release)
-        return ActionResult(changed=True, detail=f"released {job_id}")
+        return await self._change_job(job_id, rules.release_noop, "release", "released")
 
     async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
         validate_job_id(job_id)
@@ -324,10 +314,5 @@ class PyslurmBackend:
                                       f"({validate_reservation(name)})")
 
     async def cancel_job(self, job_id: str) -> ActionResult:
-        number, job = await self._opted_in(job_id)
-        noop = rules.cancel_noop(job)
-        if noop is not None:
-            return noop
-        await self._call(f"Job.cancel {job_id}", self._m.Job(number).cancel)
-        return ActionResult(changed=True, detail=f"cancelled {job_id}")
+        return await self._change_job(job_id, rules.cancel_noop, "cancel", "cancelled")
 

@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import re2
 
+from activities.adapters.slurm_action import act_unless_done, change_node
 from goodput.identifiers import validate_job_id, validate_node_name, validate_reason
 from goodput.scheduler import (
     ActionResult,
@@ -230,24 +231,20 @@ class SlurmRestBackend:
         validate_reason(reason)
         if not await self._can(restapi.Capability.NODE_UPDATE):
             return await self._need_fallback("update nodes").drain_node(name, reason)
-        noop = rules.drain_noop(await self.get_node(name), reason)
-        if noop is not None:
-            return noop
-        await self._request("POST", restapi.node_path(await self.api_version(), name),
-                            restapi.node_update_body(drain_reason=reason))
-        return ActionResult(changed=True, detail=f"drained {name}")
+        return await change_node(name, reason, read=self.get_node, noop=rules.drain_noop,
+                                 act=lambda: self._update_node(name, drain_reason=reason), done="drained")
 
     async def resume_node(self, name: str, reason: str) -> ActionResult:
         validate_node_name(name)
         validate_reason(reason)
         if not await self._can(restapi.Capability.NODE_UPDATE):
             return await self._need_fallback("update nodes").resume_node(name, reason)
-        noop = rules.resume_noop(await self.get_node(name), reason)
-        if noop is not None:
-            return noop
+        return await change_node(name, reason, read=self.get_node, noop=rules.resume_noop,
+                                 act=lambda: self._update_node(name, drain_reason=None), done="resumed")
+
+    async def _update_node(self, name: str, *, drain_reason: str | None) -> None:
         await self._request("POST", restapi.node_path(await self.api_version(), name),
-                            restapi.node_update_body(drain_reason=None))
-        return ActionResult(changed=True, detail=f"resumed {name}")
+                            restapi.node_update_body(drain_reason=drain_reason))
 
     # -- job actions ----------------------------------------------------------------------
 
@@ -276,12 +273,13 @@ class SlurmRestBackend:
             fallback = self._need_fallback("update jobs")
             await self._opted_in_job(job_id)
             return await (fallback.hold_job(job_id) if hold else fallback.release_job(job_id))
-        job = await self._opted_in_job(job_id)
-        noop = rules.hold_noop(job) if hold else rules.release_noop(job)
-        if noop is not None:
-            return noop
-        await self._request("POST", restapi.job_path(await self.api_version(), job_id), restapi.hold_body(hold))
-        return ActionResult(changed=True, detail=f"{'held' if hold else 'released'} {job_id}")
+        noop = rules.hold_noop if hold else rules.release_noop
+        return await act_unless_done(lambda: self._opted_in_job(job_id), noop,
+                                     lambda _: self._job_request("POST", job_id, restapi.hold_body(hold)),
+                                     f"{'held' if hold else 'released'} {job_id}")
+
+    async def _job_request(self, method: str, job_id: str, body: Mapping[str, Any] | None = None) -> None:
+        await self._request(method, restapi.job_path(await self.api_version(), job_id), body)
 
     async def hold_job(self, job_id: str) -> ActionResult:
         return await self._update_hold(job_id, True)
@@ -321,8 +319,5 @@ class SlurmRestBackend:
             fallback = self._need_fallback("cancel jobs")
             await self._opted_in_job(job_id)
             return await fallback.cancel_job(job_id)
-        noop = rules.cancel_noop(await self._opted_in_job(job_id))
-        if noop is not None:
-            return noop
-        await self._request("DELETE", restapi.job_path(await self.api_version(), job_id))
-        return ActionResult(changed=True, detail=f"cancelled {job_id}")
+        return await act_unless_done(lambda: self._opted_in_job(job_id), rules.cancel_noop,
+                                     lambda _: self._job_request("DELETE", job_id), f"cancelled {job_id}")

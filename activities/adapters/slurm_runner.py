@@ -22,6 +22,8 @@ MAX_OUTPUT = 64 * 1024 * 1024
 
 @dataclass(frozen=True)
 class CommandResult:
+    """A finished command: its argv, exit status and decoded output (bounded by MAX_OUTPUT)."""
+
     argv: tuple[str, ...]
     returncode: int
     stdout: str
@@ -29,11 +31,13 @@ class CommandResult:
 
     @property
     def ok(self) -> bool:
+        """Exit status 0."""
         return self.returncode == 0
 
 
 @runtime_checkable
 class CommandRunner(Protocol):
+    """Runs one Slurm command's argv somewhere (this host, a login node over SSH); never through a shell."""
     async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
                   timeout_s: float | None = None) -> CommandResult:
         """Run argv; a non-zero exit is a result, not an exception. Timeouts and a missing
@@ -57,6 +61,7 @@ class LocalRunner:
 
     async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
                   timeout_s: float | None = None) -> CommandResult:
+        """Run argv in `cwd` with the configured environment; see `CommandRunner.run`."""
         if not argv or any(not isinstance(a, str) or "\x00" in a for a in argv):
             raise PermanentSchedulerError(f"refusing malformed argv {list(argv)[:3]!r}")
         env = {**os.environ, **self._env} if self._env is not None else None

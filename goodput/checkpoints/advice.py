@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from goodput.checkpoints.model import Checkpoint
-from goodput.cli.service import IncidentSummary
 from goodput.models import Category, Frozen
+from goodput.service.incidents import IncidentSummary
 
 # Incidents that say a node failed, not the job: what the hardware failure rate counts.
 NODE_CATEGORIES = frozenset({Category.GPU_HARDWARE.value, Category.NVLINK.value, Category.NETWORK.value,
@@ -115,3 +115,21 @@ def advise(checkpoints: Sequence[Checkpoint], *, step_time_s: float, mtbf_hours:
                   advised_interval_s=best, advised_steps=max(1, round(best / step_time_s)), waste_now=waste_now,
                   waste_advised=waste_best, gpus=gpus,
                   gpu_hours_saved_per_day=max(0.0, waste_now - waste_best) * gpus * 24)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.0f} min"
+
+
+def render(a: Advice) -> str:
+    """The advice as the lines `goodput advise` and `goodput advise --job` print, the numbers first."""
+    return "\n".join([
+        f"save cost (measured): {a.save_cost_s:.0f} s per checkpoint, at {a.step_time_s:g} s per step",
+        f"mean time between failures for this job: {a.mtbf_hours:.1f} h",
+        f"checkpoint now every {_duration(a.current_interval_s)}: {a.waste_now:.1%} of the run lost "
+        "(saves plus redone work)",
+        f"advised (Young-Daly): every {_duration(a.advised_interval_s)} = {a.advised_steps} steps: "
+        f"{a.waste_advised:.1%} lost",
+        f"on {a.gpus} GPUs that saves {a.gpu_hours_saved_per_day:.1f} GPU-hours a day",
+        "",
+    ])

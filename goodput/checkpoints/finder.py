@@ -30,6 +30,8 @@ from goodput.scheduler import JobInfo
 
 
 class ReadMode(StrEnum):
+    """Whose permissions a checkpoint tree was read with."""
+
     AS_OWNER = "as-owner"  # a child process with the job owner's uid, gid and groups
     IN_PROCESS = "in-process"  # goodput's own process and user
 
@@ -55,10 +57,12 @@ class Finding(Frozen):
 
     @property
     def explanation(self) -> str:
+        """The resume choice's explanation, saying whose permissions the tree was read with."""
         return f"{self.choice.explanation} (checkpoint tree read {self.read_as})"
 
 
 class CheckpointFinder(Protocol):
+    """Finds a job's checkpoints and chooses where it resumes (as its owner in a child, or in process)."""
     async def find(self, request: FinderRequest) -> Finding:
         """Discovery and the resume choice for one job; failures are a Finding, never an exception
         (an unexpected one is a bug and propagates)."""
@@ -67,6 +71,7 @@ class CheckpointFinder(Protocol):
 
 def request_for(config: CheckpointConfig, job: JobInfo, now: datetime,
                 limits: ScanLimits | None = None) -> FinderRequest:
+    """The discovery request for `job`: its checkpoint config, read with its owner's ids."""
     return FinderRequest(config=config, now=now, owner_uid=job.user_id, owner_gid=job.group_id,
                          owner_name=job.user, limits=limits or ScanLimits())
 
@@ -81,6 +86,7 @@ def in_process_reason(goodput_uid: int, owner_uid: int | None) -> str | None:
 
 
 def owner_label(request: FinderRequest) -> str:
+    """`uid N (name)`: whose permissions a discovery ran with, for the Finding."""
     name = f" ({request.owner_name})" if request.owner_name else ""
     return f"uid {request.owner_uid}{name}"
 
@@ -93,11 +99,13 @@ class InProcessFinder:
         self._read_as = read_as
 
     def find_now(self, request: FinderRequest) -> Finding:
+        """Discovery and the resume choice, blocking (called in a thread by `find`)."""
         filesystem = self._filesystem or LocalFileSystem(limits=request.limits)
         found, choice = find_resume_point(filesystem, request.config, request.now)
         return Finding(discovery=found, choice=choice, mode=ReadMode.IN_PROCESS, read_as=self._read_as)
 
     async def find(self, request: FinderRequest) -> Finding:
+        """`find_now` in a worker thread."""
         return await asyncio.to_thread(self.find_now, request)
 
 

@@ -73,6 +73,7 @@ class Entry:
 
 
 class FileSystem(Protocol):
+    """What checkpoint discovery reads through: listings, stats and bounded reads, confined to a root."""
     def within(self, root: str) -> FileSystem:
         """This filesystem confined to `root`: a path outside it, or a symlink leading out of it,
         raises OutsideRootError. Discovery calls it once per root; a view may carry per-root
@@ -105,6 +106,7 @@ def join(*parts: str) -> str:
 
 
 def is_shard_name(name: str) -> bool:
+    """Whether `name` ends like a tensor shard (SHARD_SUFFIXES)."""
     return name.endswith(SHARD_SUFFIXES)
 
 

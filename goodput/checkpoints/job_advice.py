@@ -19,11 +19,11 @@ from datetime import datetime, timedelta
 from pydantic import Field
 
 from goodput.checkpoints.advice import Advice, AdviceError, advise, node_faults
+from goodput.checkpoints.advice import render as render_advice
 from goodput.checkpoints.model import Checkpoint
-from goodput.cli.advise import render as render_advice
-from goodput.cli.service import IncidentSummary
 from goodput.models import Frozen
 from goodput.scheduler import JobInfo, NodeInfo
+from goodput.service.incidents import IncidentSummary
 
 
 class Measured(Frozen):

@@ -129,6 +129,18 @@ class LocalFileSystem:
                 return parts[len(root):]
         raise OutsideRootError("a symbolic link leading out of the checkpoint root; not followed")
 
+    def _link_parts(self, name: str, fds: list[int]) -> list[str]:
+        """Symlink `name`'s target as components to walk next; an absolute target restarts the
+        walk at the root (`fds` keeps only the root's descriptor), confined to it."""
+        target = os.readlink(name, dir_fd=fds[-1])
+        if not target.startswith("/"):
+            return target.split("/")
+        parts = self._target_below_root(target)
+        for fd in fds[1:]:
+            os.close(fd)
+        del fds[1:]
+        return parts
+
     @contextmanager
     def _resolved(self, below: list[str]) -> Iterator[tuple[int, str | None, os.stat_result]]:
         """Walks `below` from the root: yields (fd of the parent directory, final name, its lstat),
@@ -159,15 +171,7 @@ class LocalFileSystem:
                     hops += 1
                     if hops > MAX_SYMLINK_HOPS:
                         raise RefusedError(f"more than {MAX_SYMLINK_HOPS} symbolic links on the way")
-                    target = os.readlink(name, dir_fd=fds[-1])
-                    if target.startswith("/"):
-                        parts = self._target_below_root(target)
-                        for fd in fds[1:]:
-                            os.close(fd)
-                        del fds[1:]
-                    else:
-                        parts = target.split("/")
-                    pending.extendleft(reversed(parts))
+                    pending.extendleft(reversed(self._link_parts(name, fds)))
                     continue
                 if not pending:
                     yield fds[-1], name, info

@@ -101,6 +101,7 @@ class _Machine:
     def __init__(self) -> None:
         self.stack: list[Any] = []
         self.memo: dict[int, Any] = {}
+        self.next_memo = 0  # MEMOIZE's implicit index
         self.key_work = 0
 
     def key(self, value: Any) -> Any:
@@ -215,107 +216,130 @@ _REFUSED = {"EXT1": "an extension-registry reference", "EXT2": "an extension-reg
 def read_pickle(data: bytes) -> Any:
     """The value the pickle describes, with every global a `Global` and every call a `Call`."""
     vm = _Machine()
-    next_memo = 0
     for name, arg in _ops(data):
-        if name in _SIMPLE:
-            vm.push(bytes(arg) if isinstance(arg, bytearray) else arg)
-        elif name in _IGNORED:
+        if name == "STOP":
+            return vm.pop()
+        if name in _IGNORED:
             continue
-        elif name in _REFUSED:
+        if name in _REFUSED:
             raise PickleError(f"{name}: {_REFUSED[name]}, which this reader does not follow")
-        elif name == "STOP":
-            result = vm.pop()
-            return result
-        elif name == "NONE":
-            vm.push(None)
-        elif name in ("NEWTRUE", "NEWFALSE"):
-            vm.push(name == "NEWTRUE")
-        elif name == "MARK":
-            vm.push(_MARK)
-        elif name == "POP":
-            vm.pop()
-        elif name == "POP_MARK":
-            vm.pop_mark()
-        elif name == "DUP":
-            vm.push(vm.top())
-        elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
-            vm.memoize(int(arg))
-        elif name == "MEMOIZE":
-            vm.memoize(next_memo)
-            next_memo += 1
-        elif name in ("GET", "BINGET", "LONG_BINGET"):
-            vm.fetch(int(arg))
-        elif name in ("EMPTY_DICT", "EMPTY_LIST", "EMPTY_TUPLE", "EMPTY_SET"):
-            vm.push({"EMPTY_DICT": dict, "EMPTY_LIST": list, "EMPTY_TUPLE": tuple, "EMPTY_SET": set}[name]())
-        elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
-            count = int(name[-1])
-            values = [vm.pop() for _ in range(count)]
-            vm.push(tuple(reversed(values)))
-        elif name == "TUPLE":
-            vm.push(tuple(vm.pop_mark()))
-        elif name == "LIST":
-            vm.push(vm.pop_mark())
-        elif name == "DICT":
-            built: dict[Any, Any] = {}
-            vm.set_items(built, vm.pop_mark())
-            vm.push(built)
-        elif name == "FROZENSET":
-            vm.push(frozenset(vm.key(v) for v in vm.pop_mark()))
-        elif name == "ADDITEMS":
-            values = vm.pop_mark()
-            target = vm.top()
-            if not isinstance(target, set):
-                raise PickleError(f"ADDITEMS to a {type(target).__name__}")
-            target.update(vm.key(v) for v in values)
-        elif name == "APPEND":
-            value = vm.pop()
-            vm.append_to(vm.top(), [value])
-        elif name == "APPENDS":
-            values = vm.pop_mark()
-            vm.append_to(vm.top(), values)
-        elif name == "SETITEM":
-            value, key = vm.pop(), vm.pop()
-            vm.set_items(vm.top(), [key, value])
-        elif name == "SETITEMS":
-            values = vm.pop_mark()
-            vm.set_items(vm.top(), values)
-        elif name == "GLOBAL":
-            module, _, attr = str(arg).partition(" ")
-            vm.push(Global(module, attr))
-        elif name == "STACK_GLOBAL":
-            attr, module = vm.pop(), vm.pop()
-            if not isinstance(attr, str) or not isinstance(module, str):
-                raise PickleError("STACK_GLOBAL of something other than two strings")
-            vm.push(Global(module, attr))
-        elif name == "REDUCE":
-            args, func = vm.pop(), vm.pop()
-            vm.push(Call(func, args if isinstance(args, tuple) else (args,)))
-        elif name == "NEWOBJ":
-            args, cls = vm.pop(), vm.pop()
-            vm.push(Call(cls, args if isinstance(args, tuple) else (args,)))
-        elif name == "NEWOBJ_EX":
-            kwargs, args, cls = vm.pop(), vm.pop(), vm.pop()
-            vm.push(Call(cls, args if isinstance(args, tuple) else (args,), state=kwargs))
-        elif name in ("INST", "OBJ"):
-            values = vm.pop_mark()
-            if name == "INST":
-                module, _, attr = str(arg).partition(" ")
-                vm.push(Call(Global(module, attr), tuple(values)))
-            elif not values:
-                raise PickleError("OBJ without a class")
-            else:
-                vm.push(Call(values[0], tuple(values[1:])))
-        elif name == "BUILD":
-            state = vm.pop()
-            target = vm.top()
-            if not isinstance(target, Call):
-                raise PickleError(f"BUILD on a {type(target).__name__}")
-            target.state = state
-        elif name in ("PERSID", "BINPERSID"):
-            vm.push(PersistentRef(arg if name == "PERSID" else vm.pop()))
-        else:
+        # Each group answers whether it knew the opcode; one it did not is refused, never skipped.
+        if not (_stack_op(vm, name, arg) or _container_op(vm, name) or _object_op(vm, name, arg)):
             raise PickleError(f"opcode {name} is not supported")
     raise PickleError("the pickle ends without STOP")
+
+
+def _stack_op(vm: _Machine, name: str, arg: Any) -> bool:
+    """Values, marks and the memo."""
+    if name in _SIMPLE:
+        vm.push(bytes(arg) if isinstance(arg, bytearray) else arg)
+    elif name == "NONE":
+        vm.push(None)
+    elif name in ("NEWTRUE", "NEWFALSE"):
+        vm.push(name == "NEWTRUE")
+    elif name == "MARK":
+        vm.push(_MARK)
+    elif name == "POP":
+        vm.pop()
+    elif name == "POP_MARK":
+        vm.pop_mark()
+    elif name == "DUP":
+        vm.push(vm.top())
+    elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
+        vm.memoize(int(arg))
+    elif name == "MEMOIZE":
+        vm.memoize(vm.next_memo)
+        vm.next_memo += 1
+    elif name in ("GET", "BINGET", "LONG_BINGET"):
+        vm.fetch(int(arg))
+    else:
+        return False
+    return True
+
+
+def _container_op(vm: _Machine, name: str) -> bool:
+    """Tuples, lists, dicts and sets: built, or added to."""
+    if name in ("EMPTY_DICT", "EMPTY_LIST", "EMPTY_TUPLE", "EMPTY_SET"):
+        vm.push({"EMPTY_DICT": dict, "EMPTY_LIST": list, "EMPTY_TUPLE": tuple, "EMPTY_SET": set}[name]())
+    elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
+        count = int(name[-1])
+        values = [vm.pop() for _ in range(count)]
+        vm.push(tuple(reversed(values)))
+    elif name == "TUPLE":
+        vm.push(tuple(vm.pop_mark()))
+    elif name == "LIST":
+        vm.push(vm.pop_mark())
+    elif name == "DICT":
+        built: dict[Any, Any] = {}
+        vm.set_items(built, vm.pop_mark())
+        vm.push(built)
+    elif name == "FROZENSET":
+        vm.push(frozenset(vm.key(v) for v in vm.pop_mark()))
+    elif name == "ADDITEMS":
+        values = vm.pop_mark()
+        target = vm.top()
+        if not isinstance(target, set):
+            raise PickleError(f"ADDITEMS to a {type(target).__name__}")
+        target.update(vm.key(v) for v in values)
+    elif name == "APPEND":
+        value = vm.pop()
+        vm.append_to(vm.top(), [value])
+    elif name == "APPENDS":
+        values = vm.pop_mark()
+        vm.append_to(vm.top(), values)
+    elif name == "SETITEM":
+        value, key = vm.pop(), vm.pop()
+        vm.set_items(vm.top(), [key, value])
+    elif name == "SETITEMS":
+        values = vm.pop_mark()
+        vm.set_items(vm.top(), values)
+    else:
+        return False
+    return True
+
+
+def _object_op(vm: _Machine, name: str, arg: Any) -> bool:
+    """Globals, calls, object state and persistent ids: recorded as `Global`, `Call` and
+    `PersistentRef`, never looked up or run."""
+    if name == "GLOBAL":
+        module, _, attr = str(arg).partition(" ")
+        vm.push(Global(module, attr))
+    elif name == "STACK_GLOBAL":
+        attr, module = vm.pop(), vm.pop()
+        if not isinstance(attr, str) or not isinstance(module, str):
+            raise PickleError("STACK_GLOBAL of something other than two strings")
+        vm.push(Global(module, attr))
+    elif name in ("REDUCE", "NEWOBJ"):
+        args, func = vm.pop(), vm.pop()
+        vm.push(Call(func, args if isinstance(args, tuple) else (args,)))
+    elif name == "NEWOBJ_EX":
+        kwargs, args, cls = vm.pop(), vm.pop(), vm.pop()
+        vm.push(Call(cls, args if isinstance(args, tuple) else (args,), state=kwargs))
+    elif name in ("INST", "OBJ"):
+        _instance(vm, name, arg)
+    elif name == "BUILD":
+        state = vm.pop()
+        target = vm.top()
+        if not isinstance(target, Call):
+            raise PickleError(f"BUILD on a {type(target).__name__}")
+        target.state = state
+    elif name in ("PERSID", "BINPERSID"):
+        vm.push(PersistentRef(arg if name == "PERSID" else vm.pop()))
+    else:
+        return False
+    return True
+
+
+def _instance(vm: _Machine, name: str, arg: Any) -> None:
+    """Protocol 0's INST (the class named in the opcode) and OBJ (the class first after the mark)."""
+    values = vm.pop_mark()
+    if name == "INST":
+        module, _, attr = str(arg).partition(" ")
+        vm.push(Call(Global(module, attr), tuple(values)))
+    elif not values:
+        raise PickleError("OBJ without a class")
+    else:
+        vm.push(Call(values[0], tuple(values[1:])))
 
 
 def walk(root: Any, limit: int = 5_000_000) -> Iterator[Any]:

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TextIO
 
 from goodput.checkpoints import CheckpointConfig, LocalFileSystem, find_resume_point
-from goodput.checkpoints.advice import Advice, AdviceError, advise
+from goodput.checkpoints.advice import AdviceError, advise, render
 
 
 def run_advise(root: str, layout: str | None, *, step_time_s: float, mtbf_hours: float, gpus: int,
@@ -29,19 +29,3 @@ def run_advise(root: str, layout: str | None, *, step_time_s: float, mtbf_hours:
     out.write(advice.model_dump_json() + "\n" if as_json else render(advice))
     return 0
 
-
-def _duration(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.0f} min"
-
-
-def render(a: Advice) -> str:
-    return "\n".join([
-        f"save cost (measured): {a.save_cost_s:.0f} s per checkpoint, at {a.step_time_s:g} s per step",
-        f"mean time between failures for this job: {a.mtbf_hours:.1f} h",
-        f"checkpoint now every {_duration(a.current_interval_s)}: {a.waste_now:.1%} of the run lost "
-        "(saves plus redone work)",
-        f"advised (Young-Daly): every {_duration(a.advised_interval_s)} = {a.advised_steps} steps: "
-        f"{a.waste_advised:.1%} lost",
-        f"on {a.gpus} GPUs that saves {a.gpu_hours_saved_per_day:.1f} GPU-hours a day",
-        "",
-    ])

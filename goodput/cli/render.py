@@ -16,11 +16,11 @@ from rich.table import Table
 from rich.text import Text
 
 from goodput.checkpoints import LostWorkSummary
-from goodput.cli.service import IncidentSummary
 from goodput.cli.terminal import terminal_text
-from goodput.console.faults import NodeFault
 from goodput.diagnose.node_memory import NodeStanding
 from goodput.recover.incident import IncidentReport
+from goodput.service.faults import NodeFault
+from goodput.service.incidents import IncidentSummary
 
 _STATE_STYLE = {
     "recovered": "green", "recommended-only": "cyan", "awaiting-approval": "yellow bold",

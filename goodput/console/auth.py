@@ -41,6 +41,7 @@ class Role(IntEnum):
 
     @classmethod
     def parse(cls, name: str) -> Role:
+        """The role named `name` (any case); ValueError for any other name."""
         try:
             return cls[name.strip().upper()]
         except KeyError as err:
@@ -56,6 +57,8 @@ class ConsoleUser(Frozen):
 
 
 class Principal(Frozen):
+    """Who a request is: a configured user's name and role, and how the request proved it."""
+
     name: str
     role: Role
     # How the request proved who it is: a session cookie needs a CSRF token on every form; a
@@ -64,15 +67,20 @@ class Principal(Frozen):
     session_id: str = ""
 
     def can(self, needed: Role) -> bool:
+        """Whether this principal's role is `needed` or higher."""
         return self.role >= needed
 
 
 class Authenticator(Protocol):
     """Turns a request's credentials into a principal, or None (the OIDC seam)."""
 
-    def from_bearer(self, token: str) -> Principal | None: ...
+    def from_bearer(self, token: str) -> Principal | None:
+        """The principal a bearer token proves, or None."""
+        ...
 
-    def from_session(self, cookie: str, now: datetime) -> Principal | None: ...
+    def from_session(self, cookie: str, now: datetime) -> Principal | None:
+        """The principal a session cookie proves at `now` (signed, unexpired, not revoked), or None."""
+        ...
 
 
 class TokenAuthenticator:
@@ -86,6 +94,7 @@ class TokenAuthenticator:
         self._revoked: dict[str, float] = {}  # session id -> when its cookie would expire
 
     def user_for_token(self, token: str) -> ConsoleUser | None:
+        """The configured user whose token this is (compared with every token in constant time), or None."""
         presented = token.encode("utf-8", "surrogateescape")
         found = None
         for user in self._users:  # compare with every token, in constant time each
@@ -94,6 +103,7 @@ class TokenAuthenticator:
         return found
 
     def from_bearer(self, token: str) -> Principal | None:
+        """The principal of the user whose token this is, or None."""
         user = self.user_for_token(token)
         return None if user is None else Principal(name=user.name, role=Role.parse(user.role))
 
@@ -105,6 +115,7 @@ class TokenAuthenticator:
         return f"{_b64(body.encode())}.{self._sign(body)}"
 
     def from_session(self, cookie: str, now: datetime) -> Principal | None:
+        """The principal of a signed, unexpired, unrevoked session cookie whose user still exists, or None."""
         if len(cookie) > MAX_COOKIE or "." not in cookie:
             return None
         encoded, _, signature = cookie.rpartition(".")
@@ -142,6 +153,7 @@ class TokenAuthenticator:
         return self._sign(f"csrf|{principal.session_id}")
 
     def csrf_ok(self, principal: Principal, presented: str) -> bool:
+        """Whether a form's CSRF token is this session's; requests with a bearer token need none."""
         if not principal.via_session:
             return True
         return bool(principal.session_id) and _same(presented, self.csrf_token(principal))
@@ -151,6 +163,7 @@ class TokenAuthenticator:
 
 
 def bearer_token(headers: Mapping[str, str]) -> str | None:
+    """The token of an `Authorization: Bearer` header, or None."""
     value = headers.get("authorization", "")
     scheme, _, token = value.partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None

@@ -13,12 +13,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
-from goodput.cli.service import IncidentSummary
 from goodput.models import ActionKind, Frozen, Mode, RecoveryPlan
 from goodput.recover.incident import IncidentReport
 from goodput.recover.kill_switch import KillSwitchState, effective_mode
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
+from goodput.service.incidents import IncidentSummary
 
 FAILED_STATES = frozenset({IncidentState.ESCALATED.value, IncidentState.STOPPED.value,
                            IncidentState.CANCELLED.value})

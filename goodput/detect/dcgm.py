@@ -203,28 +203,12 @@ def samples_from_metrics(metrics: Iterable[Metric], *, observed_at: datetime | N
         job = next((metric.labels[k] for k in JOB_LABELS if metric.labels.get(k)), None)
         if job and job != "0" and job not in jobs.setdefault(key, []):
             jobs[key].append(job[:MAX_LABEL_CHARS])
-        value = metric.value
-        if math.isnan(value) or math.isinf(value):
+        if math.isnan(metric.value) or math.isinf(metric.value):
             continue
-        if metric.name in _FIELDS:
-            target, kind = _FIELDS[metric.name]
-            if kind is int and not 0 <= value <= MAX_COUNTER:
-                errors.setdefault(key, []).append(f"{target}: {value:g} is not a count")
-                continue
-            row[target] = bool(value) if kind is bool else (int(value) if kind is int else value)
-        elif metric.name in _CLOCK_REASONS:
-            if not 0 <= value < 2**32:
-                errors.setdefault(key, []).append(f"clock_event_mask: {value:g} is not a 32-bit mask")
-                continue
-            row["clock_event_mask"] = int(value)
-            row["clock_event_reasons"] = decode_clock_event_reasons(int(value))
-        elif metric.name in _RECOVERY:
-            row["recovery_action"] = GpuRecoveryAction.from_code(int(value)) if 0 <= value < 2**31 else None
+        error = _set_field(row, metric.name, metric.value)
+        if error:
+            errors.setdefault(key, []).append(error)
         elif metric.name == "DCGM_FI_DEV_XID_ERRORS":
-            if not 0 <= value <= MAX_XID_CODE:
-                errors.setdefault(key, []).append(f"last_xid: {value:g} is not an Xid code")
-                continue
-            row["last_xid"] = int(value)
             # Evidence is one line of bounded length.
             messages[key] = " ".join(metric.labels.get("err_msg", "")[:MAX_MESSAGE_CHARS].split())
     samples = []
@@ -244,6 +228,28 @@ def samples_from_metrics(metrics: Iterable[Metric], *, observed_at: datetime | N
             raise ExpositionError(0, f"GPU {key[1][:MAX_LABEL_CHARS]!r}: {err.errors()[0]['msg']}") from None
         samples.append(sample)
     return sorted(samples, key=lambda s: (s.node or "", s.index if s.index is not None else 1 << 30))
+
+
+def _set_field(row: dict[str, object], name: str, value: float) -> str | None:
+    """Sets the field series `name` carries in `row`; the reason instead when `value` cannot be
+    that field (the row keeps None for it). Series goodput does not read are left out."""
+    if name in _FIELDS:
+        target, kind = _FIELDS[name]
+        if kind is int and not 0 <= value <= MAX_COUNTER:
+            return f"{target}: {value:g} is not a count"
+        row[target] = bool(value) if kind is bool else (int(value) if kind is int else value)
+    elif name in _CLOCK_REASONS:
+        if not 0 <= value < 2**32:
+            return f"clock_event_mask: {value:g} is not a 32-bit mask"
+        row["clock_event_mask"] = int(value)
+        row["clock_event_reasons"] = decode_clock_event_reasons(int(value))
+    elif name in _RECOVERY:
+        row["recovery_action"] = GpuRecoveryAction.from_code(int(value)) if 0 <= value < 2**31 else None
+    elif name == "DCGM_FI_DEV_XID_ERRORS":
+        if not 0 <= value <= MAX_XID_CODE:
+            return f"last_xid: {value:g} is not an Xid code"
+        row["last_xid"] = int(value)
+    return None
 
 
 def _label(labels: dict[str, str], name: str) -> str | None:

@@ -52,6 +52,7 @@ class GpuRecoveryAction(StrEnum):
 
     @classmethod
     def from_code(cls, code: int) -> GpuRecoveryAction | None:
+        """The action for NVML's number `code`; None for a number it does not define."""
         order = list(cls)
         return order[code] if 0 <= code < len(order) else None
 
@@ -69,6 +70,7 @@ SLOWDOWN_REASONS = frozenset({"hw-slowdown", "hw-thermal-slowdown", "hw-power-br
 
 
 def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
+    """The names of the reasons set in `mask`, with any bits NVML does not define as `unknown-0x..`."""
     names = [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit]
     unknown = mask & ~sum(CLOCK_EVENT_REASONS)
     if unknown:
@@ -139,7 +141,9 @@ class GpuSample(Frozen):
 class GpuProbe(Protocol):
     """NVML on the node or a DCGM scrape; async so both share one shape."""
 
-    async def sample(self) -> Sequence[GpuSample]: ...
+    async def sample(self) -> Sequence[GpuSample]:
+        """One sample per GPU of the node, as NVML or DCGM reads it now."""
+        ...
 
     async def poll_xid_events(self, timeout_ms: int) -> Sequence[XidEvent]:
         """Xids seen since the last call, waiting at most `timeout_ms` for the first one."""
@@ -147,6 +151,8 @@ class GpuProbe(Protocol):
 
 
 class Severity(StrEnum):
+    """How much a GPU finding counts: critical is a failure, a warning only a hint."""
+
     CRITICAL = "critical"
     WARNING = "warning"
 
@@ -174,6 +180,7 @@ class GpuFinding(Frozen):
 
     @property
     def gpu_ref(self) -> str:
+        """The GPU as a person can find it: its UUID, else its PCI bus id, else node and index."""
         return self.uuid or self.pci_bus_id or f"{self.node or '?'}:gpu{self.gpu_index}"
 
     def to_anomaly(self, *, job_id: str, observed_at: datetime, detected_at: datetime,

@@ -30,10 +30,13 @@ class OptInRule(Frozen):
     all_jobs: bool = False
 
     def admits(self, job: JobInfo) -> bool:
+        """Whether goodput may watch and act on `job`."""
         return self.all_jobs or is_opted_in(job, self.partitions, self.comment_marker)
 
 
 class WatchJobInput(Frozen):
+    """What a job watcher needs: the job attempt, how often to look, and where its predecessor stopped."""
+
     cluster: str
     job: JobInfo
     started_at: datetime
@@ -46,6 +49,7 @@ class WatchJobInput(Frozen):
 
     @property
     def paths(self) -> tuple[str, ...]:
+        """The job's stdout and stderr files, once each."""
         return tuple(dict.fromkeys(p for p in (self.job.stdout_path, self.job.stderr_path) if p))
 
 
@@ -57,6 +61,8 @@ class WatchCheckpoint(Frozen):
 
 
 class WatchJobResult(Frozen):
+    """How a job watcher ended: the anomalies it sent, why it stopped and where it stopped reading."""
+
     job_id: str
     anomalies: int
     reason: str
@@ -64,6 +70,8 @@ class WatchJobResult(Frozen):
 
 
 class WatchClusterInput(Frozen):
+    """What the cluster watcher needs: which jobs to watch, how often to look, and the hang settings."""
+
     cluster: str
     opt_in: OptInRule = Field(default_factory=OptInRule)
     poll_interval_s: float = Field(default=2.0, gt=0)
@@ -75,6 +83,8 @@ class WatchClusterInput(Frozen):
 
 
 class ClusterCheckpoint(Frozen):
+    """Heartbeat details of the cluster watcher: its last snapshot, so a retry does not re-report."""
+
     previous: Snapshot | None = None
     scans: int = 0
 
@@ -82,13 +92,17 @@ class ClusterCheckpoint(Frozen):
 class AnomalySink(Protocol):
     """Where detectors send what they see: signal-with-start of the incident, in the service."""
 
-    async def submit(self, anomaly: Anomaly) -> None: ...
+    async def submit(self, anomaly: Anomaly) -> None:
+        """Deliver one anomaly to its incident (starting the incident when there is none)."""
+        ...
 
 
 class WatchLauncher(Protocol):
     """Starts (idempotently) the log watcher of one job attempt, and hands over between attempts."""
 
-    async def launch(self, request: WatchJobInput) -> None: ...
+    async def launch(self, request: WatchJobInput) -> None:
+        """Start the watcher of `request`'s job attempt, unless it already runs."""
+        ...
 
     async def handover(self, cluster: str, job_id: str, attempt: int, wait_s: float) -> tuple[TailCursor, ...]:
         """Where the previous attempt's watcher stopped reading (empty when there was none)."""

@@ -107,7 +107,9 @@ class JobLayout(Frozen):
 class LayoutSource(Protocol):
     """Where attribution reads layouts from; None when no record of that job attempt is known."""
 
-    def job_layout(self, cluster: str, job_id: str, attempt: int) -> JobLayout | None: ...
+    def job_layout(self, cluster: str, job_id: str, attempt: int) -> JobLayout | None:
+        """The layout recorded for one job attempt, or None when none is known."""
+        ...
 
 
 def job_layout(cluster: str, job_id: str, attempt: int, nodes: Iterable[NodeLayout]) -> JobLayout:

@@ -87,7 +87,9 @@ class MemoryVerdict(Frozen):
 class NodeMemory(Protocol):
     """Where an incident consults (and adds to) its cluster's memory of nodes."""
 
-    async def consult(self, cluster: str, observation: Observation, policy: NodeMemoryPolicy) -> MemoryVerdict: ...
+    async def consult(self, cluster: str, observation: Observation, policy: NodeMemoryPolicy) -> MemoryVerdict:
+        """Add `observation` to the cluster's memory and say which of its nodes are suspects under `policy`."""
+        ...
 
 
 def observation_of(incident_id: str, attribution: Attribution, job: JobInfo, at: datetime) -> Observation | None:

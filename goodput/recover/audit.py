@@ -26,6 +26,8 @@ GOODPUT_ACTOR = "goodput"
 
 
 class AuditAction(StrEnum):
+    """What was done or decided: goodput's actions on Slurm and operators' decisions."""
+
     DRAIN = "drain"
     REQUEUE = "requeue"
     RESUBMIT = "resubmit"
@@ -60,9 +62,13 @@ class AuditRecord(Frozen):
 class AuditLog(Protocol):
     """Where audit records are kept: appended once each (by id), never rewritten."""
 
-    def append(self, records: Sequence[AuditRecord]) -> None: ...
+    def append(self, records: Sequence[AuditRecord]) -> None:
+        """Keep `records`, skipping any whose id is already kept."""
+        ...
 
-    def read(self) -> list[AuditRecord]: ...
+    def read(self) -> list[AuditRecord]:
+        """Every record kept, as written (unreadable lines are skipped and counted)."""
+        ...
 
 
 FIELDS = ("at", "actor", "action", "incident_id", "cluster", "job_id", "nodes", "reason", "result", "mode", "id",
@@ -79,10 +85,12 @@ def merged(*sources: Iterable[AuditRecord]) -> list[AuditRecord]:
 
 
 def since(records: Iterable[AuditRecord], start: datetime | None) -> list[AuditRecord]:
+    """The records at or after `start` (all of them when it is None)."""
     return [r for r in records if start is None or r.at >= start]
 
 
 def to_jsonl(records: Sequence[AuditRecord]) -> str:
+    """The records as JSON lines, keys sorted."""
     return "".join(json.dumps(r.model_dump(mode="json"), sort_keys=True) + "\n" for r in records)
 
 
@@ -92,6 +100,7 @@ def _cell(value: str) -> str:
 
 
 def to_csv(records: Sequence[AuditRecord]) -> str:
+    """The records as CSV with a header; a cell a spreadsheet would run as a formula is quoted as text."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(FIELDS)

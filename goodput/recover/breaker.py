@@ -20,18 +20,24 @@ from goodput.models import Frozen
 
 
 class BreakerPolicy(Frozen):
+    """How many nodes a cluster may drain within a window before the breaker opens, and for how long."""
+
     max_drained_nodes: int = Field(default=4, ge=0)
     window_s: float = Field(default=600.0, gt=0)
     cooldown_s: float = Field(default=1800.0, ge=0)
 
 
 class DrainGrant(Frozen):
+    """Nodes an incident was allowed to drain, and when."""
+
     incident_id: str
     nodes: tuple[str, ...]
     at: datetime
 
 
 class BreakerState(Frozen):
+    """A cluster breaker's memory: recent grants, when it tripped, and how often it tripped and refused."""
+
     grants: tuple[DrainGrant, ...] = ()
     tripped_at: datetime | None = None
     trips: int = 0
@@ -39,11 +45,15 @@ class BreakerState(Frozen):
 
 
 class DrainRequest(Frozen):
+    """An incident asking to drain `nodes`."""
+
     incident_id: str
     nodes: tuple[str, ...]
 
 
 class DrainVerdict(Frozen):
+    """The breaker's answer; `open` when it refused because it is (or just became) open."""
+
     allowed: bool
     reason: str
     open: bool = False
@@ -56,6 +66,7 @@ def _recent(state: BreakerState, now: datetime, policy: BreakerPolicy) -> tuple[
 
 def decide(state: BreakerState, request: DrainRequest, now: datetime,
            policy: BreakerPolicy) -> tuple[BreakerState, DrainVerdict]:
+    """The breaker's state after `request`, and its answer: a retry gets the same grant, an open breaker refuses."""
     grants = _recent(state, now, policy)
     mine = [g for g in grants if g.incident_id == request.incident_id]
     if mine and set(request.nodes) <= {n for g in mine for n in g.nodes}:
@@ -86,13 +97,16 @@ def decide(state: BreakerState, request: DrainRequest, now: datetime,
 
 
 def reset(state: BreakerState) -> BreakerState:
+    """The state with the breaker closed again (an operator's `goodput breaker reset`); grants kept."""
     return state.model_copy(update={"tripped_at": None})
 
 
 class DrainGate(Protocol):
     """Where a recovery asks the cluster's breaker for permission to drain."""
 
-    async def reserve(self, cluster: str, request: DrainRequest, policy: BreakerPolicy) -> DrainVerdict: ...
+    async def reserve(self, cluster: str, request: DrainRequest, policy: BreakerPolicy) -> DrainVerdict:
+        """Ask the cluster's breaker to let `request`'s incident drain its nodes."""
+        ...
 
 
 class LocalDrainGate:
@@ -102,6 +116,7 @@ class LocalDrainGate:
         self.states: dict[str, BreakerState] = {}
 
     async def reserve(self, cluster: str, request: DrainRequest, policy: BreakerPolicy) -> DrainVerdict:
+        """`decide` on this process's state of `cluster`."""
         state, verdict = decide(self.states.get(cluster, BreakerState()), request, datetime.now(UTC), policy)
         self.states[cluster] = state
         return verdict

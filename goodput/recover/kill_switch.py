@@ -20,18 +20,23 @@ MAX_CHANGES = 50
 
 
 class KillSwitchChange(Frozen):
+    """One operator's engaging or releasing of the switch."""
+
     engaged: bool
     by: OperatorDecision
     at: datetime
 
 
 class KillSwitchState(Frozen):
+    """A cluster's kill switch: engaged or not, and its recent changes."""
+
     engaged: bool = False
     # The newest changes, newest last; the last one says who engaged (or released) it and why.
     changes: tuple[KillSwitchChange, ...] = Field(default=(), max_length=MAX_CHANGES)
 
     @property
     def last(self) -> KillSwitchChange | None:
+        """The newest change, or None when it never changed."""
         return self.changes[-1] if self.changes else None
 
 
@@ -53,4 +58,6 @@ def effective_mode(mode: Mode, state: KillSwitchState) -> tuple[Mode, str]:
 class KillSwitchReader(Protocol):
     """Where a recovery reads its cluster's switch (the entity workflow, or a fake)."""
 
-    async def read(self, cluster: str) -> KillSwitchState: ...
+    async def read(self, cluster: str) -> KillSwitchState:
+        """The switch of `cluster` as it stands now."""
+        ...

@@ -41,6 +41,8 @@ class ReturnToServicePolicy(Frozen):
 
 
 class Phase(StrEnum):
+    """Where a drained node stands on its way back to service."""
+
     QUARANTINED = "quarantined"
     CHECKING = "checking"
     RETURNED = "returned"
@@ -49,6 +51,8 @@ class Phase(StrEnum):
 
 
 class NodeHealthState(Frozen):
+    """One drained node's return to service: its phase, its drains in the window and its failed checks."""
+
     cluster: str
     node: str
     phase: Phase = Phase.QUARANTINED
@@ -60,21 +64,29 @@ class NodeHealthState(Frozen):
 
 
 class CheckResult(Frozen):
+    """The site's health check on a node: passed or not, with its (bounded) output."""
+
     passed: bool
     detail: str = Field(default="", max_length=MAX_OUTPUT)
 
 
 class NodeCheckInput(Frozen):
+    """The health check's argv for one node, and its time limit."""
+
     argv: tuple[str, ...]
     timeout_s: float
 
 
 class ReturnInput(Frozen):
+    """The node to put back into service."""
+
     cluster: str
     node: str
 
 
 class ReturnResult(Frozen):
+    """Whether the node was put back into service, and what the scheduler said."""
+
     returned: bool
     detail: str
 
@@ -91,7 +103,9 @@ class NodeHealthStarter(Protocol):
 class NodeCheck(Protocol):
     """Runs the site's health check against one node (the real one: a command; tests: a fake)."""
 
-    async def run(self, argv: tuple[str, ...], timeout_s: float) -> CheckResult: ...
+    async def run(self, argv: tuple[str, ...], timeout_s: float) -> CheckResult:
+        """Run the check's argv within `timeout_s`: a failure or a timeout is a result, not an exception."""
+        ...
 
 
 def check_argv(command: tuple[str, ...], node: str) -> tuple[str, ...]:

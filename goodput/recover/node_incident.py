@@ -42,6 +42,8 @@ class NodeIncidentPolicy(Frozen):
 
 
 class Isolation(StrEnum):
+    """How a node incident's isolation decision came out."""
+
     DRAINED = "drained"
     ALREADY = "already-out"  # drained or down before goodput asked (Slurm's DOWN, an admin's drain)
     REFUSED = "refused"  # the cluster's drain breaker said no
@@ -50,6 +52,8 @@ class Isolation(StrEnum):
 
 
 class Role(StrEnum):
+    """What a job incident is told to do about its node when it links."""
+
     LEAD = "lead"  # take the isolation decision: reserve, drain, report it
     JOIN = "join"  # the decision is made: act on it, drain nothing
     WAIT = "wait"  # another incident is deciding: its decision arrives as a signal
@@ -57,6 +61,8 @@ class Role(StrEnum):
 
 
 class IsolationDecision(Frozen):
+    """The one isolation decision of a node incident: its outcome and the job incident that took it."""
+
     outcome: Isolation
     by: str  # the job incident that decided
     detail: str = ""
@@ -64,6 +70,8 @@ class IsolationDecision(Frozen):
 
 
 class JobLink(Frozen):
+    """One job incident linked to the node incident, with the role it was given."""
+
     incident_id: str
     job_id: str
     at: datetime
@@ -88,6 +96,8 @@ class LinkRequest(Frozen):
 
 
 class LinkAnswer(Frozen):
+    """What a linking job incident is told: its role, and the decision when there is one."""
+
     node_incident_id: str
     role: Role
     decision: IsolationDecision | None = None
@@ -114,6 +124,8 @@ class Delivery(Frozen):
 
 
 class NodeIncidentState(Frozen):
+    """One node's fault: the job incidents it took down, the lead, and the isolation decision."""
+
     cluster: str
     node: str
     first_at: datetime | None = None
@@ -131,10 +143,12 @@ class NodeIncidentState(Frozen):
 
     @property
     def incident_id(self) -> str:
+        """The node incident's workflow id."""
         return node_incident_id(self.cluster, self.node)
 
     @property
     def jobs(self) -> tuple[str, ...]:
+        """The jobs linked, once each, in link order."""
         return tuple(dict.fromkeys(link.job_id for link in self.links))
 
     @property
@@ -144,6 +158,7 @@ class NodeIncidentState(Frozen):
 
 
 def node_incident_id(cluster: str, node: str) -> str:
+    """The workflow id of `node`'s node incident on `cluster`."""
     return f"node-incident/{cluster}/{node}"
 
 
@@ -330,4 +345,6 @@ def isolation_of(state: NodeIncidentState) -> str:
 class NodeIncidents(Protocol):
     """Where a job incident links itself to its node's fault (the node incident workflow)."""
 
-    async def link(self, request: LinkRequest) -> LinkAnswer: ...
+    async def link(self, request: LinkRequest) -> LinkAnswer:
+        """Link `request`'s job incident to its node's incident (started when there is none) and get its role."""
+        ...

@@ -24,8 +24,8 @@ from cryptography.x509.oid import NameOID
 from pydantic import SecretStr, ValidationError
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 
-from goodput.cli.service import ServiceUnavailableError
 from goodput.config import Settings, TemporalTlsSettings
+from goodput.service.incidents import ServiceUnavailableError
 from workers.client import connect_from
 
 pytestmark = pytest.mark.temporal

@@ -21,7 +21,7 @@ from goodput.checkpoints.advice import (
 )
 from goodput.checkpoints.model import Checkpoint
 from goodput.cli.advise import run_advise
-from goodput.cli.service import IncidentSummary
+from goodput.service.incidents import IncidentSummary
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 

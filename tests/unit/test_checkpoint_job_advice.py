@@ -23,9 +23,9 @@ from goodput.checkpoints.job_advice import (
     step_time,
 )
 from goodput.checkpoints.model import Checkpoint
-from goodput.cli.service import IncidentSummary
 from goodput.demo.scheduler import FakeScheduler
 from goodput.scheduler import JobInfo, JobState, NodeInfo
+from goodput.service.incidents import IncidentSummary
 from workers.job_advice import gather
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)

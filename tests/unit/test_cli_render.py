@@ -11,9 +11,7 @@ from datetime import UTC, datetime
 from rich.console import Console
 
 from goodput.cli.render import faults_table, incident_detail, incidents_table, nodes_table
-from goodput.cli.service import IncidentSummary
 from goodput.cli.terminal import visible
-from goodput.console.faults import NodeFault
 from goodput.diagnose.node_memory import NodeStanding
 from goodput.models import (
     ActionKind,
@@ -32,6 +30,8 @@ from goodput.models import (
 from goodput.models import Anomaly as AnomalyModel
 from goodput.recover.incident import IncidentReport, TimelineEvent
 from goodput.recover.lifecycle import IncidentState
+from goodput.service.faults import NodeFault
+from goodput.service.incidents import IncidentSummary
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 OSC52 = "\x1b]52;c;Y3VybCBldmlsLmV4YW1wbGV8c2g=\x07"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from goodput.cli.service import IncidentSummary
-from goodput.console.faults import all_faults, node_faults
 from goodput.models import Mode
 from goodput.recover.node_incident import (
     Isolation,
@@ -15,6 +13,8 @@ from goodput.recover.node_incident import (
     Role,
     node_incident_id,
 )
+from goodput.service.faults import all_faults, node_faults
+from goodput.service.incidents import IncidentSummary
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

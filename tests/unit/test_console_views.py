@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from goodput.cli.service import IncidentSummary
 from goodput.console.filters import FilterError, IncidentFilter
 from goodput.console.views import (
     approval_deadline,
@@ -35,6 +34,7 @@ from goodput.recover.incident import IncidentReport, TimelineEvent
 from goodput.recover.kill_switch import KillSwitchState, switch
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
+from goodput.service.incidents import IncidentSummary
 
 S = IncidentState
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

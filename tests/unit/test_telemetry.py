@@ -15,7 +15,6 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.recovery import RecoveryActivities
 from goodput.checkpoints import LostWork
-from goodput.cli.service import IncidentSummary, InjectResult
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Anomaly, Category, Mode
 from goodput.recover.audit import AuditAction, AuditRecord
@@ -31,6 +30,7 @@ from goodput.recover.incident import (
 )
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy, ResumeStrategy
+from goodput.service.incidents import IncidentSummary, InjectResult
 from tests.fakes.notifier import RecordingNotifier
 from workers.metrics_endpoint import metrics_endpoint
 from workers.prometheus import CONTENT_TYPE, Exposition, publish, published

@@ -9,7 +9,6 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities.adapters.audit_log import MemoryAuditLog
-from goodput.cli.service import DecisionRejectedError
 from goodput.demo.scheduler import FakeClusterState, FakeScheduler
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision, Outcome
 from goodput.ownership import owning_incident
@@ -19,6 +18,7 @@ from goodput.recover.incident import Decision, DecisionVerb
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import ResumeStrategy
 from goodput.scheduler import JobInfo, JobState, NodeInfo
+from goodput.service.incidents import DecisionRejectedError
 from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker, wait_for_state
 from workers.client import TemporalIncidentService

@@ -22,9 +22,9 @@ from starlette.routing import Route
 from activities.adapters.checkpoint_reader import default_finder
 from goodput.checkpoints import ScanLimits
 from goodput.checkpoints.job_advice import JobAdvice, Overrides
-from goodput.cli.service import ServiceError
 from goodput.identifiers import validate_cluster, validate_job_id
 from goodput.scheduler import JobInfo, SchedulerError
+from goodput.service.incidents import ServiceError
 from workers.console.context import ConsoleContext
 from workers.console.pages import WINDOW, _newest
 from workers.console.security import require

@@ -25,7 +25,6 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from goodput.cli.service import DecisionRejectedError, IncidentSummary, ServiceError, UnknownIncidentError
 from goodput.console.auth import SESSION_TTL, Role
 from goodput.console.filters import PAGE_SIZES, FilterError, IncidentFilter
 from goodput.console.views import approval_deadline, earlier_failures, planned_effects, step_durations
@@ -33,6 +32,7 @@ from goodput.identifiers import InvalidIdentifierError
 from goodput.models import Category, Mode, OperatorDecision
 from goodput.recover.incident import Decision, DecisionVerb
 from goodput.recover.lifecycle import IncidentState, is_terminal
+from goodput.service.incidents import DecisionRejectedError, IncidentSummary, ServiceError, UnknownIncidentError
 from workers.console import advice, pages
 from workers.console.context import HERE, ConsoleContext
 from workers.console.security import (

@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, RPCError
 
-from goodput.cli.service import IncidentSummary, ServiceError, ServiceUnavailableError
 from goodput.console.filters import IncidentFilter
 from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
+from goodput.service.incidents import IncidentSummary, ServiceError, ServiceUnavailableError
 from workers.client import RPC_TIMEOUT, TemporalIncidentService, summary_of
 from workflows import search
 

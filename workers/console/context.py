@@ -15,10 +15,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from goodput.checkpoints.job_advice import JobAdvice
-from goodput.cli.service import IncidentSummary
 from goodput.console.auth import Role, TokenAuthenticator
 from goodput.recover.policy import Policy
 from goodput.scheduler import Scheduler
+from goodput.service.incidents import IncidentSummary
 from workers.console.backend import ConsoleBackend
 from workers.console.security import CSRF_FIELD, SECURITY_HEADERS, Caller
 from workers.console.shared import SharedRefresh

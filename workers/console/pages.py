@@ -17,9 +17,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from activities.adapters.audit_log import JsonlAuditLog
-from goodput.cli.service import IncidentSummary, ServiceError
 from goodput.console.auth import Role
-from goodput.console.faults import DEFAULT_WINDOW, all_faults
 from goodput.console.filters import IncidentFilter
 from goodput.console.views import gpu_hours_saved, job_rows, node_grid, partition_modes, recovery_ladder
 from goodput.identifiers import validate_cluster, validate_job_id
@@ -27,6 +25,8 @@ from goodput.models import OperatorDecision
 from goodput.ownership import owning_incident
 from goodput.recover.audit import parse_since, since, to_csv
 from goodput.recover.incident import IncidentReport
+from goodput.service.faults import DEFAULT_WINDOW, all_faults
+from goodput.service.incidents import IncidentSummary, ServiceError
 from workers.console.context import ConsoleContext
 from workers.console.security import SECURITY_HEADERS, Forbidden, checked_form, require, same_origin_post
 

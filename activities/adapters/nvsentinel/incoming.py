@@ -55,6 +55,7 @@ class ProtoIncoming:
         self._message = message
 
     def quick(self) -> Triage | None:
+        """Healthy, or nothing recommended: settled from the message's flags without converting it."""
         m = self._message
         if m.isHealthy:
             return triage(is_fatal=m.isFatal, is_healthy=True, action=RecommendedAction.NONE)
@@ -64,13 +65,16 @@ class ProtoIncoming:
         return None
 
     def healthy_check(self) -> tuple[str, str] | None:
+        """(node, check) when the message reports a check healthy again."""
         m = self._message
         return (clean_text(m.nodeName, 256), clean_text(m.checkName, 256)) if m.isHealthy else None
 
     def action(self) -> str:
+        """The recommended action's name from its enum number; unknown numbers read as `unknown`."""
         return _ACTIONS_BY_NUMBER.get(int(self._message.recommendedAction), RecommendedAction.UNKNOWN).value
 
     def parse(self) -> HealthEvent:
+        """The message converted and validated (`event_from_proto`)."""
         return event_from_proto(self._message)
 
 
@@ -83,9 +87,11 @@ class JsonIncoming:
         self._data = data
 
     def quick(self) -> Triage | None:
+        """The triage `triage_json` settles from the JSON's flags alone, else None."""
         return triage_json(self._data)
 
     def healthy_check(self) -> tuple[str, str] | None:
+        """(node, check) of a healthy event; None when either is missing or not text."""
         if self._data.get("isHealthy") is not True:
             return None
         node, check = self._data.get("nodeName"), self._data.get("checkName")
@@ -94,10 +100,12 @@ class JsonIncoming:
         return clean_text(node, 256), clean_text(check or "", 256)
 
     def action(self) -> str:
+        """The recommended action's name; `invalid` when the JSON holds no action NVSentinel defines."""
         try:
             return RecommendedAction.from_wire(self._data.get("recommendedAction")).value
         except ValueError:
             return "invalid"
 
     def parse(self) -> HealthEvent:
+        """The JSON parsed and validated (`parse_event`)."""
         return parse_event(self._data)

@@ -15,9 +15,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from goodput.cli.service import IncidentSummary
 from goodput.models import Frozen
 from goodput.recover.node_incident import NodeIncidentState, isolation_of
+from goodput.service.incidents import IncidentSummary
 
 DEFAULT_WINDOW = timedelta(minutes=10)
 

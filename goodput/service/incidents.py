@@ -1,0 +1,77 @@
+"""What the CLI and the web console need from a running goodput, as a Protocol.
+
+The Temporal-backed implementation lives in `workers.client`; keeping the seam here, beside
+neither tool, lets both stay free of Temporal and of each other, and be tested with a fake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from goodput.models import Anomaly, Frozen, Mode
+from goodput.recover.incident import Decision, IncidentReport
+from goodput.recover.lifecycle import IncidentState
+from goodput.recover.policy import Policy
+
+
+class ServiceError(Exception):
+    """Something the operator can act on; the message is printed as is."""
+
+
+class ServiceUnavailableError(ServiceError):
+    """goodput's service cannot be reached (Temporal down, or no worker answering)."""
+
+
+class UnknownIncidentError(ServiceError):
+    """No incident with that id."""
+
+
+class DecisionRejectedError(ServiceError):
+    """The incident does not take that decision now (not awaiting approval, or already closed)."""
+
+
+class InjectResult(Frozen):
+    """Where an injected anomaly went: a new incident or one already open for its job attempt."""
+
+    incident_id: str
+    new_incident: bool
+    note: str = ""
+
+
+class IncidentSummary(Frozen):
+    """One incident as lists show it: its job, state, mode, verdict, outcome and when."""
+
+    incident_id: str
+    job_id: str = ""
+    cluster: str = ""
+    state: str = ""
+    mode: str = ""
+    category: str = ""
+    culprit_nodes: tuple[str, ...] = ()
+    outcome: str = ""
+    started_at: datetime | None = None
+    closed_at: datetime | None = None
+    running: bool = False
+    # The node incidents (one fault, many jobs) it is linked to; empty for incidents never linked.
+    node_incidents: tuple[str, ...] = ()
+
+
+class IncidentService(Protocol):
+    """What a running goodput offers its operator's tools (the CLI and the console)."""
+    async def inject(self, anomaly: Anomaly, policy: Policy, mode: Mode | None = None) -> InjectResult:
+        """Send an anomaly to its incident, starting one with `policy` (and `mode`, if given) when none is open."""
+        ...
+
+    async def list_incidents(self, limit: int = 50, cluster: str | None = None) -> Sequence[IncidentSummary]:
+        """The newest `limit` incidents (of `cluster` only, when given), newest first."""
+        ...
+
+    async def get(self, incident_id: str) -> IncidentReport:
+        """The full report of one incident; UnknownIncidentError when there is none."""
+        ...
+
+    async def decide(self, incident_id: str, decision: Decision) -> IncidentState:
+        """Record an operator's decision (approve, reject, ...) and return the incident's state after it."""
+        ...
