@@ -64,6 +64,15 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool]] = [
         "(autoscaler +7s) Error: No available node types can fulfill resource request {'GPU': 1.0}. Add suitable "
         "node types to this cluster to resolve this issue."],
      Category.APP_ERROR, CulpritKind.APP, False, False),
+    # Megatron refuses a checkpoint whose scheduler state differs from the command line (unless told to
+    # override it): the run's configuration, deterministic. Old releases print `checkpointvalue`.
+    ("megatron-scheduler-mismatch", [
+        "AnnealingLR: class input value 1e-05 and checkpointvalue 3e-05 for learning rate do not match"],
+     Category.APP_ERROR, CulpritKind.APP, False, False),
+    ("megatron-param-scheduler-mismatch", [
+        " 0: AssertionError: OptimizerParamScheduler: class input value 0.0001 and checkpoint value 0.0003 for "
+        "learning rate do not match"],
+     Category.APP_ERROR, CulpritKind.APP, False, False),
     # Look-alikes that must stay benign.
     ("ray-zero-oom-kills", [
         "(raylet) 0 Workers (tasks / actors) killed due to memory pressure (OOM), 3 Workers crashed due to other "
