@@ -219,6 +219,18 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("h1:20:35 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
      "shm-exhausted", {}),
     ("Detected inf/nan during batch_number=0", "numeric-overflow-detected", {}),
+    ("(raylet) node_manager.cc:3097: 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers "
+     "crashed due to other reasons at node (ID: 2c8, IP: 10.0.0.5) over the last time period.", "ray-oom-summary", {}),
+    ("XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1073741824 bytes.",
+     "xla-resource-exhausted", {}),
+    ("h1:25:25 [0] init.cc:981 NCCL WARN Invalid rank requested : 2/2", "nccl-usage-check", {}),
+    ("init.cc:1247 NCCL WARN Mismatched collective detected, please check your collective calls at and around "
+     "rank 39.", "nccl-usage-check", {"rank": "39"}),
+    ("(autoscaler +7s) Error: No available node types can fulfill resource request {'GPU': 1.0}.",
+     "ray-infeasible-request", {}),
+    ("OSError: When getting information for key 'k' in bucket 'b': AWS Error SLOW_DOWN during HeadObject "
+     "operation: Please reduce your request rate.", "object-store-transient",
+     {"code": "SLOW_DOWN", "op": "HeadObject"}),
     # Launchers and frameworks
     ("[n1:12508] [[25215,0],1] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file grpcomm_direct.c "
      "at line 355", "orte-unpack-past-end", {}),
