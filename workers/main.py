@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.text import Text
 
-from activities.adapters.audit_log import JsonlAuditLog
+from activities.adapters.audit import JsonlAuditLog
 from activities.adapters.gpu_nvml import NvmlUnavailableError
 from goodput.checkpoints import LAYOUTS, IncidentLoss, summarize_lost_work
 from goodput.checkpoints.advice import node_failure_rate_per_hour

@@ -33,7 +33,7 @@ class BreakerStart(Frozen):
 
 
 class DrainBatch(Frozen):
-    """Several incidents' drain requests in one update (activities.adapters.update_batcher)."""
+    """Several incidents' drain requests in one update (activities.adapters.update_batch)."""
 
     requests: tuple[DrainRequest, ...]
 

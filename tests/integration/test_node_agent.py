@@ -15,8 +15,8 @@ from activities.adapters.dcgm import DcgmScraper
 from activities.adapters.gpu_nvml import NvmlCollector, NvmlUnavailableError
 from activities.adapters.node_agent import NodeAgent, probe_from, resolve_node, run_agent
 from goodput.demo.scheduler import FakeScheduler, demo_cluster
-from goodput.detect.agent import AgentCheckpoint, AgentConfig
 from goodput.detect.gpu import GpuProbe, GpuSample, XidEvent
+from goodput.detect.node_agent import AgentCheckpoint, AgentConfig
 from goodput.detect.watch import OptInRule
 from goodput.scheduler import JobInfo
 from tests.fakes.gpu import FakeGpuProbe, healthy_gpus

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.adapters.audit_log import MemoryAuditLog
+from activities.adapters.audit import MemoryAuditLog
 from activities.adapters.slurm_cli import SlurmCliBackend
 from goodput.detect.watch import WatchClusterInput
 from goodput.models import IncidentKey, Mode
@@ -43,7 +43,7 @@ from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.test_watchers import workflow_exists
 from workers.client import TemporalIncidentService
-from workers.watching import start_cluster_watch
+from workers.watch import start_cluster_watch
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
 from workflows.watch import cluster_watch_id, job_watch_id

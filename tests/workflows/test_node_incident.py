@@ -12,7 +12,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
-from activities.adapters.audit_log import MemoryAuditLog
+from activities.adapters.audit import MemoryAuditLog
 from goodput.demo.scheduler import FakeScheduler, demo_cluster
 from goodput.models import Mode
 from goodput.recover.audit import AuditAction

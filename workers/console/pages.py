@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from activities.adapters.audit_log import JsonlAuditLog
+from activities.adapters.audit import JsonlAuditLog
 from goodput.cli.service import IncidentSummary, ServiceError
 from goodput.console.auth import Role
 from goodput.console.faults import DEFAULT_WINDOW, all_faults
