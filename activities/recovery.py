@@ -20,8 +20,8 @@ from opentelemetry.metrics import Meter
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.adapters.audit_log import MemoryAuditLog
-from activities.adapters.checkpoint_reader import OwnerCheckpointFinder
+from activities.adapters.audit import MemoryAuditLog
+from activities.adapters.checkpoints import OwnerCheckpointFinder
 from activities.adapters.node_health import CommandNodeCheck
 from activities.job_chains import hold_successors, repoint_successors
 from activities.metrics import RecoveryMetrics

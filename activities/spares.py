@@ -3,7 +3,7 @@
 The decisions are goodput.recover.spares; this module only talks to the scheduler. A pool that
 cannot be used (gone, not FLEX, empty, a backend without reservations, the owner not admitted)
 never fails a recovery: the job is restarted as before and the incident says why. An owner let
-in for a recovery is removed again when it ends (`end_spare_grant`, workflows.spare_grants). Every call is
+in for a recovery is removed again when it ends (`end_spare_grant`, workflows.spares). Every call is
 idempotent (a user already allowed, a node already in the pool: changed=False), so a retried
 activity only repeats what is already so.
 """

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,8 +21,9 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-LAB = REPO / "scripts" / "slurm-lab"
+from benchmarks import _slurm_lab
+from benchmarks._slurm_lab import Lab, LabSite
+
 GOODPUT = Path(sys.executable).with_name("goodput")
 
 NCCL = ("[rank0]:[E1129 06:22:43.551920 41877 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
@@ -55,72 +55,16 @@ done
 """
 
 
-def ensure_slurm_installed() -> None:
-    """The lab needs Debian's Slurm and munge packages; install them as `make test` does."""
-    if shutil.which("slurmctld") and shutil.which("sbatch"):
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise RuntimeError("Slurm is not installed: run `sudo bash scripts/slurm-lab/install.sh` first")
-    subprocess.run(["bash", str(LAB / "install.sh")], check=True, timeout=900)
-
-
-@dataclass
-class Lab:
-    dir: Path
-    env: dict[str, str]
-
-    def shell(self, script: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["bash", "-c", f'. "{LAB}/env.sh" && {script}'], env=self.env, capture_output=True,
-                              text=True, timeout=timeout)
-
-    @property
-    def slurmctld_log(self) -> Path:
-        return self.dir / "log" / "slurmctld.log"
-
-    def slurmd_pid(self, node: str) -> int | None:
-        try:
-            return int((self.dir / f"slurmd-{node}.pid").read_text().strip())
-        except (OSError, ValueError):
-            return None
-
-    def kill_slurmd(self, node: str) -> None:
-        pid = self.slurmd_pid(node)
-        if pid is None or f"SLURMLAB_TAG={self.dir}".encode() not in Path(f"/proc/{pid}/environ").read_bytes():
-            raise RuntimeError(f"no slurmd of this lab for {node}")
-        os.kill(pid, signal.SIGKILL)
-
-    def start_slurmd(self, node: str) -> None:
-        self.shell(f"slurmlab_start_slurmd {node}")
-
-    def resume_node(self, node: str) -> None:
-        """Back into service after a fault the benchmark caused (drain or DOWN), as an operator would."""
-        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True, timeout=30)
-
-    def node_state(self, node: str) -> str:
-        out = subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True, text=True, timeout=30)
-        return out.stdout.strip()
+# This benchmark's lab only: the test suite's and storm-lab's use other directories and ports.
+LAB = LabSite(Path(tempfile.gettempdir()) / "goodput-bench-slurmlab", ctl_port=26817, slurmd_baseport=26900,
+              rest_port=26820)
 
 
 @asynccontextmanager
 async def slurm_lab(nodes: int, cpus: int) -> AsyncIterator[Lab]:
-    """A lab of its own (directory and ports apart from the test suite's), SLURM_CONF set inside."""
-    ensure_slurm_installed()
-    lab_dir = Path(tempfile.gettempdir()) / "goodput-bench-slurmlab"
-    env = {**os.environ, "SLURMLAB_DIR": str(lab_dir), "SLURMLAB_NODES": str(nodes), "SLURMLAB_CPUS": str(cpus),
-           "SLURMLAB_CTL_PORT": "26817", "SLURMLAB_SLURMD_BASEPORT": "26900", "SLURMLAB_REST_PORT": "26820"}
-    up = subprocess.run(["bash", str(LAB / "up.sh")], env=env, capture_output=True, text=True, timeout=180)
-    if up.returncode not in (0, 3):
-        raise RuntimeError(f"slurm lab did not start: {up.stdout}\n{up.stderr}")
-    previous = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(lab_dir / "etc" / "slurm.conf")
-    try:
-        yield Lab(lab_dir, {**env, "SLURM_CONF": os.environ["SLURM_CONF"]})
-    finally:
-        subprocess.run(["bash", str(LAB / "down.sh")], env=env, capture_output=True, timeout=180)
-        if previous is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = previous
+    """The shared lab rig (benchmarks/_slurm_lab.py) on this benchmark's site, SLURM_CONF set inside."""
+    with _slurm_lab.slurm_lab(LAB.moved_by(os.environ), nodes, cpus) as lab:
+        yield lab
 
 
 def sbatch(script: Path, workdir: Path, name: str, *options: str) -> str:

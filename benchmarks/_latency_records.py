@@ -1,63 +1,26 @@
 """What Slurm itself recorded, and when: the action side of the latency benchmark's clock.
 
 The latency benchmark times an action to the moment slurmctld logged it, not to an entry in
-goodput's own timeline, so a timeline written early (or late) cannot flatter the figure. slurmctld
-stamps each line in local time to the millisecond (its default `LogTimeFormat=iso8601_ms`). The
-parsers and the per-class summary are pure, so that tests can check them on recorded lines.
+goodput's own timeline, so a timeline written early (or late) cannot flatter the figure. slurmctld's
+log is read by benchmarks._slurm_lab (one reader for both lab benchmarks); what the latency
+benchmark makes of those events, of its jobs' output and of its samples is here, pure, so that
+tests can check it on recorded lines.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from benchmarks._harness import summary
+from benchmarks._slurm_lab import SlurmEvent, SlurmEventKind
 
-SlurmEventKind = Literal["drain", "requeue", "submit", "exclude"]
 CLASSES = ("xid-kernel-log", "crash", "hang", "node-failure", "app-error")
 
-_STAMP = re.compile(r"\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?)\] ")
-_EVENTS: tuple[tuple[SlurmEventKind, re.Pattern[str]], ...] = (
-    ("drain", re.compile(r"update_node: node (\S+) reason set to: goodput:")),
-    ("requeue", re.compile(r"Requeuing JobId=(\d+)\b")),
-    ("submit", re.compile(r"_slurm_rpc_submit_batch_job: JobId=(\d+)\b")),
-    # goodput's requeue of a job on a node that stopped answering: Slurm takes the hold and the
-    # exclusion at once but logs "Requeuing" only when the node is declared DOWN.
-    ("exclude", re.compile(r"_update_job: setting exc_nodes to \S+ for JobId=(\d+)\b")),
-)
 # One progress line of the benchmark's job: "run <job id>-<restart count> iteration <n>/ ...".
 _PROGRESS = re.compile(r"^run (\d+)-(\d+) iteration (\d+)/", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class SlurmEvent:
-    """One action slurmctld logged: a node given goodput's drain reason, a job requeued or submitted."""
-
-    at: datetime
-    kind: SlurmEventKind
-    subject: str  # node name for drains, job id otherwise
-
-
-def slurmctld_events(text: str) -> list[SlurmEvent]:
-    """The drains (with goodput's reason), requeues, batch submissions and node exclusions in
-    slurmctld's log text.
-
-    Lines without a timestamp (a torn last line) are skipped; times are local, made aware."""
-    events: list[SlurmEvent] = []
-    for line in text.splitlines():
-        stamp = _STAMP.match(line)
-        if stamp is None:
-            continue
-        for kind, pattern in _EVENTS:
-            found = pattern.search(line, stamp.end())
-            if found:
-                events.append(SlurmEvent(at=datetime.fromisoformat(stamp.group(1)).astimezone(), kind=kind,
-                                         subject=found.group(1)))
-                break
-    return events
 
 
 def first(events: Iterable[SlurmEvent], kind: SlurmEventKind, subject: str,

@@ -3,16 +3,16 @@
 Kept apart from benchmarks/storm_lab.py so that the benchmark reads as the experiment and this as
 the apparatus. Everything here is measuring equipment that adds nothing to what goodput does:
 
-* the Slurm lab (scripts/slurm-lab) in its own directory and on its own ports, so that it never
-  meets the other labs on a shared machine;
+* the Slurm lab (benchmarks/_slurm_lab.py, shared with `latency`) in its own directory and on its
+  own ports, so that it never meets the other labs on a shared machine;
 * the Temporal dev server started with the arguments `goodput up` uses (workers.devserver), plus
   `--metrics-port` (its Prometheus counters: RPCs and persistence requests by operation) and
   `--log-config` (it prints its configuration, so the history shard count is read, not assumed);
 * N real `goodput worker` processes, configured through GOODPUT_* as an operator would;
 * shims in front of the Slurm commands (one `printf` into a log, then `exec` of the real binary),
   so that every Slurm command a worker runs is counted;
-* /proc readers for CPU time, and a reader of slurmctld's own log for when it requeued and
-  started each job.
+* /proc readers for CPU time, and, from the shared reader of slurmctld's own log, when it requeued
+  and started each job.
 """
 
 from __future__ import annotations
@@ -28,53 +28,20 @@ import urllib.request
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from benchmarks._harness import free_port
+from benchmarks._slurm_lab import Lab, LabSite, slurmctld_events
 from workers import devserver
 
-REPO = Path(__file__).resolve().parents[1]
-LAB_SCRIPTS = REPO / "scripts" / "slurm-lab"
 # This benchmark's lab only: other labs on the machine use other directories and ports.
-LAB_ENV = {"SLURMLAB_DIR": "/tmp/goodput-storm-lab", "SLURMLAB_CTL_PORT": "27817",
-           "SLURMLAB_SLURMD_BASEPORT": "27900", "SLURMLAB_REST_PORT": "27820"}
+LAB = LabSite(Path("/tmp/goodput-storm-lab"), ctl_port=27817, slurmd_baseport=27900, rest_port=27820)
 SHIMMED = ("scontrol", "squeue", "sinfo", "sbatch", "scancel", "sacct")
 TICK = os.sysconf("SC_CLK_TCK")
 
 
 # -- Slurm ---------------------------------------------------------------------------------------
-
-def _lab(script: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(LAB_SCRIPTS / script)], env=dict(env), capture_output=True, text=True,
-                          timeout=180)
-
-
-@contextlib.contextmanager
-def slurm_lab(nodes: int, cpus: int) -> Iterator[Path]:
-    """The lab, up for the whole benchmark; SLURM_CONF is exported for this process meanwhile."""
-    if not (shutil.which("slurmctld") and shutil.which("sbatch")):
-        raise RuntimeError("Slurm is not installed: run `sudo bash scripts/slurm-lab/install.sh` first")
-    env = {**os.environ, **LAB_ENV, "SLURMLAB_NODES": str(nodes), "SLURMLAB_CPUS": str(cpus)}
-    up = _lab("up.sh", env)
-    if up.returncode == 3:  # this benchmark's own lab, left up by an interrupted run: start afresh
-        _lab("down.sh", env)
-        up = _lab("up.sh", env)
-    if up.returncode != 0:
-        raise RuntimeError(f"slurm lab did not start: {up.stdout}\n{up.stderr}")
-    lab_dir = Path(LAB_ENV["SLURMLAB_DIR"])
-    previous = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(lab_dir / "etc" / "slurm.conf")
-    try:
-        yield lab_dir
-    finally:
-        _lab("down.sh", env)
-        if previous is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = previous
-
 
 def slurm_shims(directory: Path, log: Path) -> Path:
     """A directory to put first on a worker's PATH: each Slurm command logs `name arg1 arg2`, then
@@ -103,29 +70,20 @@ def slurm_commands(log: Path) -> Counter[str]:
     return counts
 
 
-SLURMCTLD_EVENT = re.compile(r"^\[(?P<at>[^\]]+)\] (?:Requeuing JobId=(?P<requeued>\d+)\b"
-                             r"|sched/backfill: _start_job: Started JobId=(?P<started>\d+)\b"
-                             r"|sched: Allocate JobId=(?P<allocated>\d+)\b)")
-
-
 @dataclass
 class SlurmEvents:
     requeued: dict[str, list[float]] = field(default_factory=dict)
     started: dict[str, list[float]] = field(default_factory=dict)
 
 
-def slurmctld_events(log: Path, jobs: set[str], since: float) -> SlurmEvents:
+def job_events(log: Path, jobs: set[str], since: float) -> SlurmEvents:
     """slurmctld's own record (epoch seconds, ms resolution): when it requeued and (re)started each job."""
     events = SlurmEvents()
-    for line in log.read_text(errors="replace").splitlines():
-        match = SLURMCTLD_EVENT.match(line)
-        if not match:
-            continue
-        at = datetime.strptime(match["at"], "%Y-%m-%dT%H:%M:%S.%f").timestamp()  # slurmctld logs local time
-        job = match["requeued"] or match["started"] or match["allocated"]
-        if job in jobs and at >= since:
-            target = events.requeued if match["requeued"] else events.started
-            target.setdefault(job, []).append(at)
+    for event in slurmctld_events(log.read_text(errors="replace")):
+        at = event.at.timestamp()
+        if event.kind in ("requeue", "start") and event.subject in jobs and at >= since:
+            target = events.requeued if event.kind == "requeue" else events.started
+            target.setdefault(event.subject, []).append(at)
     return events
 
 
@@ -248,8 +206,8 @@ def stop_workers(workers: list[Worker]) -> None:
 OBSERVER_RPCS = {"CountWorkflowExecutions"}
 
 
-def snapshot(temporal: Temporal, workers: list[Worker], lab: Path) -> dict[str, Any]:
-    ctld = pid_from(lab / "slurmctld.pid")
+def snapshot(temporal: Temporal, workers: list[Worker], lab: Lab) -> dict[str, Any]:
+    ctld = lab.slurmctld_pid
     return {"metrics": temporal.scrape(), "workers": [cpu_seconds(w.proc.pid) for w in workers],
             "server": cpu_seconds(temporal.proc.pid)[0], "slurmctld": cpu_seconds(ctld)[0] if ctld else 0.0,
             "injector": sum(os.times()[:2]), "machine": machine_cpu(), "at": time.time()}
@@ -306,10 +264,3 @@ def machine_cpu() -> tuple[float, float]:
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]  # guest is in user
     idle = values[3] + values[4]
     return (sum(values) - idle) / TICK, sum(values) / TICK
-
-
-def pid_from(pid_file: Path) -> int | None:
-    try:
-        return int(pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return None

@@ -39,7 +39,8 @@ from temporalio.service import RPCError
 from benchmarks import _latency_lab as rig
 from benchmarks._git import commit
 from benchmarks._harness import connect, dev_server, emit, environment
-from benchmarks._latency_records import CLASSES, SlurmEvent, clock_gap, first, per_class, resumed_run, slurmctld_events
+from benchmarks._latency_records import CLASSES, clock_gap, first, per_class, resumed_run
+from benchmarks._slurm_lab import Lab, SlurmEvent, slurmctld_events
 from goodput.models import IncidentKey
 from goodput.recover.incident import IncidentReport
 from workflows.recovery import RecoveryWorkflow
@@ -53,7 +54,7 @@ HANG_NODE, PINNED_NODE = "node1", "node2"
 
 
 class Bench:
-    def __init__(self, client: Client, cluster: str, lab: rig.Lab, workdir: Path, kernel_logs: dict[str, Path]):
+    def __init__(self, client: Client, cluster: str, lab: Lab, workdir: Path, kernel_logs: dict[str, Path]):
         self.client, self.cluster, self.lab, self.workdir = client, cluster, lab, workdir
         self.kernel_logs = kernel_logs
         self.script = workdir / "train.sbatch"

@@ -44,6 +44,7 @@ from temporalio.client import Client
 from benchmarks import _storm_lab_rig as rig
 from benchmarks._git import commit
 from benchmarks._harness import connect, emit, environment, summary
+from benchmarks._slurm_lab import Lab, slurm_lab
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
 from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
@@ -206,7 +207,7 @@ async def histories(client: Client, incidents: set[str]) -> dict[str, dict[str, 
     return dict(await asyncio.gather(*(one(i) for i in sorted(incidents))))
 
 
-async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Path, tmp: Path,
+async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab, tmp: Path,
                     args: argparse.Namespace, paced: bool = False) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:4] + ("p" if paced else "")
     cluster, queue, name = f"lab{count}w{tag}", f"storm-lab-{count}w-{tag}", f"storm{count}w{tag}"
@@ -232,7 +233,7 @@ async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Pat
         spent = rig.cost(before, after, len(rows))
         others = Counter([wf.workflow_type async for wf in client.list_workflows(f"TaskQueue = '{queue}'")])
         job_set = set(jobs)
-        slurm = rig.slurmctld_events(lab / "log" / "slurmctld.log", job_set, sent["t0"] - 1)
+        slurm = rig.job_events(lab.slurmctld_log, job_set, sent["t0"] - 1)
         in_slurm = rig.restarts(job_set)
     finally:
         await cancel_jobs(name)
@@ -340,8 +341,9 @@ ROWS: list[tuple[str, Any]] = [
 
 async def run_all(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
+    site = rig.LAB.moved_by(os.environ)
     with tempfile.TemporaryDirectory(prefix="goodput-storm-lab-") as tmp, \
-            rig.slurm_lab(args.nodes, args.cpus) as lab, rig.temporal_server(Path(tmp)) as temporal:
+            slurm_lab(site, args.nodes, args.cpus) as lab, rig.temporal_server(Path(tmp)) as temporal:
         client = await connect(temporal.address)
         rounds = []
         if args.paced:  # the target rate, 100 incidents a minute, 3 anomalies each, one worker
@@ -356,7 +358,7 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
     return {"benchmark": "storm-lab", "commit": commit("goodput", "workers", "workflows", "activities", "benchmarks",
                                                        untracked=True),
             "parameters": {k: v for k, v in vars(args).items() if k != "json"},
-            "lab": {**rig.LAB_ENV, "SLURMLAB_NODES": args.nodes, "SLURMLAB_CPUS": args.cpus},
+            "lab": {**site.env(), "SLURMLAB_NODES": args.nodes, "SLURMLAB_CPUS": args.cpus},
             "worker_settings_overridden": {**shown, "GOODPUT_DATA_DIR": "<per worker>"},
             "temporal_server": server, "rounds": rounds, "wall_s": round(time.monotonic() - started, 1),
             "environment": environment()}

@@ -31,7 +31,7 @@ from goodput.demo.scheduler import FakeClusterState, FakeScheduler
 from goodput.detect.watch import WatchJobInput
 from goodput.models import IncidentKey
 from goodput.scheduler import JobInfo, JobState
-from workers.watching import TemporalWatchLauncher
+from workers.watch import TemporalWatchLauncher
 from workflows.watch import job_watch_id
 
 XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."

@@ -22,7 +22,7 @@ from pydantic_settings import (
 
 from goodput.config_sources import config_file
 from goodput.console.auth import ConsoleUser
-from goodput.detect.agent import AgentConfig
+from goodput.detect.node_agent import AgentConfig
 from goodput.detect.nvsentinel import NvSentinelSettings
 from goodput.detect.push import PushConfig
 from goodput.detect.watch import OptInRule, WatchClusterInput
@@ -198,7 +198,7 @@ class Settings(BaseSettings):
 
     @property
     def audit_path(self) -> Path:
-        """The append-only audit log of actions and decisions (activities.adapters.audit_log)."""
+        """The append-only audit log of actions and decisions (activities.adapters.audit)."""
         return self.data_dir / "audit.jsonl"
 
     def temporal_host_port(self) -> tuple[str, int]:

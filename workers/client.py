@@ -30,7 +30,7 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode, TLSConfig
 
 from activities.adapters.entity_query import query_or_empty
-from activities.adapters.kill_switch_gate import TemporalKillSwitch
+from activities.adapters.kill_switch import TemporalKillSwitch
 from goodput.config import Settings, TemporalTlsSettings
 from goodput.diagnose.node_memory import NodeStanding
 from goodput.identifiers import validate_cluster

@@ -19,7 +19,7 @@ from typing import TextIO
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.adapters.checkpoint_reader import default_finder
+from activities.adapters.checkpoints import default_finder
 from goodput.checkpoints import Checkpoint, CheckpointFinder, ScanLimits
 from goodput.checkpoints.finder import find_for_job
 from goodput.checkpoints.job_advice import (

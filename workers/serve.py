@@ -16,19 +16,19 @@ from pathlib import Path
 from rich.console import Console
 from temporalio.client import Client
 
-from activities.adapters.layout_store import layout_store_for
+from activities.adapters.layout import layout_store_for
 from activities.adapters.node_agent import run_agent
 from goodput.config import Settings
-from goodput.detect.agent import AgentConfig
+from goodput.detect.node_agent import AgentConfig
 from goodput.slurm.resubmit import ResubmitKey
 from workers import devserver
 from workers.client import TemporalIncidentService, connect_from
 from workers.console.server import serve_console
 from workers.console.wiring import console_context
-from workers.nvsentinel_server import serve_nvsentinel
-from workers.push_server import serve_push
+from workers.nvsentinel.server import serve_nvsentinel
+from workers.push import serve_push
 from workers.telemetry import setup_metrics, setup_tracing
-from workers.watching import IncidentSink, start_cluster_watch
+from workers.watch import IncidentSink, start_cluster_watch
 from workers.worker import ensure_search_attributes, scheduler_from, worker_for
 
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from rich.console import Console
 from rich.text import Text
 
-from activities.adapters.audit_log import JsonlAuditLog
+from activities.adapters.audit import JsonlAuditLog
 from goodput.checkpoints import IncidentLoss, summarize_lost_work
 from goodput.checkpoints.advice import node_failure_rate_per_hour
 from goodput.cli.advise import run_advise

@@ -16,14 +16,14 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from activities.adapters.audit_log import JsonlAuditLog
-from activities.adapters.breaker_gate import TemporalDrainGate
-from activities.adapters.kill_switch_gate import TemporalKillSwitch
-from activities.adapters.layout_store import layout_store_for
+from activities.adapters.audit import JsonlAuditLog
+from activities.adapters.breaker import TemporalDrainGate
+from activities.adapters.kill_switch import TemporalKillSwitch
+from activities.adapters.layout import layout_store_for
 from activities.adapters.node_health import TemporalNodeHealth
-from activities.adapters.node_incident_gate import TemporalNodeIncidents
-from activities.adapters.node_memory_gate import TemporalNodeMemory
-from activities.adapters.notify_webhook import FanOutNotifier, WebhookNotifier
+from activities.adapters.node_incident import TemporalNodeIncidents
+from activities.adapters.node_memory import TemporalNodeMemory
+from activities.adapters.notify import FanOutNotifier, WebhookNotifier
 from activities.adapters.nvsentinel import VerdictPushBack
 from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_owner import OwnerSubmission
@@ -46,7 +46,7 @@ from goodput.scheduler import Scheduler
 from goodput.slurm.resubmit import ResubmitKey
 from workers.client import TemporalIncidentService
 from workers.resubmit_key import resubmit_key_from
-from workers.watching import IncidentSink, TemporalWatchLauncher
+from workers.watch import IncidentSink, TemporalWatchLauncher
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow
 from workflows.kill_switch import KillSwitchWorkflow

@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
         decide,
         reset,
     )
-    from workflows.audit_trail import write_audit
+    from workflows.audit import write_audit
     from workflows.update_batch import check_batch
 
 CONTINUE_AS_NEW_AFTER = 500
@@ -33,7 +33,7 @@ class BreakerStart(Frozen):
 
 
 class DrainBatch(Frozen):
-    """Several incidents' drain requests in one update (activities.adapters.update_batcher)."""
+    """Several incidents' drain requests in one update (activities.adapters.update_batch)."""
 
     requests: tuple[DrainRequest, ...]
 

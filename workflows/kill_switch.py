@@ -14,7 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.models import Frozen, OperatorDecision
     from goodput.recover.audit import AuditAction, AuditRecord
     from goodput.recover.kill_switch import KillSwitchState, switch
-    from workflows.audit_trail import write_audit
+    from workflows.audit import write_audit
 
 CONTINUE_AS_NEW_AFTER = 200
 

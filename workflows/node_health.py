@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         drained,
     )
     from goodput.recover.spares import RefillInput, RefillResult, SparePolicy
-    from workflows.audit_trail import write_audit
+    from workflows.audit import write_audit
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                     maximum_interval=timedelta(seconds=60), maximum_attempts=10)

@@ -40,7 +40,7 @@ class ConsultRequest(Frozen):
 
 
 class ConsultBatch(Frozen):
-    """Several incidents' consultations in one update (activities.adapters.update_batcher)."""
+    """Several incidents' consultations in one update (activities.adapters.update_batch)."""
 
     requests: tuple[ConsultRequest, ...]
 

@@ -14,7 +14,7 @@ the incident's whole state in one `RecoveryState` (goodput.recover.recovery_stat
 it changes. The longer steps are functions that receive it as an `Incident`
 (workflows.recovery_steps): isolating nodes (workflows.node_link), carrying out the plan
 (workflows.recovery_actions), the waits between plans (workflows.recovery_follow) and the spare
-pool (workflows.spare_grants); decisions with no Temporal in them are goodput.recover.recovery_rules.
+pool (workflows.spares); decisions with no Temporal in them are goodput.recover.recovery_rules.
 """
 
 from __future__ import annotations
@@ -50,12 +50,12 @@ with workflow.unsafe.imports_passed_through():
     from goodput.recover.spares import SpareGrant
     from goodput.scheduler import JobInfo
     from workflows import search
-    from workflows.audit_trail import audit_record, settled, write_audit
+    from workflows.audit import audit_record, settled, write_audit
     from workflows.node_link import recommend
     from workflows.recovery_actions import execute, remember
     from workflows.recovery_follow import await_actionable, follow_launcher, let_the_job_end
     from workflows.recovery_steps import STEP_TIMEOUT, CancelledByOperator, Escalation, run_step, wait_for
-    from workflows.spare_grants import end_spare_grants
+    from workflows.spares import end_spare_grants
 
 S = IncidentState
 T = TypeVar("T")

@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.scheduler import JobInfo
     from workflows.node_link import isolate
     from workflows.recovery_steps import Escalation, Incident
-    from workflows.spare_grants import grant_to_end
+    from workflows.spares import grant_to_end
 
 S = IncidentState
 

@@ -3,7 +3,7 @@
 RecoveryWorkflow (workflows.recovery) decides what happens to an incident and is the only code
 that changes its state (goodput.recover.recovery_state). The steps that take more than a few
 lines (isolating nodes: workflows.node_link; resuming: workflows.recovery_resume; following the
-job: workflows.recovery_follow; the spare pool: workflows.spare_grants) are plain async functions
+job: workflows.recovery_follow; the spare pool: workflows.spares) are plain async functions
 that receive the workflow as an `Incident`: they read its state, run activities through it and
 ask it to record and move, and hand back what they found. This module holds what they share: an
 activity run so that an operator's cancel cancels it in flight, a failure turned into an
@@ -140,7 +140,7 @@ class Incident(Protocol):
         """The checkpoint the job resumes from, and the work lost since it."""
 
     def granted(self, grant: SpareGrant) -> None:
-        """A grant to the hot-spare pool to end with the recovery (workflows.spare_grants)."""
+        """A grant to the hot-spare pool to end with the recovery (workflows.spares)."""
 
     def resumed(self, job_id: str) -> None:
         """The job id the resume produced (a resubmit's new id, or the same job's)."""

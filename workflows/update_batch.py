@@ -1,7 +1,7 @@
 """The bound on one batched update, shared by the entity workflows that take one and the batcher that sends it.
 
 Concurrent asks of the node memory and the drain breaker go together as one update
-(activities.adapters.update_batcher); each workflow's validator refuses a batch outside the bound.
+(activities.adapters.update_batch); each workflow's validator refuses a batch outside the bound.
 """
 
 from __future__ import annotations

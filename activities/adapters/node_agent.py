@@ -24,10 +24,10 @@ from pathlib import Path
 from activities.adapters.dcgm import DcgmScraper
 from activities.adapters.gpu_nvml import NvmlCollector, NvmlGpuProbe, NvmlUnavailableError
 from activities.adapters.kernel_log import KernelLog
-from goodput.detect.agent import AgentCheckpoint, AgentConfig, NodeAgentState, ProbeKind, agent_step
 from goodput.detect.gpu import GpuProbe, GpuSample, XidEvent
 from goodput.detect.kernel_origin import KernelLogRefusedError, check_kernel_log
 from goodput.detect.logtail import TailCursor
+from goodput.detect.node_agent import AgentCheckpoint, AgentConfig, NodeAgentState, ProbeKind, agent_step
 from goodput.detect.watch import AnomalySink, OptInRule
 from goodput.identifiers import validate_cluster, validate_node_name
 from goodput.models import Anomaly

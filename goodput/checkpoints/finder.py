@@ -4,7 +4,7 @@ The tree is named by the job (its comment) and owned by the job's user, while go
 Slurm operator (root in many deployments). Read as root, a tree could make goodput open what its
 owner cannot (a hard link to a root-only file, a root-only directory inside the tree). So where
 goodput is root and Slurm says who owns the job, the tree is read by a child process that runs
-as the owner (`activities.adapters.checkpoint_reader`, running `goodput.checkpoints.reader`),
+as the owner (`activities.adapters.checkpoints`, running `goodput.checkpoints.reader`),
 under a wall-clock timeout and an output bound; a root-owned job (uid 0) is read as root there.
 Where the owner is unknown, or goodput is not root (it can then read only what its own user
 may), discovery runs in-process (`InProcessFinder`). Either way it runs with the same confinement

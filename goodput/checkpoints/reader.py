@@ -1,6 +1,6 @@
 """`python -m goodput.checkpoints.reader`: checkpoint discovery in a child process, as the job's owner.
 
-The parent (activities.adapters.checkpoint_reader) starts this module as root, writes one
+The parent (activities.adapters.checkpoints) starts this module as root, writes one
 `ChildRequest` as JSON on stdin and reads one `ChildReport` as JSON from stdout, validated with
 pydantic on the way back (no pickle). Before touching the tree the child lowers its resource
 limits (address space, CPU seconds, open files, no core dumps; hard limits, so they stay low),

@@ -5,7 +5,7 @@ did what to which node or job, when, why, and whether it worked. Each record say
 recovery workflow appends them as it acts (deterministically, so each incident's records are part
 of its report and can be rebuilt from its workflow history), and an activity writes them to an
 append-only log that outlives the Temporal server's retention (`AuditLog`; the file one is
-activities.adapters.audit_log). This module is the vocabulary and the exports, pure.
+activities.adapters.audit). This module is the vocabulary and the exports, pure.
 """
 
 from __future__ import annotations

@@ -155,7 +155,7 @@ def verify_timeout_s(policy: Policy, checkpoint: Checkpoint | None) -> float:
 
 def pool_grant(spares: SparePolicy, job: JobInfo | None, granted: Mapping[str, SpareGrant]) -> SpareGrant | None:
     """The grant to the hot-spare pool a resume may add, when the pool applies to the job and
-    this incident has not asked about it yet (workflows.spare_grants)."""
+    this incident has not asked about it yet (workflows.spares)."""
     if job is None or not spares.applies_to(job.partition) or not job.user or spares.reservation in granted:
         return None
     return SpareGrant(pool=spares.reservation, user=job.user)

@@ -20,7 +20,7 @@ from temporalio.client import Client
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import AnomalyKind, Category, Mode
 from goodput.recover.lifecycle import IncidentState
-from tests.helpers import free_port
+from tests.helpers import free_port, wait_until
 from tests.workflows.helpers import (
     FAST,
     anomaly,
@@ -161,12 +161,9 @@ def test_up_runs_monitor_mode_and_keeps_incidents_across_restart(up_env: dict[st
         page = httpx.get(f"{console}/incidents", headers={"authorization": f"Bearer {token_file.read_text()}"})
         assert page.status_code == 200 and "Incidents" in page.text
         assert httpx.get(f"{console}/incidents").status_code == 401
-        deadline = time.monotonic() + 30
-        shown = run("incident", incident, "--json", env=up_env)
-        while json.loads(shown.stdout or "{}").get("state") != "recommended-only":
-            assert time.monotonic() < deadline, shown.stdout + shown.stderr
-            time.sleep(0.2)
-            shown = run("incident", incident, "--json", env=up_env)
+        wait_until(lambda: run("incident", incident, "--json", env=up_env),
+                   lambda shown: json.loads(shown.stdout or "{}").get("state") == "recommended-only",
+                   timeout=30, interval=0.2, what=f"{incident} recommended-only")
         scraped = httpx.get(f"{console}/metrics").text  # what the worker in this process recorded
         assert 'goodput_incidents_closed_total{category="gpu-hardware",outcome="recommended-only"} 1.0' in scraped
     finally:

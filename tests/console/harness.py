@@ -11,7 +11,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from activities.adapters.audit_log import JsonlAuditLog
+from activities.adapters.audit import JsonlAuditLog
 from goodput.config import ConsoleSettings
 from goodput.console.auth import ConsoleUser, TokenAuthenticator
 from goodput.demo.scheduler import FakeScheduler

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from activities.adapters.nvsentinel import event_from_proto, event_to_proto
-from activities.adapters.nvsentinel_proto import health_event_pb2 as pb
+from activities.adapters.nvsentinel.proto import health_event_pb2 as pb
 from goodput.detect.nvsentinel import (
     CloudEventError,
     NvSentinelEventError,

@@ -26,7 +26,7 @@ from goodput.detect.push import PushBodyError, PushConfig, PushRouter, parse_bat
 from goodput.models import MAX_PUSHED_PATH, Anomaly
 from tests.fuzz.harness import rejects_cleanly
 from tests.fuzz.log_strategies import REAL_LINES, mutated_line, numbers
-from workers.push_server import PushServer
+from workers.push import PushServer
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.timeout(900)]
 

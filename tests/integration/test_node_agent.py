@@ -15,12 +15,13 @@ from activities.adapters.dcgm import DcgmScraper
 from activities.adapters.gpu_nvml import NvmlCollector, NvmlUnavailableError
 from activities.adapters.node_agent import NodeAgent, probe_from, resolve_node, run_agent
 from goodput.demo.scheduler import FakeScheduler, demo_cluster
-from goodput.detect.agent import AgentCheckpoint, AgentConfig
 from goodput.detect.gpu import GpuProbe, GpuSample, XidEvent
+from goodput.detect.node_agent import AgentCheckpoint, AgentConfig
 from goodput.detect.watch import OptInRule
 from goodput.scheduler import JobInfo
 from tests.fakes.gpu import FakeGpuProbe, healthy_gpus
 from tests.fakes.sink import RecordingSink
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.timeout(30)
 NODE = "node1"  # demo_cluster runs opted-in job 1001 on node1 and node2
@@ -37,12 +38,7 @@ def append(path: Path, text: str) -> None:
 
 
 async def until(condition: Callable[[], object], what: str, timeout_s: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
+    await eventually(condition, timeout=timeout_s, interval=0.01, what=what)
 
 
 @asynccontextmanager

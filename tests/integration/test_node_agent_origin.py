@@ -17,7 +17,7 @@ import pytest
 
 from activities.adapters.node_agent import KernelLogRefusedError, run_agent
 from goodput.demo.scheduler import FakeScheduler, demo_cluster
-from goodput.detect.agent import AgentConfig
+from goodput.detect.node_agent import AgentConfig
 from tests.fakes.sink import RecordingSink
 from tests.integration.test_node_agent import NODE, append, make_agent, running, until, xid_line
 

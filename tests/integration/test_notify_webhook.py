@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from activities.adapters.notify_webhook import FanOutNotifier, WebhookError, WebhookNotifier
+from activities.adapters.notify import FanOutNotifier, WebhookError, WebhookNotifier
 from goodput.recover.incident import Notification
 from goodput.recover.lifecycle import IncidentState
 from tests.fakes.notifier import RecordingNotifier

@@ -22,15 +22,15 @@ import pytest_asyncio
 from aiohttp import web
 from google.protobuf import descriptor_pb2, descriptor_pool, empty_pb2, message_factory
 
-from activities.adapters.audit_log import MemoryAuditLog
+from activities.adapters.audit import MemoryAuditLog
 from activities.adapters.nvsentinel import VerdictPushBack, event_to_proto
-from activities.adapters.nvsentinel_proto import health_event_pb2 as pb
-from activities.adapters.nvsentinel_proto import health_event_pb2_grpc as pb_grpc
+from activities.adapters.nvsentinel.proto import health_event_pb2 as pb
+from activities.adapters.nvsentinel.proto import health_event_pb2_grpc as pb_grpc
 from goodput.demo.scheduler import FakeScheduler
 from goodput.detect.nvsentinel import NvSentinelPushBack, NvSentinelSettings, parse_event
 from goodput.recover.audit import AuditAction, AuditRecord
 from tests.fakes.sink import RecordingSink
-from workers.nvsentinel_server import REJECTED_KEY, REJECTION_KEY, NvSentinelReceivers, serve_nvsentinel
+from workers.nvsentinel.server import REJECTED_KEY, REJECTION_KEY, NvSentinelReceivers, serve_nvsentinel
 
 TOKEN = "nvsentinel-token-0123456789"
 AUTH = (("authorization", f"Bearer {TOKEN}"),)

@@ -12,11 +12,11 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from activities.adapters.layout_store import LayoutStore
+from activities.adapters.layout import LayoutStore
 from goodput.detect.push import PushConfig
 from goodput.detect.push.layout import MAX_LAYOUT_BODY
 from tests.fakes.sink import RecordingSink
-from workers.push_server import LAYOUT_PATH, PushServer, serve_push
+from workers.push import LAYOUT_PATH, PushServer, serve_push
 
 TOKEN = "layout-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}

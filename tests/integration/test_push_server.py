@@ -14,8 +14,8 @@ import pytest_asyncio
 from goodput.detect.push import PushConfig
 from goodput.models import Anomaly
 from tests.fakes.sink import RecordingSink
-from workers import push_server
-from workers.push_server import PushServer, serve_push
+from workers import push as push_server
+from workers.push import PushServer, serve_push
 
 TOKEN = "integration-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/x-ndjson"}

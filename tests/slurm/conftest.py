@@ -23,7 +23,7 @@ from typing import NoReturn
 import pytest
 
 from goodput.slurm.records import node_from_record, split_record, split_records
-from tests.helpers import free_port
+from tests.helpers import free_port, wait_until
 from tests.required import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,13 +81,9 @@ class Lab:
             node = node_from_record(record)
             if node.drained or node.state in {"DOWN", "FAIL"}:
                 self.run("scontrol", "update", f"NodeName={node.name}", "State=RESUME", check=False)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            states = self.run("sinfo", "--noheader", "--Node", "--format=%T", check=False).stdout.split()
-            if states and set(states) <= {"idle"}:
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"lab nodes did not return to idle: {states}")
+        wait_until(lambda: self.run("sinfo", "--noheader", "--Node", "--format=%T", check=False).stdout.split(),
+                   lambda states: bool(states) and set(states) <= {"idle"}, timeout=20, interval=0.2,
+                   what="lab nodes to return to idle")
 
 
 def _unavailable(message: str) -> NoReturn:

@@ -6,11 +6,9 @@ job, draining a node behind goodput's back, waiting for Slurm to catch up) lives
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, TypeVar
+from collections.abc import Sequence
+from typing import Protocol
 
 from temporalio.client import Client
 
@@ -24,12 +22,12 @@ from goodput.demo.scheduler import FakeClusterState, FakeScheduler
 from goodput.scheduler import JobInfo, JobState, NodeInfo, Scheduler
 from goodput.slurm.resubmit import ResubmitKey
 from tests.fakes.pyslurm_standin import Slurmctld
+from tests.helpers import eventually as eventually  # the slurm tests' one poll, re-exported
 from tests.workflows.test_watchers import workflow_exists
 from workflows.watch import job_watch_id
 
 from .conftest import Lab, Restd, Sshd
 
-T = TypeVar("T")
 MARKER = "goodput:opt-in"
 # The deployment's resubmission key, known to the tests so that they can forge nothing but
 # copy what a user could see: the real token of someone else's copy.
@@ -55,19 +53,6 @@ def probe_report(text: str) -> tuple[str, dict[str, str]]:
     env = dict(line.removeprefix("probe-env: ").split("=", 1) for line in text.splitlines()
                if line.startswith("probe-env: ") and "=" in line)
     return user, env
-
-
-async def eventually(probe: Callable[[], Awaitable[T]], accept: Callable[[T], bool], *,
-                     timeout: float = 30.0, interval: float = 0.2, what: str = "condition") -> T:
-    """Poll `probe` until `accept` holds; fail with the last value after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await probe()
-        if accept(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}; last: {value!r}")
-        await asyncio.sleep(interval)
 
 
 async def past_baseline(lab: Lab, client: Client, cluster: str) -> str:

@@ -20,8 +20,8 @@ from temporalio.client import Client
 
 from activities.adapters.node_agent import run_agent
 from goodput.checkpoints import CheckpointConfig, to_comment
-from goodput.detect.agent import AgentConfig
 from goodput.detect.hang import HangConfig
+from goodput.detect.node_agent import AgentConfig
 from goodput.detect.watch import WatchClusterInput
 from goodput.models import AnomalySource, Category, CulpritKind, IncidentKey
 from goodput.ownership import owning_incident
@@ -31,7 +31,7 @@ from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import result
 from tests.workflows.test_watchers import incident_appears
 from workers.client import TemporalIncidentService
-from workers.watching import IncidentSink, start_cluster_watch
+from workers.watch import IncidentSink, start_cluster_watch
 from workers.worker import build_worker
 from workflows.watch import cluster_watch_id
 

@@ -20,7 +20,7 @@ from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import result
 from tests.workflows.test_watchers import incident_appears
-from workers.watching import start_cluster_watch
+from workers.watch import start_cluster_watch
 from workers.worker import build_worker
 from workflows.watch import cluster_watch_id
 

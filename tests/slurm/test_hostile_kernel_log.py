@@ -30,7 +30,7 @@ from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.test_watchers import incident_appears
 from workers.client import TemporalIncidentService
-from workers.watching import IncidentSink
+from workers.watch import IncidentSink
 from workers.worker import build_worker
 
 from .conftest import Lab

@@ -28,8 +28,8 @@ from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import result
 from tests.workflows.test_watchers import incident_appears
 from workers.client import TemporalIncidentService
-from workers.push_server import PushServer
-from workers.watching import IncidentSink, start_cluster_watch
+from workers.push import PushServer
+from workers.watch import IncidentSink, start_cluster_watch
 from workers.worker import build_worker
 from workflows.watch import cluster_watch_id, job_watch_id
 

@@ -25,8 +25,8 @@ from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.test_watchers import incident_appears
 from workers.client import TemporalIncidentService
-from workers.nvsentinel_server import serve_nvsentinel
-from workers.watching import IncidentSink
+from workers.nvsentinel.server import serve_nvsentinel
+from workers.watch import IncidentSink
 from workers.worker import build_worker
 
 from .conftest import Lab

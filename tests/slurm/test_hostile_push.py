@@ -30,8 +30,8 @@ from goodput.scheduler import JobInfo, JobState
 from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import result
 from workers.client import TemporalIncidentService
-from workers.push_server import PushServer
-from workers.watching import IncidentSink
+from workers.push import PushServer
+from workers.watch import IncidentSink
 from workers.worker import build_worker
 
 from .conftest import Lab, SlurmRecords

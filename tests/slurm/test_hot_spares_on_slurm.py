@@ -32,6 +32,7 @@ from goodput.recover.spares import SparePolicy
 from goodput.scheduler import JobInfo, JobState, UnknownReservationError
 from goodput.slurm.submit_as import OwnerError
 from tests.fakes.notifier import RecordingNotifier
+from tests.helpers import wait_until
 from tests.workflows.helpers import anomaly, inject, result
 from workers.worker import build_worker
 from workflows.node_health import NodeHealthWorkflow, node_health_workflow_id
@@ -59,14 +60,13 @@ class Full:
 
 
 def _delete_pool(lab: Lab) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        done = lab.run("scontrol", "delete", f"ReservationName={POOL}", check=False)
+    def deleted(done: subprocess.CompletedProcess[str]) -> bool:
         text = f"{done.stdout} {done.stderr}".lower()
-        if done.returncode == 0 or "reservation is invalid" in text:  # 22.05's "there is none"
-            return
-        time.sleep(0.5)  # busy while its jobs complete
-    raise AssertionError(f"could not delete reservation {POOL}: {done.stderr.strip()}")
+        return done.returncode == 0 or "reservation is invalid" in text  # 22.05's "there is none"
+
+    # busy while its jobs complete
+    wait_until(lambda: lab.run("scontrol", "delete", f"ReservationName={POOL}", check=False), deleted,
+               timeout=20, interval=0.5, what=f"reservation {POOL} deleted")
 
 
 @pytest.fixture

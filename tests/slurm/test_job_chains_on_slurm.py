@@ -30,7 +30,7 @@ from goodput.slurm.records import split_record
 from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import anomaly, inject, result
 from tests.workflows.test_watchers import incident_appears
-from workers.watching import start_cluster_watch
+from workers.watch import start_cluster_watch
 from workers.worker import build_worker
 from workflows.watch import cluster_watch_id
 

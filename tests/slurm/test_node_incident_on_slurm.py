@@ -19,10 +19,10 @@ one isolation decision for the fault.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.adapters.audit_log import MemoryAuditLog
+from activities.adapters.audit import MemoryAuditLog
 from activities.adapters.slurm_cli import SlurmCliBackend
 from goodput.detect.watch import WatchClusterInput
 from goodput.models import IncidentKey, Mode
@@ -41,9 +41,10 @@ from goodput.recover.node_incident import Isolation, node_incident_id
 from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
+from tests.helpers import wait_until
 from tests.workflows.test_watchers import workflow_exists
 from workers.client import TemporalIncidentService
-from workers.watching import start_cluster_watch
+from workers.watch import start_cluster_watch
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
 from workflows.watch import cluster_watch_id, job_watch_id
@@ -69,7 +70,11 @@ def _slurmd_pid(lab: Lab, node: str) -> int | None:
 
 
 def _responding(lab: Lab, node: str) -> bool:
-    state = lab.node(node).get("State", "")
+    return _answers(lab.node(node))
+
+
+def _answers(record: dict[str, str]) -> bool:
+    state = record.get("State", "")
     return "NOT_RESPONDING" not in state and not state.startswith("DOWN")
 
 
@@ -91,10 +96,8 @@ def kill_slurmd(lab: Lab) -> Iterator[Callable[[str], None]]:
             subprocess.run(["bash", "-c", f'. "{SCRIPTS}/env.sh" && slurmlab_start_slurmd {node}'],
                            env={**os.environ, "SLURMLAB_DIR": str(lab.dir)}, check=True, timeout=60,
                            capture_output=True)
-        deadline = time.monotonic() + 90
-        while not _responding(lab, node):
-            assert time.monotonic() < deadline, f"{node} did not come back: {lab.node(node)}"
-            time.sleep(0.5)
+        wait_until(functools.partial(lab.node, node), _answers, timeout=90, interval=0.5,
+                   what=f"{node} to come back")
 
 
 def submit(lab: Lab) -> str:

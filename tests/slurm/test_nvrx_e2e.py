@@ -34,7 +34,7 @@ from tests.fakes.notifier import RecordingNotifier
 from tests.helpers import free_port
 from tests.required import require_module
 from tests.workflows.test_watchers import incident_appears
-from workers.watching import start_cluster_watch
+from workers.watch import start_cluster_watch
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
 from workflows.watch import cluster_watch_id

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from activities.adapters.nvsentinel_proto import health_event_pb2_grpc as pb_grpc
+from activities.adapters.nvsentinel.proto import health_event_pb2_grpc as pb_grpc
 from activities.adapters.slurm_cli import SlurmCliBackend
 from goodput.detect.nvsentinel import NvSentinelSettings
 from goodput.models import Category, IncidentKey, Mode
@@ -29,8 +29,8 @@ from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
 from tests.integration.test_nvsentinel import AUTH, CE_HEADERS, TOKEN, batch, cloudevent, fresh, xid_proto
 from workers.client import TemporalIncidentService
-from workers.nvsentinel_server import serve_nvsentinel
-from workers.watching import IncidentSink
+from workers.nvsentinel.server import serve_nvsentinel
+from workers.watch import IncidentSink
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
 

@@ -20,7 +20,7 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import ActivityEnvironment
 
-from activities.adapters.layout_store import LayoutStore
+from activities.adapters.layout import LayoutStore
 from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.recovery import RecoveryActivities
 from goodput.detect.push import PushConfig
@@ -32,7 +32,7 @@ from goodput.recover.incident import AttributeInput
 from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo, JobState
 from tests.fakes.notifier import RecordingNotifier
 from tests.fakes.sink import RecordingSink
-from workers.push_server import PushServer, serve_push
+from workers.push import PushServer, serve_push
 
 from .conftest import Lab
 from .harness import eventually

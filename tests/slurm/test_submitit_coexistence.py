@@ -27,7 +27,7 @@ from tests.required import require_module
 from tests.workflows.helpers import result, wait_for_state
 from tests.workflows.test_watchers import incident_appears
 from workers.client import TemporalIncidentService
-from workers.watching import start_cluster_watch
+from workers.watch import start_cluster_watch
 from workers.worker import build_worker
 from workflows.watch import cluster_watch_id
 

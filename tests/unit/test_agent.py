@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from goodput.detect.agent import AgentCheckpoint, AgentConfig, NodeAgentState, agent_step
 from goodput.detect.gpu import GpuSample, XidEvent
 from goodput.detect.logtail import TailCursor
+from goodput.detect.node_agent import AgentCheckpoint, AgentConfig, NodeAgentState, agent_step
 from goodput.detect.watch import OptInRule
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category
 from goodput.scheduler import JobInfo, JobState

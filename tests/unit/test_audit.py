@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.adapters.audit_log import JsonlAuditLog
+from activities.adapters.audit import JsonlAuditLog
 from goodput.recover.audit import AuditAction, AuditRecord, merged, parse_since, since, to_csv, to_jsonl
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

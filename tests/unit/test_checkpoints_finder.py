@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.adapters.checkpoint_reader import MAX_REPORT_BYTES, OwnerCheckpointFinder, identity_of
+from activities.adapters.checkpoints import MAX_REPORT_BYTES, OwnerCheckpointFinder, identity_of
 from goodput.checkpoints import (
     Checkpoint,
     CheckpointConfig,

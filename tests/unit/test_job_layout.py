@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.adapters.layout_store import LayoutStore, LayoutStoreFullError
+from activities.adapters.layout import LayoutStore, LayoutStoreFullError
 from activities.recovery import RecoveryActivities
 from goodput.demo.scheduler import FakeClusterState, FakeScheduler
 from goodput.detect.push import PushConfig

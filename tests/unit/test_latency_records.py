@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from benchmarks._latency_records import clock_gap, first, per_class, resumed_run, runs_in, slurmctld_events
+from benchmarks._latency_records import clock_gap, first, per_class, resumed_run, runs_in
+from benchmarks._slurm_lab import slurmctld_events
 
 # Lines as the lab's slurmctld wrote them (2026-12-02), the drain reason cut short.
 LOG = """\

@@ -18,7 +18,7 @@ from activities.adapters.nvsentinel import (
     event_from_proto,
     event_to_proto,
 )
-from activities.adapters.nvsentinel_proto import health_event_pb2 as pb
+from activities.adapters.nvsentinel.proto import health_event_pb2 as pb
 from goodput.demo.scheduler import FakeScheduler
 from goodput.detect.nvsentinel import (
     BehaviourOverrides,

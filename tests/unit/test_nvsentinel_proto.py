@@ -12,10 +12,10 @@ import pytest
 from google.protobuf import __version__ as protobuf_version
 from google.protobuf.descriptor import FieldDescriptor
 
-from activities.adapters.nvsentinel_proto import health_event_pb2 as pb
+from activities.adapters.nvsentinel.proto import health_event_pb2 as pb
 
 REPO = Path(__file__).resolve().parents[2]
-PROTO_DIR = REPO / "activities" / "adapters" / "nvsentinel_proto"
+PROTO_DIR = REPO / "activities" / "adapters" / "nvsentinel" / "proto"
 GENERATED = ("health_event_pb2.py", "health_event_pb2.pyi", "health_event_pb2_grpc.py")
 
 # NVSentinel's data-models/protobufs/health_event.proto, field by field: (name, number, type, repeated).
@@ -74,7 +74,7 @@ def test_the_generated_code_runs_on_the_installed_protobuf() -> None:
 def test_regenerating_gives_the_committed_files(tmp_path: Path) -> None:
     subprocess.run(["bash", str(REPO / "scripts" / "gen_nvsentinel_proto.sh"), str(tmp_path)], check=True,
                    env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"}, capture_output=True, timeout=120)
-    out = tmp_path / "activities" / "adapters" / "nvsentinel_proto"
+    out = tmp_path / "activities" / "adapters" / "nvsentinel" / "proto"
     for name in GENERATED:
         assert (out / name).read_text() == (PROTO_DIR / name).read_text(), (
             f"{name} is stale: run scripts/gen_nvsentinel_proto.sh")

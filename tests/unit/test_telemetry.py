@@ -35,7 +35,7 @@ from tests.fakes.notifier import RecordingNotifier
 from workers.metrics_endpoint import metrics_endpoint
 from workers.prometheus import CONTENT_TYPE, Exposition, publish, published
 from workers.telemetry import instruments, otlp_url
-from workers.watching import IncidentSink
+from workers.watch import IncidentSink
 
 
 class Service:

@@ -18,6 +18,7 @@ from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
 from goodput.scheduler import JobInfo, JobState
 from tests.fakes.notifier import RecordingNotifier
+from tests.helpers import eventually
 from workers.client import TemporalIncidentService
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
@@ -55,15 +56,8 @@ async def inject(client: Client, task_queue: str, a: Anomaly, policy: Policy = F
 async def wait_for_state(client: Client, incident_id: str, *states: IncidentState,
                          timeout_s: float = 30.0) -> IncidentReport:
     handle = client.get_workflow_handle_for(RecoveryWorkflow.run, incident_id)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    last: IncidentReport | None = None
-    while loop.time() < deadline:
-        last = await handle.query(RecoveryWorkflow.report)
-        if last.state in states:
-            return last
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{incident_id} never reached {states}; last: {last.state if last else None}")
+    return await eventually(lambda: handle.query(RecoveryWorkflow.report), lambda r: r.state in states,
+                            timeout=timeout_s, interval=0.1, what=f"{incident_id} in {states}")
 
 
 async def result(client: Client, incident_id: str) -> IncidentReport:

@@ -8,7 +8,6 @@ timeout; idempotency must leave exactly one drain and one requeue in the journal
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -21,6 +20,7 @@ from temporalio.client import Client
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Mode
 from goodput.recover.lifecycle import IncidentState
+from tests.helpers import eventually
 from tests.workflows.helpers import FAST, anomaly, inject, result
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
@@ -36,15 +36,6 @@ def start_worker(address: str, task_queue: str, data_dir: Path, delay_s: float, 
                                 env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-async def wait_until(predicate: object, timeout_s: float) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not predicate():  # type: ignore[operator]
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.05)
-
-
 async def test_sigkill_mid_isolate_completes_with_one_drain_and_one_requeue(
         client: Client, temporal_address: str, task_queue: str, tmp_path: Path) -> None:
     fake = FakeScheduler(state_path=tmp_path / "fake-cluster.json")
@@ -52,7 +43,7 @@ async def test_sigkill_mid_isolate_completes_with_one_drain_and_one_requeue(
     second: subprocess.Popen[bytes] | None = None
     try:
         incident = await inject(client, task_queue, anomaly(), FAST, Mode.AUTONOMOUS)
-        await wait_until(lambda: fake.journal("drain"), timeout_s=30)
+        await eventually(lambda: fake.journal("drain"), timeout=30, interval=0.05, what="the drain")
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
         second = start_worker(temporal_address, task_queue, tmp_path, delay_s=0.0)

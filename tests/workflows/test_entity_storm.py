@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 
 from temporalio.client import Client
 
-from activities.adapters.breaker_gate import TemporalDrainGate
-from activities.adapters.node_memory_gate import TemporalNodeMemory
+from activities.adapters.breaker import TemporalDrainGate
+from activities.adapters.node_memory import TemporalNodeMemory
 from goodput.diagnose.node_memory import NodeMemoryPolicy, Observation
 from goodput.recover.breaker import BreakerPolicy, DrainRequest
 from tests.workflows.helpers import cluster_with_three_users, running_worker

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.adapters.audit_log import JsonlAuditLog
+from activities.adapters.audit import JsonlAuditLog
 from goodput.models import Mode, OperatorDecision
 from goodput.recover.audit import AuditAction
 from goodput.recover.incident import Decision, DecisionVerb

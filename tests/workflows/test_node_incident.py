@@ -4,7 +4,7 @@ share one node incident and one isolation decision, and each still recovers on i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
 from temporalio.client import Client, WorkflowHistory, WorkflowQueryFailedError
@@ -12,7 +12,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
-from activities.adapters.audit_log import MemoryAuditLog
+from activities.adapters.audit import MemoryAuditLog
 from goodput.demo.scheduler import FakeScheduler, demo_cluster
 from goodput.models import Mode
 from goodput.recover.audit import AuditAction
@@ -20,6 +20,7 @@ from goodput.recover.breaker import BreakerPolicy
 from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.node_incident import Isolation, NodeIncidentPolicy, NodeIncidentState, Role, node_incident_id
+from tests.helpers import eventually
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
 from workers.client import TemporalIncidentService
 from workflows import search
@@ -53,13 +54,8 @@ async def fault(client: Client, cluster: str, node: str) -> NodeIncidentState:
     return await handle.query(NodeIncidentWorkflow.status)
 
 
-async def until(probe: object, timeout_s: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not await probe():  # type: ignore[operator]
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.1)
+async def until(probe: Callable[[], Awaitable[bool]], timeout_s: float = 30.0) -> None:
+    await eventually(probe, timeout=timeout_s, interval=0.1)
 
 
 def said(report: IncidentReport, *parts: str) -> bool:

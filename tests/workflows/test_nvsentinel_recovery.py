@@ -17,10 +17,10 @@ from google.protobuf import empty_pb2
 from rich.console import Console
 from temporalio.client import Client
 
-from activities.adapters.audit_log import MemoryAuditLog
+from activities.adapters.audit import MemoryAuditLog
 from activities.adapters.nvsentinel import VerdictPushBack
-from activities.adapters.nvsentinel_proto import health_event_pb2 as pb
-from activities.adapters.nvsentinel_proto import health_event_pb2_grpc as pb_grpc
+from activities.adapters.nvsentinel.proto import health_event_pb2 as pb
+from activities.adapters.nvsentinel.proto import health_event_pb2_grpc as pb_grpc
 from goodput.config import Settings
 from goodput.demo.scheduler import FakeScheduler
 from goodput.detect.nvsentinel import NvSentinelPushBack, NvSentinelSettings
@@ -28,9 +28,9 @@ from goodput.models import Category, IncidentKey, Mode
 from goodput.recover.lifecycle import IncidentState
 from tests.workflows.helpers import FAST, result, running_worker
 from workers.client import TemporalIncidentService
-from workers.nvsentinel_server import serve_nvsentinel
+from workers.nvsentinel.server import serve_nvsentinel
 from workers.serve import service_extras
-from workers.watching import IncidentSink
+from workers.watch import IncidentSink
 
 pytestmark = pytest.mark.temporal
 TOKEN = "nvsentinel-token-0123456789"

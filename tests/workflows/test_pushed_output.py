@@ -27,8 +27,8 @@ from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
 from tests.workflows.helpers import FAST, result, running_worker, wait_for_state
 from workers.client import TemporalIncidentService
-from workers.push_server import PushServer
-from workers.watching import IncidentSink
+from workers.push import PushServer
+from workers.watch import IncidentSink
 from workflows.recovery import RecoveryWorkflow
 
 pytestmark = pytest.mark.temporal

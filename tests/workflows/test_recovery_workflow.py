@@ -8,7 +8,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities.adapters.audit_log import MemoryAuditLog
+from activities.adapters.audit import MemoryAuditLog
 from goodput.demo.scheduler import FakeClusterState, FakeScheduler
 from goodput.models import AnomalyKind, Category, Mode, OperatorDecision, Outcome
 from goodput.ownership import owning_incident

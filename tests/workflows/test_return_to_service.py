@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.adapters.audit_log import JsonlAuditLog
+from activities.adapters.audit import JsonlAuditLog
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Mode
 from goodput.recover.audit import AuditAction

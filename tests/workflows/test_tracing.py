@@ -11,7 +11,7 @@ from goodput.models import Mode
 from goodput.recover.lifecycle import IncidentState
 from tests.workflows.helpers import FAST, anomaly, result, running_worker
 from workers.client import TemporalIncidentService, connect
-from workers.watching import IncidentSink
+from workers.watch import IncidentSink
 
 pytestmark = pytest.mark.temporal
 

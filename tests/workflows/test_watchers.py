@@ -20,7 +20,7 @@ from goodput.detect.watch import OptInRule, WatchClusterInput, WatchJobInput
 from goodput.models import AnomalySource, IncidentKey
 from goodput.scheduler import JobState
 from tests.workflows.helpers import running_worker
-from workers.watching import TemporalWatchLauncher, start_cluster_watch
+from workers.watch import TemporalWatchLauncher, start_cluster_watch
 from workflows.recovery import RecoveryWorkflow
 from workflows.watch import job_watch_id
 

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from activities.adapters.checkpoint_reader import default_finder
+from activities.adapters.checkpoints import default_finder
 from goodput.checkpoints import ScanLimits
 from goodput.checkpoints.job_advice import JobAdvice, Overrides
 from goodput.identifiers import validate_cluster, validate_job_id

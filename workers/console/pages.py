@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from activities.adapters.audit_log import JsonlAuditLog
+from activities.adapters.audit import JsonlAuditLog
 from goodput.console.auth import Role
 from goodput.console.filters import IncidentFilter
 from goodput.console.views import gpu_hours_saved, job_rows, node_grid, partition_modes, recovery_ladder

@@ -2,7 +2,7 @@
 
 - `incoming`: one event as a transport delivered it, triaged from a few fields before any model is built;
 - `messages`: NVSentinel's protobuf messages to and from the `HealthEvent` model, and its gRPC names;
-- `intake`: `NvSentinelIntake`, the one place both transports (workers/nvsentinel_server.py) hand events to;
+- `intake`: `NvSentinelIntake`, the one place both transports (workers/nvsentinel/server.py) hand events to;
 - `tokenreview`: `TokenReviewer`, Kubernetes TokenReview for NVSentinel's ServiceAccount tokens;
 - `pushback`: `VerdictPushBack`, goodput's drains as STORE_ONLY events for NVSentinel.
 

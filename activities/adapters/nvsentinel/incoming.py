@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from activities.adapters.nvsentinel.messages import event_from_proto
-from activities.adapters.nvsentinel_proto import health_event_pb2 as pb
+from activities.adapters.nvsentinel.proto import health_event_pb2 as pb
 from goodput.detect.nvsentinel import (
     ACTION_NUMBERS,
     HealthEvent,

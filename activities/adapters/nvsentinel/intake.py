@@ -1,6 +1,6 @@
 """NVSentinel's health events, received: triage, the scheduler's word on the node, anomalies to the sink.
 
-Both transports (workers/nvsentinel_server.py: gRPC and CloudEvents over HTTP) hand their events to
+Both transports (workers/nvsentinel/server.py: gRPC and CloudEvents over HTTP) hand their events to
 one `NvSentinelIntake`. The rules are in `goodput.detect.nvsentinel`; this module orders the work
 so that the common case stays free: an event that is healthy or recommends nothing is counted
 and dropped from a few fields, before any model is built, any lock taken or any scheduler asked.

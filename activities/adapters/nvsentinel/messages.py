@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from activities.adapters.nvsentinel_proto import health_event_pb2 as pb
+from activities.adapters.nvsentinel.proto import health_event_pb2 as pb
 from goodput.detect.nvsentinel import BehaviourOverrides, HealthEvent, NvSentinelEventError, parse_event
 
 PLATFORM_CONNECTOR = "datamodels.PlatformConnector"

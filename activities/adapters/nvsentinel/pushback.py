@@ -14,7 +14,7 @@ import grpc
 from google.protobuf import empty_pb2
 
 from activities.adapters.nvsentinel.messages import METHOD, PLATFORM_CONNECTOR, event_to_proto
-from activities.adapters.nvsentinel_proto import health_event_pb2 as pb
+from activities.adapters.nvsentinel.proto import health_event_pb2 as pb
 from goodput.detect.nvsentinel import NvSentinelPushBack, read_token_file, verdict_event
 from goodput.recover.audit import AuditAction, AuditLog, AuditRecord
 

@@ -4,9 +4,9 @@ NVSentinel can send its health events out in two ways that need no change on its
 receives both (docs/nvsentinel.md):
 
 - gRPC: NVSentinel's `platformConnector.grpcSinkConnector` calls
-  `datamodels.PlatformConnector/HealthEventOccurredV1` (workers/nvsentinel_grpc.py).
+  `datamodels.PlatformConnector/HealthEventOccurredV1` (workers/nvsentinel/grpc_receiver.py).
 - HTTP: its event exporter POSTs CloudEvents 1.0 in structured mode, and logs in with OAuth 2.0
-  client credentials against this server's token endpoint (workers/nvsentinel_http.py).
+  client credentials against this server's token endpoint (workers/nvsentinel/http_receiver.py).
 
 Both listen on loopback by default, share one `NvSentinelIntake` (so one deduplication window
 covers both), and bound what they hold: the message size and the number of requests in flight.
@@ -23,8 +23,8 @@ from activities.adapters.nvsentinel import NvSentinelIntake, TokenReviewer
 from goodput.detect.nvsentinel import NvSentinelSettings, read_token_file
 from goodput.detect.watch import AnomalySink, OptInRule
 from goodput.scheduler import Scheduler
-from workers.nvsentinel_grpc import REJECTED_KEY, REJECTION_KEY, NvSentinelGrpcServer
-from workers.nvsentinel_http import NvSentinelHttpServer
+from workers.nvsentinel.grpc_receiver import REJECTED_KEY, REJECTION_KEY, NvSentinelGrpcServer
+from workers.nvsentinel.http_receiver import NvSentinelHttpServer
 
 log = logging.getLogger("goodput.nvsentinel")
 

@@ -30,7 +30,7 @@ from activities.adapters.nvsentinel import (
     ProtoIncoming,
     TokenReviewer,
 )
-from activities.adapters.nvsentinel_proto import health_event_pb2 as pb
+from activities.adapters.nvsentinel.proto import health_event_pb2 as pb
 from goodput.detect.nvsentinel import NvSentinelSettings, token_accepted
 from workers.http_site import bracketed
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from activities.adapters.update_batcher import UpdateBatcher
+from activities.adapters.update_batch import UpdateBatcher
 
 pytestmark = pytest.mark.timeout(10)
 

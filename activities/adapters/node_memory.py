@@ -2,7 +2,7 @@
 
 As for the drain breaker, update-with-start creates the cluster's memory on first use and asks
 it in one round trip, so nothing has to be installed per cluster beforehand. Consultations made
-while one is in flight go together as the next update (activities.adapters.update_batcher).
+while one is in flight go together as the next update (activities.adapters.update_batch).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from functools import partial
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
-from activities.adapters.update_batcher import UpdateBatcher
+from activities.adapters.update_batch import UpdateBatcher
 from goodput.diagnose.node_memory import MemoryVerdict, NodeMemoryPolicy, Observation
 from workflows.node_memory import (
     ConsultBatch,

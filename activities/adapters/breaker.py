@@ -2,7 +2,7 @@
 
 Update-with-start creates the breaker on first use and asks it in one round trip, so no
 process has to "install" a breaker per cluster beforehand. Requests made while one is in flight
-go together as the next update (activities.adapters.update_batcher: Temporal's limit of 10
+go together as the next update (activities.adapters.update_batch: Temporal's limit of 10
 in-flight updates per workflow).
 """
 
@@ -15,7 +15,7 @@ from functools import partial
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
-from activities.adapters.update_batcher import UpdateBatcher
+from activities.adapters.update_batch import UpdateBatcher
 from goodput.recover.breaker import BreakerPolicy, DrainRequest, DrainVerdict
 from workflows.breaker import BreakerStart, DrainBatch, DrainBreakerWorkflow, breaker_workflow_id
 

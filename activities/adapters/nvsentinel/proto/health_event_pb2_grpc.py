@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from activities.adapters.nvsentinel_proto import health_event_pb2 as activities_dot_adapters_dot_nvsentinel__proto_dot_health__event__pb2
+from activities.adapters.nvsentinel.proto import health_event_pb2 as activities_dot_adapters_dot_nvsentinel_dot_proto_dot_health__event__pb2
 from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -19,7 +19,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in activities/adapters/nvsentinel_proto/health_event_pb2_grpc.py depends on'
+        + ' but the generated code in activities/adapters/nvsentinel/proto/health_event_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -38,7 +38,7 @@ class PlatformConnectorStub:
         """
         self.HealthEventOccurredV1 = channel.unary_unary(
                 '/datamodels.PlatformConnector/HealthEventOccurredV1',
-                request_serializer=activities_dot_adapters_dot_nvsentinel__proto_dot_health__event__pb2.HealthEvents.SerializeToString,
+                request_serializer=activities_dot_adapters_dot_nvsentinel_dot_proto_dot_health__event__pb2.HealthEvents.SerializeToString,
                 response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
                 _registered_method=True)
 
@@ -58,7 +58,7 @@ def add_PlatformConnectorServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'HealthEventOccurredV1': grpc.unary_unary_rpc_method_handler(
                     servicer.HealthEventOccurredV1,
-                    request_deserializer=activities_dot_adapters_dot_nvsentinel__proto_dot_health__event__pb2.HealthEvents.FromString,
+                    request_deserializer=activities_dot_adapters_dot_nvsentinel_dot_proto_dot_health__event__pb2.HealthEvents.FromString,
                     response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
             ),
     }
@@ -88,7 +88,7 @@ class PlatformConnector:
             request,
             target,
             '/datamodels.PlatformConnector/HealthEventOccurredV1',
-            activities_dot_adapters_dot_nvsentinel__proto_dot_health__event__pb2.HealthEvents.SerializeToString,
+            activities_dot_adapters_dot_nvsentinel_dot_proto_dot_health__event__pb2.HealthEvents.SerializeToString,
             google_dot_protobuf_dot_empty__pb2.Empty.FromString,
             options,
             channel_credentials,

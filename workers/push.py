@@ -25,7 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
-from activities.adapters.layout_store import LayoutStore, LayoutStoreFullError
+from activities.adapters.layout import LayoutStore, LayoutStoreFullError
 from goodput.detect.push import (
     BodyTooLargeError,
     ParsedBatch,
