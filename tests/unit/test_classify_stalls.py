@@ -18,13 +18,15 @@ TIMEOUT = ("[rank{r}]:[E1203 10:00:00.000000 41 ProcessGroupNCCL.cpp:616] [Rank 
 
 
 def py_spy(rank: int, frames: list[str]) -> list[str]:
-    head = [f"[rank{rank}]:Process {4100 + rank}: python train.py", f"[rank{rank}]:Python v3.11.9 (/usr/bin/python3.11)",
+    head = [f"[rank{rank}]:Process {4100 + rank}: python train.py",
+            f"[rank{rank}]:Python v3.11.9 (/usr/bin/python3.11)",
             f"[rank{rank}]:", f'[rank{rank}]:Thread {4100 + rank} (active): "MainThread"']
     return head + [f"[rank{rank}]:    {f}" for f in frames]
 
 
-IN_ALL_REDUCE = ["all_reduce (torch/distributed/distributed_c10d.py:2501)", "wrapper (torch/distributed/c10d_logger.py:83)",
-                 "train_step (train.py:212)", "<module> (train.py:300)"]
+IN_ALL_REDUCE = ["all_reduce (torch/distributed/distributed_c10d.py:2501)",
+                 "wrapper (torch/distributed/c10d_logger.py:83)", "train_step (train.py:212)",
+                 "<module> (train.py:300)"]
 IN_SAVE = ["write (torch/serialization.py:620)", "save (torch/serialization.py:652)", "save_checkpoint (train.py:120)",
            "<module> (train.py:301)"]
 
@@ -94,14 +96,15 @@ def smi_table(utils: list[int], host: str = "") -> list[str]:
     for i, util in enumerate(utils):
         bus = f"00000000:{0x18 + 0x10 * i:02X}:00.0"
         out += [p + f"|   {i}  NVIDIA H100 80GB HBM3          On  |   {bus} Off |                    0 |",
-                p + f"| N/A   41C    P0            312W /  700W |   71234MiB /  81559MiB |    {util:>3}%      Default |",
+                p + f"| N/A   41C    P0            312W /  700W |   71234MiB /  81559MiB |"
+                    f"    {util:>3}%      Default |",
                 p + "+-----------------------------------------+------------------------+----------------------+"]
     return out
 
 
 def test_nvidia_smi_table_with_one_idle_gpu_names_that_gpu_on_its_host() -> None:
     # broke/before: hang with no culprit.
-    lines = [STUCK.format(r=0)] + smi_table([100, 100, 100, 0, 100, 100, 100, 100], host="gpu-b07")
+    lines = [STUCK.format(r=0), *smi_table([100, 100, 100, 0, 100, 100, 100, 100], host="gpu-b07")]
     v = classify_lines(lines)
     assert v.category is Category.HANG
     assert (v.culprit_kind, v.host, v.gpu) == (CulpritKind.GPU, "gpu-b07", "0000:48:00.0")
@@ -109,7 +112,7 @@ def test_nvidia_smi_table_with_one_idle_gpu_names_that_gpu_on_its_host() -> None
 
 
 def test_nvidia_smi_table_with_every_gpu_busy_is_a_hung_collective_without_culprit() -> None:
-    lines = [STUCK.format(r=0)] + smi_table([100] * 8)
+    lines = [STUCK.format(r=0), *smi_table([100] * 8)]
     v = classify_lines(lines)
     assert v.category is Category.HANG and v.culprit is None and not v.drain
     # broke/before: the table was not read at all.
