@@ -173,3 +173,39 @@ def test_monitored_barrier_names_the_ranks_that_did_not_arrive() -> None:
     assert v.restart and not v.drain
     v = classify_lines(["[Rank 0]: Ranks 1, 5 failed to pass monitoredBarrier in 2000 ms"])
     assert v.culprit == "ranks 1, 5"
+
+
+def test_faulthandler_dumps_by_host_name_the_odd_host_without_draining_it() -> None:
+    # broke/before: hang with no culprit.
+    def dump(host: str, fn: str, path: str) -> list[str]:
+        return [f"[{host}:4101] Thread 0x00007f3a00001000 (most recent call first):",
+                f'[{host}:4101]   File "{path}", line 77 in {fn}']
+
+    lines = interleave(dump("gpu-a01", "all_gather", "/opt/torch/distributed/distributed_c10d.py"),
+                       dump("gpu-a02", "all_gather", "/opt/torch/distributed/distributed_c10d.py"),
+                       dump("gpu-a03", "read", "/srv/io/shards.py"))
+    v = classify_lines(lines)
+    assert (v.category, v.host) == (Category.HANG, "gpu-a03")
+    assert v.restart and not v.drain
+
+
+def test_a_node_that_answers_ping_but_not_ssh_is_a_node_failure() -> None:
+    # broke/before: nothing read -> unknown, no drain.
+    lines = ["$ ping -c 2 gpu-b07", "PING gpu-b07 (10.1.0.7) 56(84) bytes of data.",
+             "64 bytes from gpu-b07 (10.1.0.7): icmp_seq=1 ttl=64 time=0.183 ms",
+             "$ ssh gpu-b07 py-spy dump --pid 4101", "ssh: connect to host gpu-b07 port 22: Connection timed out"]
+    v = classify_lines(lines)
+    assert (v.category, v.culprit_kind, v.host) == (Category.NODE_FAILURE, CulpritKind.NODE, "gpu-b07")
+    assert v.drain and v.restart
+    # sshd accepting the TCP connection but never sending its banner is the same wedged user space.
+    v = classify_lines(["64 bytes from 10.1.0.7: icmp_seq=3 ttl=64 time=0.2 ms",
+                        "Connection timed out during banner exchange", "Connection to 10.1.0.7 port 22 timed out"])
+    assert (v.category, v.host, v.drain) == (Category.NODE_FAILURE, "10.1.0.7", True)
+
+
+def test_ssh_failing_without_a_ping_answer_or_to_another_host_is_not_a_node_verdict() -> None:
+    for lines in (["ssh: connect to host gpu-b07 port 22: Connection refused"],
+                  ["64 bytes from gpu-b08 (10.1.0.8): icmp_seq=1 ttl=64 time=0.2 ms",
+                   "ssh: connect to host gpu-b07 port 22: Connection refused"]):
+        v = classify_lines(lines)
+        assert v.category is not Category.NODE_FAILURE and not v.drain

@@ -4,8 +4,9 @@ A stalled job rarely prints one line that names the culprit. What it leaves is a
 of every rank (py-spy, Python's faulthandler), where all ranks but one wait in a collective and
 that one is somewhere else (the one they all wait for); an nvidia-smi table where one GPU is idle
 while its peers spin at 100 % in an NCCL kernel (its process never launched the collective); a
-per-rank table of step times where one rank is many deviations slower than the rest (a straggler).
-One row of any of these says nothing; the rows together do. The catalogue's locator entries in
+per-rank table of step times where one rank is many deviations slower than the rest (a straggler);
+a host that answers ping but not ssh (its kernel is up, its user space is wedged: the node, not
+its GPU). One row of any of these says nothing; the rows together do. The catalogue's locator entries in
 `data/hang.toml` find the rows (cheaply: their literals are collective names and table cell
 endings that progress lines never hold); `Stalls` collects them in line order, bounded whatever
 the log holds, and `synthesize` turns an odd one out into a hit of the synthetic signatures below,
@@ -83,6 +84,19 @@ GPUS_ALL_BUSY = _synthetic(
     "During the stall nvidia-smi shows every GPU busy: all ranks are inside the same collective and none "
     "completes it, a hung collective with no single culprit in this table (look at the ranks on other hosts, "
     "or at the network).")
+STACK_ODD_HOST_OUT = _synthetic(
+    "stack-odd-host-out", Category.HANG, CulpritKind.NODE, 25, True, _STACKS_SOURCE,
+    "Stack dumps from several hosts: on all but one the process waits inside a collective, and on this host it "
+    "is elsewhere (its own code, I/O, a lock): the others are waiting for it. It hung; restart, and no hardware "
+    "is blamed on a stack.")
+NODE_USERSPACE_DEAD = _synthetic(
+    "node-answers-ping-not-ssh", Category.NODE_FAILURE, CulpritKind.NODE, 84, True,
+    "iputils ping(8) and OpenSSH ssh(1) client messages; Linux kernel net/ipv4/icmp.c (echo requests are "
+    "answered by the kernel, with no user-space process)",
+    "The host answers ping but not ssh: its kernel still answers echo requests, while sshd (user space) does "
+    "not accept or answer a connection. The node is wedged (memory exhaustion, a hung filesystem, tasks stuck "
+    "in the kernel), not its GPU; nothing on it makes progress until it is rebooted. Drain it and restart the "
+    "job elsewhere.", drain=True)
 RANK_STRAGGLER = _synthetic(
     "rank-step-straggler", Category.STRAGGLER, CulpritKind.RANK, 20, True,
     "goodput straggler detection (goodput.robust: median and MAD across ranks, the live detector's thresholds)",
@@ -116,6 +130,9 @@ class Stalls:
         self._series: dict[str, dict[int, list[float]]] = {}
         self._rows: dict[int, Match] = {}
         self._stalled = False
+        # Hosts that answered ping, and hosts ssh could not reach (bounded sets of names).
+        self._pinged: dict[str, Match] = {}
+        self._no_ssh: dict[str, Match] = {}
 
     def observe(self, match: Match) -> None:
         sig_id = match.signature.id
@@ -141,6 +158,14 @@ class Stalls:
             self._csv_header(match)
         elif sig_id == "nvidia-smi-query-row":
             self._csv_row(match)
+        elif sig_id == "ping-reply":
+            for name in (match.groups.get("host"), match.groups.get("peer")):
+                if name and len(self._pinged) < MAX_HOSTS:
+                    self._pinged.setdefault(name.lower(), match)
+        elif sig_id == "ssh-connect-failed":
+            name = match.groups.get("host") or match.groups.get("peer") or match.groups.get("path")
+            if name and len(self._no_ssh) < MAX_HOSTS:
+                self._no_ssh.setdefault(name.lower(), match)
         elif sig_id in ("rank-step-time", "megatron-rank-time"):
             self._timing(match, match.groups.get("code") or "ms")
         elif match.signature.role in (Role.ROOT, Role.KNOCK_ON) and match.signature.category in _STALL_CATEGORIES:
@@ -229,7 +254,20 @@ class Stalls:
         straggler = self.straggler()
         if straggler is not None:
             found.append(straggler.match)
+        unresponsive = self._ping_not_ssh()
+        if unresponsive is not None:
+            found.append(unresponsive)
         return found
+
+    def _ping_not_ssh(self) -> Match | None:
+        """A host that answered ping and refused or ignored ssh (the first such ssh failure)."""
+        for name, failed in sorted(self._no_ssh.items(), key=lambda item: item[1].line_no):
+            if name in self._pinged:
+                g = failed.groups
+                host = g.get("host") or g.get("peer") or g.get("path") or name
+                return dataclasses.replace(failed, signature=NODE_USERSPACE_DEAD, groups={"host": host},
+                                           context=LineContext(host=host))
+        return None
 
     def odd_stack(self) -> StallCulprit | None:
         """The one dumped process that waits outside every collective while the others wait inside."""
@@ -241,15 +279,15 @@ class Stalls:
         key = outside[0]
         if key in self._data_wait:
             return None  # the input pipeline's own reading (circumstances) says more: it will hang again
-        host, rank, pid = key
-        if host is None and rank is None and pid is None:
-            return None
+        host, rank, _ = key
+        if host is None and rank is None:
+            return None  # a process known by its pid alone names no rank or host to blame
         first = self._dumped[key]
-        who = f"rank {rank}" if rank is not None else (f"process {pid}" if pid else host or "one process")
+        who = f"rank {rank}" if rank is not None else f"the process on {host}"
         reason = (f"{len(self._dumped) - 1} other dumped processes wait in a collective; {who}'s stack (from line "
                   f"{first.line_no}) is elsewhere.")
-        hit = dataclasses.replace(first, signature=STACK_ODD_ONE_OUT, groups={},
-                                  context=LineContext(host=host, rank=rank))
+        signature = STACK_ODD_ONE_OUT if rank is not None else STACK_ODD_HOST_OUT
+        hit = dataclasses.replace(first, signature=signature, groups={}, context=LineContext(host=host, rank=rank))
         return StallCulprit(hit, reason)
 
     def idle_gpu(self) -> StallCulprit | None:
