@@ -209,3 +209,23 @@ def test_ssh_failing_without_a_ping_answer_or_to_another_host_is_not_a_node_verd
                    "ssh: connect to host gpu-b07 port 22: Connection refused"]):
         v = classify_lines(lines)
         assert v.category is not Category.NODE_FAILURE and not v.drain
+
+
+def test_what_a_log_can_add_to_the_stall_evidence_is_bounded() -> None:
+    from goodput.diagnose.signatures import default_catalogue
+    from goodput.diagnose.signatures import stalls as st
+    from goodput.diagnose.signatures.verdict import VerdictBuilder
+
+    cat = default_catalogue()
+    lines = [f"[rank{r}]:Thread 0x00007f3a00001000 (most recent call first):" for r in range(st.MAX_GROUPS + 500)]
+    lines += [f"rank {r % (st.MAX_SERIES_RANKS + 100)}: 1.{r % 10} s/it" for r in range(st.MAX_SERIES_RANKS + 100)]
+    lines += ["rank 3: 1.5 s/it"] * (st.MAX_SAMPLES * 3) + ["rank 4: 999999999.999999999 s/it"]
+    lines += [f"h{h}: |   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |                    0 |"
+              for h in range(st.MAX_HOSTS + 50)]
+    builder = VerdictBuilder(cat.version).add_all(cat.scan(lines))
+    stalls = builder.stalls
+    assert len(stalls._dumped) == st.MAX_GROUPS
+    assert all(len(series) <= st.MAX_SERIES_RANKS for series in stalls._series.values())
+    assert all(len(s) <= st.MAX_SAMPLES for series in stalls._series.values() for s in series.values())
+    assert len(stalls._pending) <= st.MAX_HOSTS and len(stalls._gpus) <= st.MAX_HOSTS
+    builder.build()  # and a verdict still comes out

@@ -149,7 +149,9 @@ class Stalls:
         elif sig_id == _DATA_FRAME_ID and len(self._data_wait) < MAX_GROUPS:
             self._data_wait.add(self._who(match))
         elif sig_id == "nvidia-smi-gpu-row":
-            self._pending[self._host(match)] = _pci(match.groups.get("pci", ""))
+            host = self._host(match)
+            if host in self._pending or len(self._pending) < MAX_HOSTS:
+                self._pending[host] = _pci(match.groups.get("pci", ""))
         elif sig_id == "nvidia-smi-util-row":
             pci = self._pending.pop(self._host(match), None)
             if pci is not None:
