@@ -119,6 +119,13 @@ def test_nvidia_smi_table_with_every_gpu_busy_is_a_hung_collective_without_culpr
     assert "gpus-all-busy-stalled" in v.signatures
 
 
+def test_a_py_spy_dump_is_stall_enough_for_the_gpu_table() -> None:
+    # broke/before (this module's first version): a dump's header was not taken as a stall, the table ignored.
+    lines = py_spy(0, IN_ALL_REDUCE) + smi_table([100, 100, 0, 100], host="gpu-b07")
+    v = classify_lines(lines)
+    assert (v.category, v.culprit_kind, v.gpu) == (Category.HANG, CulpritKind.GPU, "0000:38:00.0")
+
+
 def test_a_gpu_table_without_a_stall_is_no_failure() -> None:
     v = classify_lines(smi_table([100, 0, 100, 100]))
     assert v.category is Category.UNKNOWN and not v.restart and not v.drain
@@ -140,8 +147,8 @@ def test_one_slow_rank_among_64_is_the_straggler_and_its_named_node_is_drained()
              for r in range(64)]
     v = classify_lines(lines)
     assert v.category is Category.STRAGGLER
-    assert (v.culprit_kind, v.rank) == (CulpritKind.RANK, 37)
-    assert v.restart
+    assert (v.culprit_kind, v.rank, v.host) == (CulpritKind.RANK, 37, "node04")
+    assert v.restart and v.drain
 
 
 def test_straggler_by_throughput_is_the_low_one() -> None:

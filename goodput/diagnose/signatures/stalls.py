@@ -170,7 +170,8 @@ class Stalls:
                 self._no_ssh.setdefault(name.lower(), match)
         elif sig_id in ("rank-step-time", "megatron-rank-time"):
             self._timing(match, match.groups.get("code") or "ms")
-        elif match.signature.role in (Role.ROOT, Role.KNOCK_ON) and match.signature.category in _STALL_CATEGORIES:
+        # Any hang or timeout line, a stack dump's own header included (someone dumped a stuck process).
+        if match.signature.role in (Role.ROOT, Role.KNOCK_ON) and match.signature.category in _STALL_CATEGORIES:
             self._stalled = True
 
     def _who(self, match: Match) -> tuple[str | None, int | None, str | None]:
