@@ -54,9 +54,9 @@ _STUCK_TASK_ID = "kernel-task-d-state"
 _DRIVER_FRAME_ID = "kernel-nvidia-frame"
 # A local port error names no host when the log lost it; the peers' completion errors point at it.
 _PORT_ERROR_ID = "nccl-ib-port-error"
-# Categories whose lines after a Slurm termination banner are consequences of the termination.
 # A stall whose deciding line names nobody takes its culprit from the stall's multi-line evidence.
 _STALLS = frozenset({Category.HANG, Category.NCCL_TIMEOUT})
+# Categories whose lines after a Slurm termination banner are consequences of the termination.
 _TEARDOWN = frozenset({Category.APP_ERROR, Category.OOM, Category.NCCL_TIMEOUT, Category.NETWORK,
                        Category.HANG, Category.STORAGE, Category.UNKNOWN})
 
