@@ -236,3 +236,9 @@ def test_what_a_log_can_add_to_the_stall_evidence_is_bounded() -> None:
     assert all(len(s) <= st.MAX_SAMPLES for series in stalls._series.values() for s in series.values())
     assert len(stalls._pending) <= st.MAX_HOSTS and len(stalls._gpus) <= st.MAX_HOSTS
     builder.build()  # and a verdict still comes out
+
+
+def test_a_table_pasted_under_a_shell_prompt_belongs_to_the_prompts_host() -> None:
+    # broke/before: hang with no culprit.
+    v = classify_lines(["[root@gpu-b07 ~]# nvidia-smi", *smi_table([100, 100, 0, 100]), STUCK.format(r=0)])
+    assert (v.culprit_kind, v.culprit, v.drain) == (CulpritKind.GPU, "gpu-b07 GPU 0000:38:00.0", False)
