@@ -1,10 +1,8 @@
 """Straggler detection: one rank (and so its GPU or node) slows every collective down.
 
-Mean and standard deviation are dragged by the very outlier being looked for, so the statistics
-are robust: each rank's median step time over a window, then the median and the median absolute
-deviation (MAD) across ranks. A rank is a straggler when it is many MADs *and* a meaningful
-fraction slower than the fleet; the second condition keeps a perfectly uniform fleet (MAD near
-zero) from flagging noise.
+Each rank's median step time over a window, then the robust statistic shared with the offline
+diagnosis (`goodput.robust`: median and MAD across ranks): a rank is a straggler when it is many
+MADs *and* a meaningful fraction slower than the fleet.
 """
 
 from __future__ import annotations
@@ -16,8 +14,7 @@ from datetime import datetime
 from pydantic import Field
 
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Frozen
-
-_MAD_TO_SIGMA = 1.4826
+from goodput.robust import slow_outliers
 
 
 class StragglerConfig(Frozen):
@@ -50,25 +47,15 @@ def find_stragglers(step_times: Mapping[int, Sequence[float]], hosts: Mapping[in
     """Ranks whose recent step times stand out, slowest first; [] when there is too little data."""
     medians = {rank: statistics.median(list(times)[-config.window:])
                for rank, times in step_times.items() if len(times) >= config.min_samples}
-    if len(medians) < config.min_ranks:
-        return []
-    fleet = statistics.median(medians.values())
-    if fleet <= 0:
-        return []
-    mad = statistics.median(abs(m - fleet) for m in medians.values())
-    # A floor of 1 % of the median keeps z finite when all but the outlier are identical.
-    sigma = max(_MAD_TO_SIGMA * mad, 0.01 * fleet)
     findings = []
-    for rank, median in medians.items():
-        z = (median - fleet) / sigma
-        slowdown = median / fleet - 1.0
-        if z > config.z and slowdown > config.min_slowdown:
-            host = (hosts or {}).get(rank)
-            where = f" on {host}" if host else ""
-            why = (f"rank {rank}{where} takes {median:.3f} s per step against a fleet median of "
-                   f"{fleet:.3f} s ({slowdown:+.0%}, {z:.1f} robust sigma)")
-            findings.append(StragglerFinding(rank=rank, host=host, median_step_s=median, fleet_median_s=fleet,
-                                             slowdown=slowdown, robust_z=z, explanation=why))
+    for out in slow_outliers(medians, z=config.z, min_slowdown=config.min_slowdown, min_count=config.min_ranks):
+        host = (hosts or {}).get(out.key)
+        where = f" on {host}" if host else ""
+        why = (f"rank {out.key}{where} takes {out.value:.3f} s per step against a fleet median of "
+               f"{out.fleet:.3f} s ({out.slowdown:+.0%}, {out.robust_z:.1f} robust sigma)")
+        findings.append(StragglerFinding(rank=out.key, host=host, median_step_s=out.value,
+                                         fleet_median_s=out.fleet, slowdown=out.slowdown,
+                                         robust_z=out.robust_z, explanation=why))
     return sorted(findings, key=lambda f: (-f.slowdown, f.rank))
 
 

@@ -29,7 +29,8 @@ from goodput.diagnose.signatures.crossline import (
 )
 from goodput.diagnose.signatures.locate import Locator, node_of
 from goodput.diagnose.signatures.model import ROLE_ORDER, Match, Role, Signature
-from goodput.diagnose.signatures.naming import clip, pick, reporting_rank
+from goodput.diagnose.signatures.naming import clip, name, pick, reporting_rank
+from goodput.diagnose.signatures.stalls import Stalls
 from goodput.models import Category, CulpritKind, Frozen, RestartEffect
 
 MAX_HITS_PER_SIGNATURE = 20
@@ -53,6 +54,8 @@ _STUCK_TASK_ID = "kernel-task-d-state"
 _DRIVER_FRAME_ID = "kernel-nvidia-frame"
 # A local port error names no host when the log lost it; the peers' completion errors point at it.
 _PORT_ERROR_ID = "nccl-ib-port-error"
+# A stall whose deciding line names nobody takes its culprit from the stall's multi-line evidence.
+_STALLS = frozenset({Category.HANG, Category.NCCL_TIMEOUT})
 # Categories whose lines after a Slurm termination banner are consequences of the termination.
 _TEARDOWN = frozenset({Category.APP_ERROR, Category.OOM, Category.NCCL_TIMEOUT, Category.NETWORK,
                        Category.HANG, Category.STORAGE, Category.UNKNOWN})
@@ -94,6 +97,7 @@ class VerdictBuilder:
         self.catalogue_version = catalogue_version
         self.locator = Locator()
         self.circumstances = Circumstances()
+        self.stalls = Stalls()
         self._hits: list[Match] = []
         self._per_sig: dict[str, int] = {}
         self._terminated_at: int | None = None
@@ -113,6 +117,7 @@ class VerdictBuilder:
     def add(self, match: Match) -> None:
         match = self.locator.observe(match)
         self.circumstances.observe(match)
+        self.stalls.observe(match)
         sig = match.signature
         self._voided.update(sig.voids)
         if sig.terminates and self._terminated_at is None:
@@ -187,6 +192,7 @@ class VerdictBuilder:
             if synthesized is not None:
                 self._hits.append(synthesized)
         self._hits += self.circumstances.synthesize(self._hits, self._timeouts, reporting_rank)
+        self._hits += self.stalls.synthesize()
         if not self._hits:
             confidence, settle = grade(Ingredients(
                 category=Category.UNKNOWN, culprit_kind=CulpritKind.UNKNOWN, culprit_named=False,
@@ -246,6 +252,10 @@ class VerdictBuilder:
                 explanation += (f" {silent.reporters} ranks timed out in {silent.op} #{silent.seq} and rank "
                                 f"{silent.rank} is the only one below them that did not: the others were "
                                 "waiting for it.")
+        odd = self.stalls.culprit() if kind is CulpritKind.UNKNOWN and sig.category in _STALLS else None
+        if odd is not None:  # a stall no line names: the stacks or GPU table show the odd one out
+            kind, culprit, host, gpu, rank = name(odd.match.signature.culprit_kind, odd.match, self.locator)
+            explanation += f" {odd.reason}"
         if others and kind in (CulpritKind.GPU, CulpritKind.NODE):
             explanation += f" The same kind of fault is also reported on {', '.join(others[:5])}."
         restart, why_not = self._restart(sig.restart)
@@ -262,7 +272,7 @@ class VerdictBuilder:
         confidence, settle = grade(Ingredients(
             category=sig.category, culprit_kind=kind, culprit_named=culprit not in (None, SOURCE_NODE),
             from_source_node=culprit == SOURCE_NODE, root_cause=lead_role is Role.ROOT, any_hit=True,
-            rival=self._rival(lead, ranked), inferred=silent is not None,
+            rival=self._rival(lead, ranked), inferred=silent is not None or odd is not None,
             confirm=placed[2] if placed and culprit is not None else None))
         return Verdict(category=sig.category, culprit_kind=kind, culprit=culprit, restart=restart,
                        drain=drain, signatures=signatures, evidence=evidence, explanation=explanation,
