@@ -4,17 +4,16 @@ Each activity validates nothing the domain does not already validate, decides no
 does not already decide, and is idempotent because Temporal runs activities at least once: every
 effect first checks the scheduler's state (a node drained with this incident's reason, a job whose
 restart count already moved, a resubmitted job carrying this incident's key). Scheduler errors are
-mapped to retryable or non-retryable ApplicationErrors here, in one place. What the actions did is
-counted here too, once each however often an activity is retried (activities.metrics).
+mapped to retryable or non-retryable ApplicationErrors in one place (activities.scheduler_calls);
+the resume's two sequences live in activities.resume. What the actions did is counted once each
+however often an activity is retried (activities.metrics).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import TypeVar
 
 from opentelemetry.metrics import Meter
 from temporalio import activity
@@ -23,10 +22,11 @@ from temporalio.exceptions import ApplicationError
 from activities.adapters.audit import MemoryAuditLog
 from activities.adapters.checkpoints import OwnerCheckpointFinder
 from activities.adapters.node_health import CommandNodeCheck
-from activities.job_chains import hold_successors, repoint_successors
+from activities.job_chains import hold_successors
 from activities.metrics import RecoveryMetrics
-from activities.progress import ProgressReader, output_sizes
-from activities.spares import offer_pool, point_at_pool, pool_fields
+from activities.progress import ProgressReader
+from activities.resume import requeue, resubmit
+from activities.scheduler_calls import heartbeating, mapped
 from goodput.checkpoints import CheckpointFinder
 from goodput.checkpoints.finder import find_for_job
 from goodput.detect.nvrx_cycles import cycle_note
@@ -34,7 +34,6 @@ from goodput.diagnose.attribution import attribute
 from goodput.diagnose.layout import JobLayout, LayoutSource, wants_layout
 from goodput.diagnose.node_memory import LocalNodeMemory, MemoryVerdict, NodeMemory
 from goodput.diagnose.provenance import pushed_files, sort_evidence
-from goodput.identifiers import InvalidIdentifierError
 from goodput.models import Anomaly
 from goodput.ownership import drain_reason, owning_incident
 from goodput.recover.audit import AuditAction, AuditLog
@@ -69,22 +68,15 @@ from goodput.recover.node_health import (
 )
 from goodput.recover.notify import Notifier
 from goodput.recover.policy import ResumeStrategy
-from goodput.recover.spares import PoolChoice
 from goodput.scheduler import (
-    ACTIVE_JOB_STATES,
     JobInfo,
     JobState,
-    PermanentSchedulerError,
-    ResubmitRequest,
     Scheduler,
     SchedulerError,
-    TransientSchedulerError,
     UnknownJobError,
 )
 from goodput.untrusted_files import file_owners
 
-T = TypeVar("T")
-HEARTBEAT_EVERY_S = 1.0
 # Slurm's pending reasons that mean "no healthy nodes free yet", not "something is wrong".
 CAPACITY_REASONS = frozenset({"Resources", "Priority", "ReqNodeNotAvail", "Nodes_required_for_job_are_DOWN",
                               "NodeDown", "PartitionNodeLimit", "QOSGrpNodeLimit", "BeginTime"})
@@ -95,32 +87,6 @@ CAPACITY_NOTE_EVERY_S = 30.0
 
 def waiting_for_capacity(reason: str) -> bool:
     return reason.split(",")[0].split(" ")[0] in CAPACITY_REASONS
-
-
-async def mapped(call: Awaitable[T]) -> T:
-    """The single place where scheduler errors become Temporal retry semantics."""
-    try:
-        return await call
-    except TransientSchedulerError as err:
-        raise ApplicationError(str(err), type="TransientSchedulerError") from err
-    except (PermanentSchedulerError, InvalidIdentifierError) as err:
-        raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
-
-
-@asynccontextmanager
-async def heartbeating(detail: Callable[[], object] = lambda: None) -> AsyncIterator[None]:
-    """Heartbeat while a slow scheduler call runs, so a dead worker is noticed in seconds."""
-
-    async def beat() -> None:
-        while True:
-            activity.heartbeat(detail())
-            await asyncio.sleep(HEARTBEAT_EVERY_S)
-
-    task = asyncio.create_task(beat())
-    try:
-        yield
-    finally:
-        task.cancel()
 
 
 class RecoveryActivities:
@@ -223,92 +189,8 @@ class RecoveryActivities:
     async def resume(self, request: ResumeInput) -> ResumeResult:
         async with heartbeating():
             if request.strategy is ResumeStrategy.RESUBMIT:
-                return await self._resubmit(request)
-            return await self._requeue(request)
-
-    async def _requeue(self, request: ResumeInput) -> ResumeResult:
-        job = await mapped(self._scheduler.get_job(request.job_id))
-        # Sizes now, in both branches: at worst a retried activity misses the new attempt's first
-        # lines (it prints more); it never counts the old attempt's steps as new progress.
-        offsets = output_sizes(p for p in (job.stdout_path, job.stderr_path) if p)
-        retried = job.restart_count > request.restart_count_before
-        # a retry that finds the job released already leaves the pool alone
-        pool = await offer_pool(self._scheduler, request.spares if job.held or not retried else None, job,
-                                request.exclude)
-        if retried:
-            # Also a retry whose first attempt requeued the job held and stopped before release.
-            excluded = await self._exclude_and_release(job, request.exclude, pool) if job.held else ""
-            return ResumeResult(job_id=job.job_id, changed=False,
-                                detail=f"job {job.job_id} already requeued (restarts={job.restart_count}){excluded}",
-                                restart_count_before=request.restart_count_before, log_offsets=offsets,
-                                **pool_fields(pool))
-        # With nodes to avoid or a spare pool: requeue held, exclude them, point it at the pool,
-        # release, so the job cannot start on a node goodput distrusts (or off the pool) meanwhile.
-        hold = bool(request.exclude) or (pool is not None and pool.use)
-        result = await mapped(self._scheduler.requeue_job(request.job_id, hold=hold))
-        excluded = (await self._exclude_and_release(job, request.exclude, pool) if hold
-                    else await point_at_pool(self._scheduler, job.job_id, pool))
-        if result.changed:
-            self._metrics.accepted(AuditAction.REQUEUE, request.observed_at)
-        return ResumeResult(job_id=request.job_id, changed=result.changed, detail=result.detail + excluded,
-                            restart_count_before=request.restart_count_before, log_offsets=offsets,
-                            **pool_fields(pool))
-
-    async def _exclude_and_release(self, job: JobInfo, exclude: tuple[str, ...], pool: PoolChoice | None) -> str:
-        note = ""
-        if exclude:
-            try:
-                done = await self._scheduler.exclude_nodes(job.job_id, exclude)
-                note = f"; {done.detail}"
-            except PermanentSchedulerError as err:  # released anyway: held forever is worse
-                note = f"; could not exclude {', '.join(exclude)}: {err}"
-        note += await point_at_pool(self._scheduler, job.job_id, pool)
-        await mapped(self._scheduler.release_job(job.job_id))
-        return note
-
-    async def _resubmit(self, request: ResumeInput) -> ResumeResult:
-        """Copy first (held), cancel the original, then release the copy.
-
-        Backends keep resubmission idempotent themselves: a retried call returns the copy it made,
-        recognised by owner and an unforgeable token, so a hostile job claiming to be the copy
-        cannot turn it into a no-op. Submitting the held copy before cancelling means that when
-        the copy cannot be made (its owner has no account here, goodput may not become them),
-        the activity fails with the original still running: nothing is lost.
-        """
-        original = await mapped(self._scheduler.get_job(request.job_id))
-        offsets = output_sizes(p for p in (original.stdout_path, original.stderr_path) if p)
-        if original.restart_count > request.restart_count_before and original.state in ACTIVE_JOB_STATES:
-            # The job restarted itself since the failure (submitit's signal handler, a
-            # `scontrol requeue` in its own script): a copy now would be a second restart.
-            return ResumeResult(job_id=original.job_id, changed=False,
-                                restart_count_before=request.restart_count_before,
-                                detail=f"job {original.job_id} requeued itself since the failure "
-                                       f"(restarts={original.restart_count}): not restarted a second time",
-                                log_offsets=offsets)
-        # Two copies of one training run would fight over the same checkpoints: hold the copy
-        # while the original still runs.
-        active = original.state in ACTIVE_JOB_STATES
-        pool = await offer_pool(self._scheduler, request.spares, original, request.exclude)
-        result = await mapped(self._scheduler.resubmit_job(request.job_id, ResubmitRequest(
-            exclude=request.exclude, environment=request.environment, hold=active or bool(pool and pool.use),
-            incident_id=request.incident_id)))
-        if not result.new_job_id:
-            raise ApplicationError(f"resubmit of {request.job_id} returned no job id", non_retryable=True)
-        # Before the original goes: cancelling it would start an `afterany` successor at once.
-        chain = await repoint_successors(self._scheduler, original, result.new_job_id)
-        if active:
-            await mapped(self._scheduler.cancel_job(request.job_id))
-        if result.changed or (await mapped(self._scheduler.get_job(result.new_job_id))).held:
-            chain += await point_at_pool(self._scheduler, result.new_job_id, pool)  # into the pool while held
-        # Also after a retry that found a copy an earlier attempt held; a no-op when not held.
-        await mapped(self._scheduler.release_job(result.new_job_id))
-        # Accepted once the copy is submitted, the original cancelled and the copy released;
-        # counted by the call that made the copy (a retry that found it only finishes the job).
-        if result.changed:
-            self._metrics.accepted(AuditAction.RESUBMIT, request.observed_at)
-        return ResumeResult(job_id=result.new_job_id, changed=result.changed, log_offsets=offsets,
-                            detail=result.detail + (f"; {chain.removeprefix('; ')}" if chain else ""),
-                            **pool_fields(pool))
+                return await resubmit(self._scheduler, self._metrics, request)
+            return await requeue(self._scheduler, self._metrics, request)
 
     @activity.defn(name="verify")
     async def verify(self, request: VerifyInput) -> VerifyResult:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.recovery import mapped
+from activities.scheduler_calls import mapped
 from goodput.detect.hang import ProgressState
 from goodput.detect.live import LiveLogDetector, LiveState
 from goodput.detect.log_marks import merge, replays
