@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from goodput.diagnose.signatures.model import LineContext, Match, Role, Signature
@@ -133,46 +134,65 @@ class Stalls:
         # Hosts that answered ping, and hosts ssh could not reach (bounded sets of names).
         self._pinged: dict[str, Match] = {}
         self._no_ssh: dict[str, Match] = {}
+        self._handlers = self._by_signature()
 
     def observe(self, match: Match) -> None:
         sig_id = match.signature.id
-        if sig_id == "py-spy-process":
-            self._pid = match.groups.get("code")
-        elif sig_id == _DUMP_ID:
-            key = self._who(match)
-            if key not in self._dumped and len(self._dumped) < MAX_GROUPS:
-                self._dumped[key] = match
+        handler = self._handlers.get(sig_id)
+        if handler is not None:
+            handler(match)
         elif sig_id in _FRAME_IDS:
-            where = match.groups.get("detail", "") + " " + match.groups.get("path", "")
-            if any(mark in where for mark in COLLECTIVE_MARKS) and len(self._in_collective) < MAX_GROUPS:
-                self._in_collective.add(self._who(match))
-        elif sig_id == _DATA_FRAME_ID and len(self._data_wait) < MAX_GROUPS:
-            self._data_wait.add(self._who(match))
-        elif sig_id == "nvidia-smi-gpu-row":
-            host = self._host(match)
-            if host in self._pending or len(self._pending) < MAX_HOSTS:
-                self._pending[host] = _pci(match.groups.get("pci", ""))
-        elif sig_id == "nvidia-smi-util-row":
-            pci = self._pending.pop(self._host(match), None)
-            if pci is not None:
-                self._gpu(match, pci, bounded_int(match.groups.get("code"), max_digits=3))
-        elif sig_id == "nvidia-smi-query-header":
-            self._csv_header(match)
-        elif sig_id == "nvidia-smi-query-row":
-            self._csv_row(match)
-        elif sig_id == "ping-reply":
-            for name in (match.groups.get("host"), match.groups.get("peer")):
-                if name and len(self._pinged) < MAX_HOSTS:
-                    self._pinged.setdefault(name.lower(), match)
-        elif sig_id == "ssh-connect-failed":
-            name = match.groups.get("host") or match.groups.get("peer") or match.groups.get("path")
-            if name and len(self._no_ssh) < MAX_HOSTS:
-                self._no_ssh.setdefault(name.lower(), match)
-        elif sig_id in ("rank-step-time", "megatron-rank-time"):
-            self._timing(match, match.groups.get("code") or "ms")
+            self._frame(match)
         # Any hang or timeout line, a stack dump's own header included (someone dumped a stuck process).
         if match.signature.role in (Role.ROOT, Role.KNOCK_ON) and match.signature.category in _STALL_CATEGORIES:
             self._stalled = True
+
+    def _by_signature(self) -> dict[str, Callable[[Match], None]]:
+        return {"py-spy-process": self._process, _DUMP_ID: self._dump, _DATA_FRAME_ID: self._data_frame,
+                "nvidia-smi-gpu-row": self._gpu_row, "nvidia-smi-util-row": self._util_row,
+                "nvidia-smi-query-header": self._csv_header, "nvidia-smi-query-row": self._csv_row,
+                "ping-reply": self._ping, "ssh-connect-failed": self._ssh_failed,
+                "rank-step-time": self._timing_row, "megatron-rank-time": self._timing_row}
+
+    def _process(self, match: Match) -> None:
+        self._pid = match.groups.get("code")
+
+    def _dump(self, match: Match) -> None:
+        key = self._who(match)
+        if key not in self._dumped and len(self._dumped) < MAX_GROUPS:
+            self._dumped[key] = match
+
+    def _frame(self, match: Match) -> None:
+        where = match.groups.get("detail", "") + " " + match.groups.get("path", "")
+        if any(mark in where for mark in COLLECTIVE_MARKS) and len(self._in_collective) < MAX_GROUPS:
+            self._in_collective.add(self._who(match))
+
+    def _data_frame(self, match: Match) -> None:
+        if len(self._data_wait) < MAX_GROUPS:
+            self._data_wait.add(self._who(match))
+
+    def _gpu_row(self, match: Match) -> None:
+        host = self._host(match)
+        if host in self._pending or len(self._pending) < MAX_HOSTS:
+            self._pending[host] = _pci(match.groups.get("pci", ""))
+
+    def _util_row(self, match: Match) -> None:
+        pci = self._pending.pop(self._host(match), None)
+        if pci is not None:
+            self._gpu(match, pci, bounded_int(match.groups.get("code"), max_digits=3))
+
+    def _ping(self, match: Match) -> None:
+        for name in (match.groups.get("host"), match.groups.get("peer")):
+            if name and len(self._pinged) < MAX_HOSTS:
+                self._pinged.setdefault(name.lower(), match)
+
+    def _ssh_failed(self, match: Match) -> None:
+        name = match.groups.get("host") or match.groups.get("peer") or match.groups.get("path")
+        if name and len(self._no_ssh) < MAX_HOSTS:
+            self._no_ssh.setdefault(name.lower(), match)
+
+    def _timing_row(self, match: Match) -> None:
+        self._timing(match, match.groups.get("code") or "ms")
 
     def _who(self, match: Match) -> tuple[str | None, int | None, str | None]:
         """The process a stack line belongs to: its launcher prefix, else the py-spy dump it is in."""
