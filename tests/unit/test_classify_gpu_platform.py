@@ -67,6 +67,17 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool, str]] = [
     ("cuda-error-contained", ["2026-09-05 17:34:36.549 task 162 rank 1 node-17: CUDA_ERROR_CONTAINED: Invalid "
                               "access of peer GPU memory over nvlink or a hardware error"],
      Category.NVLINK, CulpritKind.NODE, False, True, "cuda-contained"),
+    # The kernel driver could not initialise the GPU (the failure Xid 143 GPU_INIT_ERROR reports).
+    ("driver-cannot-initialise-the-gpu", [K + "NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x25:0x65:1457)",
+                                          K + "NVRM: GPU 0000:3b:00.0: rm_init_adapter failed, device minor number 3"],
+     Category.GPU_HARDWARE, CulpritKind.GPU, True, True, "gpu-init-failed"),
+    # An Xid line whose `NVRM:` prefix a log shipper cut, with a PCI id the poster redacted.
+    ("xid-79-without-nvrm-prefix", ["Xid (PCI:0000:??:00): 79 - GPU has fallen off the bus"],
+     Category.GPU_HARDWARE, CulpritKind.NODE, True, True, "xid-79"),
+    # The kernel's AER report of a fatal uncorrectable error on the device itself.
+    ("pcie-bus-error-fatal", [K + "nvidia 0000:3b:00.0: PCIe Bus Error: severity=Uncorrected (Fatal), "
+                              "type=Transaction Layer, (Requester ID)"],
+     Category.GPU_HARDWARE, CulpritKind.NODE, True, True, "pcie-aer-fatal"),
     # NCCL names the CUDA error behind its "unhandled cuda error": cudaErrorMemoryAllocation (2).
     ("nccl-cuda-failure-2-is-oom", ["enqueue.cc:1556 NCCL WARN Cuda failure 2 'out of memory'",
                                     "cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_UNHANDLED_CUDA_ERROR: "
