@@ -78,6 +78,24 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool, str]] = [
     ("pcie-bus-error-fatal", [K + "nvidia 0000:3b:00.0: PCIe Bus Error: severity=Uncorrected (Fatal), "
                               "type=Transaction Layer, (Requester ID)"],
      Category.GPU_HARDWARE, CulpritKind.NODE, True, True, "pcie-aer-fatal"),
+    # An out-of-memory error on a GPU that has had an uncorrectable ECC error since the driver loaded:
+    # nvidia-smi's Volatile Uncorr. ECC column (the third cell of a GPU's first row) says so, and the
+    # ECC error is the cause (NVIDIA's bucket for Xid 48: reset the GPU).
+    ("oom-on-a-gpu-with-uncorrectable-ecc", [
+        "RuntimeError: CUDA error: out of memory",
+        "| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |",
+        "|   0  Tesla V100-SXM2...  On   | 00000000:00:1D.0 Off |                    0 |",
+        "|   1  Tesla V100-SXM2...  On   | 00000000:00:1E.0 Off |                    1 |"],
+     Category.GPU_HARDWARE, CulpritKind.GPU, True, True, "smi-volatile-uncorrectable-ecc"),
+    # The same after the driver's own report of it: the Xid decides, by its bucket.
+    ("oom-after-xid-48", ["RuntimeError: CUDA error: out of memory",
+                          K + "NVRM: Xid (PCI:0000:3b:00): 48, pid=2231, name=python3, An uncorrectable double bit "
+                          "error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."],
+     Category.GPU_HARDWARE, CulpritKind.GPU, True, True, "xid-48"),
+    ("oom-after-contained-xid-94", ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+                                    K + "NVRM: Xid (PCI:0000:3b:00): 94, pid=2231, name=python3, Contained: CE "
+                                    "User Channel (0x9). RST: No, D-RST: No"],
+     Category.GPU_HARDWARE, CulpritKind.GPU, False, True, "xid-94"),
     # NCCL names the CUDA error behind its "unhandled cuda error": cudaErrorMemoryAllocation (2).
     ("nccl-cuda-failure-2-is-oom", ["enqueue.cc:1556 NCCL WARN Cuda failure 2 'out of memory'",
                                     "cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_UNHANDLED_CUDA_ERROR: "
@@ -110,6 +128,10 @@ def test_lspci_names_the_gpu_that_reads_all_ones() -> None:
     [line.format(pending="No") for line in SMI_Q],
     ["    MIG Mode", "        Current                           : Disabled",
      "        Pending                           : Disabled"],
+    # A GPU whose volatile uncorrectable ECC count is zero (or not reported) is healthy.
+    ["| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |",
+     "|   0  Tesla V100-SXM2...  On   | 00000000:00:1D.0 Off |                    0 |",
+     "|   1  NVIDIA A100-SXM4-80GB On | 00000000:00:1E.0 Off |                  N/A |"],
     # Xid 63 alone stays NVIDIA's IGNORE bucket.
     [XID_63],
 ])

@@ -395,6 +395,8 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("1c:00.0 VGA compatible controller: NVIDIA Corporation TU102GL [Quadro RTX 6000/8000] (rev ff)",
      "gpu-pci-config-all-ones", {"pci": "1c:00.0"}),
     ("        Pending                           : Yes", "gpu-row-remap-pending", {}),
+    ("|   1  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |                    2 |",
+     "smi-volatile-uncorrectable-ecc", {"pci": "00000000:18:00.0", "code": "2"}),
     ("NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x25:0x65:1457)", "gpu-init-failed", {"pci": "0000:3b:00.0"}),
     ("nv-fabricmanager[3228]: fabric manager NVIDIA GPU driver interface version 530.30.02 don't match with "
      "driver version 530.41.03.", "fabric-manager-driver-mismatch", {"detail": "530.30.02"}),
