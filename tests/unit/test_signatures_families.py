@@ -147,10 +147,10 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
      "slurm-spank-prolog-error", {"host": "ip-10-1-74-228"}),
     (K + "NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 74",
      "xid-45-after-nvlink", {"code": "74"}),
-    # An NVLink5 Xid (144-150) decides only through its own line's decode: the Xid 45 after it follows
-    # nothing it can read, and stays informational.
+    # An NVLink5 Xid (144-150) is graded only by its own line's decode: the Xid 45 after it says an
+    # NVLink event ended the job (restart) and drains nothing on its own.
     (K + "NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149",
-     "xid-45", {}),
+     "xid-45-after-nvlink5", {"code": "149"}),
     (K + "NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 79",
      "xid-45-after-gpu-fault", {"code": "79"}),
     ("[ft_rendezvous_barrier.py:512] Maximum number of nodes (4) exceeded", "nvrx-rendezvous-closed", {}),
@@ -419,6 +419,18 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("[admin@gpu-a07 ~]$ dmesg -T | grep NVRM", "shell-prompt", {"host": "gpu-a07"}),
     ("root@dgx-3:/workspace# nvidia-smi -q -d ROW_REMAPPER", "shell-prompt", {"host": "dgx-3"}),
     ("| Diagnostic                | Result                                         |", "dcgm-diag-report", {}),
+    # GPU, NVLink and node platform (issue #25)
+    ("error creating nvml.Device 5: nvml: GPU is lost, which is unexpected", "nvml-gpu-lost", {}),
+    ("error creating nvml.Device 0: nvml: Unknown Error, which is unexpected", "nvml-device-handle-failed", {}),
+    ("1c:00.0 VGA compatible controller: NVIDIA Corporation TU102GL [Quadro RTX 6000/8000] (rev ff)",
+     "gpu-pci-config-all-ones", {"pci": "1c:00.0"}),
+    ("        Pending                           : Yes", "gpu-row-remap-pending", {}),
+    ("|   1  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |                    2 |",
+     "smi-volatile-uncorrectable-ecc", {"pci": "00000000:18:00.0", "code": "2"}),
+    ("NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x25:0x65:1457)", "gpu-init-failed", {"pci": "0000:3b:00.0"}),
+    ("nv-fabricmanager[3228]: fabric manager NVIDIA GPU driver interface version 530.30.02 don't match with "
+     "driver version 530.41.03.", "fabric-manager-driver-mismatch", {"detail": "530.30.02"}),
+    ("CUDA_ERROR_CONTAINED: Invalid access of peer GPU memory over nvlink or a hardware error", "cuda-contained", {}),
     ("| Error                     | GPU 3 has uncorrectable memory errors and row  |", "gpu-row-remap-failure", {}),
     ("2026-11-29 10:28:25,496 - root - INFO - Saving latest checkpoint model trained for 3 epochs",
      "checkpoint-save-started", {}),

@@ -257,11 +257,14 @@ def follow_45_signatures(catalog: XidCatalog) -> list[dict[str, Any]]:
     crash (Xid 45) is RESET_GPU: 144; not 145, where some of those rows defer to Xid 154, nor 149 and
     150, whose rows name no Xid 45."""
     by_category: dict[str, list[int]] = {}
+    undecided: list[int] = []
     for row in catalog.rows:
         decision = catalog.bucket(row.immediate).decision
         crashing = {d.immediate for d in catalog.decode if d.xid == row.code and d.kills_channels}
         if decision is Decision.DRAIN or (decision is Decision.CONTEXT and crashing == {"RESET_GPU"}):
             by_category.setdefault(_weighing(catalog, row)["category"], []).append(row.code)
+        elif decision is Decision.CONTEXT and catalog.decode and any(d.xid == row.code for d in catalog.decode):
+            undecided.append(row.code)
     names = {"nvlink": ("xid-45-after-nvlink", "node", "an NVLink fault on this node"),
              "gpu-hardware": ("xid-45-after-gpu-fault", "gpu", "that GPU's fault")}
     out = []
@@ -275,6 +278,22 @@ def follow_45_signatures(catalog: XidCatalog) -> list[dict[str, Any]]:
             "source": catalog.source(f"{catalog.section}, Xid 45 (WORKFLOW_XID_45; not solo: follow the other Xid)"),
             "explanation": (f"Xid 45 caused by an earlier Xid whose bucket drains the node: the channels were torn "
                             f"down by {cause}, even where the earlier Xid's own line is not in the excerpt."),
+        })
+    if undecided:
+        # The decode sheet decides these only from the earlier Xid's own words, which an Xid 45 does
+        # not repeat: the NVLink fault ended the job (restart it), but whether the GPU needs a reset
+        # is the earlier line's (or an Xid 154's) to say, so this alone drains nothing.
+        alternatives = "|".join(str(c) for c in undecided)
+        out.append({
+            "id": "xid-45-after-nvlink5", "family": "xid", "category": "nvlink", "culprit_kind": "node",
+            "precedence": 84,
+            "pattern": rf"{{xid}}(?P<xid>45)\b.*caused by previous Xid (?P<code>{alternatives})\b",
+            "literals": ["caused by previous Xid"], "restart": True, "drain": False,
+            "source": catalog.source(f"{catalog.section}, Xid 45 (WORKFLOW_XID_45; not solo: follow the other Xid); "
+                                     f"{catalog.decode_section}"),
+            "explanation": ("Xid 45 caused by an earlier NVLink5 Xid: an NVLink event tore down the job's channels, "
+                            "so restart it. NVIDIA's decode sheet grades that Xid from its own line (or from the "
+                            "Xid 154 printed with it), which this one does not carry: on its own it drains nothing."),
         })
     return out
 
