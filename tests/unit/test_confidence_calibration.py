@@ -52,12 +52,30 @@ def _facts(**changes: object) -> Ingredients:
 
 def test_a_settled_sourced_verdict_is_high() -> None:
     assert grade(_facts()) == (Confidence.HIGH, None)
+    # Slurm ending a job on purpose (preemption, cancel) names no culprit and needs none.
+    assert grade(_facts(category=Category.SCHEDULER_POLICY, culprit_kind=CulpritKind.UNKNOWN,
+                        culprit_named=False)) == (Confidence.HIGH, None)
+
+
+def test_only_settling_rules_are_marked_unsettled() -> None:
+    unsettled = {s.id for s in default_catalogue().signatures if not s.settles}
+    assert {"slurm-time-limit", "slurm-state-timeout", "slurm-gres-count-low"} <= unsettled
+    assert all(default_catalogue().get(i).source for i in unsettled)  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(("changes", "mentions"), [
     ({"sourced": False}, "vendor document"),
     ({"drain_unplaced": True}, "watcher or push"),
     ({"category": Category.NETWORK, "culprit_kind": CulpritKind.NETWORK}, "other end"),
+    # A stall names where the job stopped, never why.
+    ({"category": Category.HANG, "culprit_kind": CulpritKind.RANK}, "not why"),
+    ({"category": Category.NCCL_TIMEOUT, "culprit_kind": CulpritKind.RANK}, "not why"),
+    # A kind of failure without what failed (a rendezvous that timed out, a job state of BOOT_FAIL).
+    ({"category": Category.NODE_FAILURE, "culprit_kind": CulpritKind.UNKNOWN, "culprit_named": False},
+     "not what failed"),
+    # A documented fact that does not settle the verdict (`settles = false`: a time limit reached).
+    ({"category": Category.SCHEDULER_POLICY, "culprit_kind": CulpritKind.APP, "unsettled": True},
+     "does not settle"),
 ])
 def test_what_keeps_a_verdict_below_high(changes: dict[str, object], mentions: str) -> None:
     confidence, settle = grade(_facts(**changes))
