@@ -37,8 +37,9 @@ def test_every_signature_is_exercised_by_an_example_line() -> None:
     # or untested; both are bugs in the catalogue.
     from goodput.diagnose.signatures.vendor import load_table
     from tests.unit.test_signatures_families import LINE_CASES, XID, XID_CASES
+    from tests.unit.test_signatures_reasons import REASON_LINES
 
-    lines = [line for line, _, _ in LINE_CASES] + [XID.format(code=c[0], tail=c[1]) for c in XID_CASES]
+    lines = [line for line, _, _ in LINE_CASES + REASON_LINES] + [XID.format(code=c[0], tail=c[1]) for c in XID_CASES]
     lines.append(XID.format(code=31, tail="MMU Fault: UNRECOGNIZED_CLIENT"))
     # One line per Xid of NVIDIA's table, one per row of its NVLink5 decode sheet, one per Xid 45 rule.
     table = load_table()

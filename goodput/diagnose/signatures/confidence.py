@@ -38,6 +38,14 @@ class Ingredients:
     # What would confirm a culprit read off other lines than the deciding one (the task Slurm did
     # not terminate, the peer the completion errors point at); None when the culprit is stated.
     confirm: str | None = None
+    # The deciding rule rests on a vendor's or the project's documented semantics (its `source`):
+    # only then does the line settle what it means, rather than what threads usually meant by it.
+    sourced: bool = False
+    # The verdict drains a node the log does not name (a GPU named by PCI address only): the node
+    # is whichever produced the log, which the log itself cannot say.
+    drain_unplaced: bool = False
+    # The deciding rule's source says what happened but not what the verdict needs (`settles = false`).
+    unsettled: bool = False
 
 
 _TIMEOUT_SETTLE = ("the flight recorder dump (TORCH_NCCL_TRACE_BUFFER_SIZE) or the desync report "
@@ -76,4 +84,26 @@ def grade(facts: Ingredients) -> tuple[Confidence, str | None]:
     if facts.culprit_kind in (CulpritKind.GPU, CulpritKind.NODE, CulpritKind.NETWORK) and not facts.culprit_named:
         return Confidence.MEDIUM, ("the log does not name the failed hardware: the kernel logs (Xid, "
                                    "link and port errors) of the job's nodes")
+    if facts.category in (Category.HANG, Category.NCCL_TIMEOUT):
+        # A stall names where the job stopped (the rank the others waited for), never why: PyTorch's
+        # and NCCL's own documents send the reader on to that rank's stack and its node's kernel log.
+        return Confidence.MEDIUM, "the log says which rank stalled, not why: " + _HANG_SETTLE
+    if facts.culprit_kind is CulpritKind.UNKNOWN and facts.category is not Category.SCHEDULER_POLICY:
+        return Confidence.MEDIUM, ("the log says what kind of failure this is but not what failed: "
+                                   + _NOTHING_SETTLE)
+    if facts.unsettled:
+        return Confidence.MEDIUM, ("the deciding line is a documented fact that does not settle this verdict "
+                                   "(its explanation says what else it may mean): " + _NOTHING_SETTLE)
+    if facts.drain_unplaced:
+        return Confidence.MEDIUM, ("the drain targets the node that produced this log, which the log does not "
+                                   "name: the watcher or push record that delivered it says which node that is")
+    if facts.culprit_kind is CulpritKind.NETWORK:
+        return Confidence.MEDIUM, (
+            "a completion error seen from one end says the other end did not answer, not which end, "
+            "link or setting failed, nor whether the connection ever carried data: the other end's "
+            "log, both hosts' port state and counters (ibstat, perfquery), and NCCL's connection "
+            "setup lines (NCCL_DEBUG=INFO)")
+    if not facts.sourced:
+        return Confidence.MEDIUM, ("the deciding line's meaning rests on how such lines usually read, not "
+                                   "on a vendor document: " + _NOTHING_SETTLE)
     return Confidence.HIGH, None

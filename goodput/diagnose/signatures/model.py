@@ -76,6 +76,10 @@ class Signature(Frozen):
     source_local: bool = True
     # The document and section the rule rests on (vendor rules generated from a vendor's catalogue).
     source: str = ""
+    # False where the source says what happened but not what the verdict needs (a job ended at its
+    # time limit may have hung long before; a node with fewer GPUs than configured may be broken or
+    # misconfigured): such a rule never decides a `high` verdict, whatever its source.
+    settles: bool = True
     explanation: str = Field(min_length=1)
 
     @field_validator("literals")

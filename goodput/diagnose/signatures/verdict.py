@@ -273,7 +273,8 @@ class VerdictBuilder:
             category=sig.category, culprit_kind=kind, culprit_named=culprit not in (None, SOURCE_NODE),
             from_source_node=culprit == SOURCE_NODE, root_cause=lead_role is Role.ROOT, any_hit=True,
             rival=self._rival(lead, ranked), inferred=silent is not None or odd is not None,
-            confirm=placed[2] if placed and culprit is not None else None))
+            confirm=placed[2] if placed and culprit is not None else None, sourced=bool(sig.source),
+            drain_unplaced=drain and host is None, unsettled=not sig.settles))
         return Verdict(category=sig.category, culprit_kind=kind, culprit=culprit, restart=restart,
                        drain=drain, signatures=signatures, evidence=evidence, explanation=explanation,
                        host=host, gpu=gpu, rank=rank, confidence=confidence, settle=settle,
