@@ -97,7 +97,7 @@ def _env_unknowns(model: type[BaseModel], environ: Mapping[str, str]) -> Iterato
             annotation = current.model_fields[names[part]].annotation
             if depth == len(parts) - 1:
                 yield from _json_unknowns(variable, environ[variable], annotation, parts)
-            current = _model_of(annotation)
+            current = model_of(annotation)
 
 
 def _json_unknowns(variable: str, value: str, annotation: object, parts: tuple[str, ...]) -> Iterator[Unknown]:
@@ -127,7 +127,7 @@ def _walk(model: type[BaseModel], data: Mapping[str, object],
 
 def _walk_value(annotation: object, value: object,
                 at: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Mapping[str, str]]]:
-    sub = _model_of(annotation)
+    sub = model_of(annotation)
     if sub is not None and isinstance(value, Mapping):
         yield from _walk(sub, value, at)
         return
@@ -165,7 +165,7 @@ def _options(annotation: object) -> tuple[object, ...]:
     return (annotation,)
 
 
-def _model_of(annotation: object) -> type[BaseModel] | None:
+def model_of(annotation: object) -> type[BaseModel] | None:
     models = [a for a in _options(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
     return models[0] if len(models) == 1 else None
 
@@ -175,11 +175,11 @@ def _element_model(annotation: object) -> tuple[str, type[BaseModel]] | None:
     for option in _options(annotation):
         origin, args = typing.get_origin(option), typing.get_args(option)
         if origin in (tuple, list, frozenset, set) and args:
-            model = _model_of(args[0])
+            model = model_of(args[0])
             if model is not None:
                 return "seq", model
         if origin is dict and len(args) == 2:
-            model = _model_of(args[1])
+            model = model_of(args[1])
             if model is not None:
                 return "map", model
     return None
