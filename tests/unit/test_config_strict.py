@@ -106,3 +106,26 @@ def test_known_variables_and_free_form_maps_still_work(monkeypatch: pytest.Monke
     settings = Settings()
     assert settings.policy.breaker.max_drained_nodes == 1
     assert settings.policy.mode_for("gpu").value == "autonomous"
+
+
+def test_the_cli_refuses_to_start_on_a_typo_naming_key_and_file_never_the_value(
+        toml: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from workers.main import dispatch
+    toml.write_text(f'[policy.breaker]\nmax_drains = 1\n[console]\nsesion_secret = "{SECRET}"\n')
+    monkeypatch.setenv("COLUMNS", "400")
+    assert dispatch(["audit", "--data-dir", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert "policy.breaker.max_drains" in err and "max_drained_nodes" in err and str(toml) in err
+    assert "console.sesion_secret" in err and "did you mean console.session_secret?" in err
+    assert SECRET not in err
+
+
+def test_an_invalid_secret_value_is_named_never_printed(monkeypatch: pytest.MonkeyPatch, toml: Path,
+                                                        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from workers.main import dispatch
+    monkeypatch.setenv("GOODPUT_CONSOLE__SESSION_SECRET", "too-short-" + SECRET[:12])
+    monkeypatch.setenv("COLUMNS", "400")
+    assert dispatch(["audit", "--data-dir", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert "console.session_secret" in err and "GOODPUT_CONSOLE__SESSION_SECRET" in err
+    assert SECRET[:12] not in err
