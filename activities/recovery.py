@@ -67,7 +67,7 @@ from goodput.recover.node_health import (
     ReturnResult,
 )
 from goodput.recover.notify import Notifier
-from goodput.recover.policy import ResumeStrategy
+from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import (
     JobInfo,
     JobState,
@@ -96,8 +96,10 @@ class RecoveryActivities:
                  checkpoint_finder: CheckpointFinder | None = None, memory: NodeMemory | None = None,
                  audit_log: AuditLog | None = None, kill_switch: KillSwitchReader | None = None,
                  node_check: NodeCheck | None = None, node_health: NodeHealthStarter | None = None,
-                 meter: Meter | None = None, layouts: LayoutSource | None = None) -> None:
+                 meter: Meter | None = None, layouts: LayoutSource | None = None,
+                 policy: Policy | None = None) -> None:
         self._scheduler = scheduler
+        self._policy = policy or Policy()
         self._layouts = layouts
         self._metrics = RecoveryMetrics(meter)
         self._node_check = node_check or CommandNodeCheck()
@@ -260,6 +262,12 @@ class RecoveryActivities:
             self._metrics.accepted(AuditAction.STOP, request.observed_at)
         return result.detail + (f"; {chain}" if chain else "")
 
+    @activity.defn(name="service_policy")
+    async def service_policy(self, cluster: str) -> Policy:
+        """The policy this worker's service runs incidents under, for one a reporter opened."""
+        del cluster  # one policy per deployment today; the cluster is asked for so it can differ
+        return self._policy
+
     @activity.defn(name="consult_kill_switch")
     async def consult_kill_switch(self, cluster: str) -> KillSwitchState:
         async with heartbeating():
@@ -305,4 +313,4 @@ class RecoveryActivities:
     def all(self) -> list[Callable[..., Awaitable[object]]]:
         return [self.attribute, self.reserve_drain, self.consult_node_memory, self.find_checkpoint, self.isolate,
                 self.resume, self.verify, self.stop_job, self.notify, self.audit, self.consult_kill_switch,
-                self.start_node_health, self.check_node, self.return_node]
+                self.service_policy, self.start_node_health, self.check_node, self.return_node]

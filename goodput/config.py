@@ -9,6 +9,7 @@ See docs/configuration.md for every key.
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from pydantic_settings import (
 )
 
 from goodput.config_sources import config_file
+from goodput.config_strict import check_known
 from goodput.console.auth import ConsoleUser
 from goodput.detect.node_agent import AgentConfig
 from goodput.detect.nvsentinel import NvSentinelSettings
@@ -180,6 +182,7 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         toml_path = config_file()  # which file, and refused if someone else could have written it
+        check_known(cls, toml_path, os.environ)  # a typo stops start-up: the models below ignore unknowns
         if toml_path is None:
             return (init_settings, env_settings)
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=toml_path))

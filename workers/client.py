@@ -131,15 +131,17 @@ class TemporalIncidentService:
         self._task_queue = task_queue
         self._index = index
 
-    async def inject(self, anomaly: Anomaly, policy: Policy, mode: Mode | None = None) -> InjectResult:
+    async def inject(self, anomaly: Anomaly, policy: Policy | None, mode: Mode | None = None) -> InjectResult:
         key = anomaly.incident_key
-        start = RecoveryStart(key=key, policy=policy, mode=mode, index=self._index)
+        # No policy: the reporter is not the service; the workflow asks its worker for the service's.
+        start = RecoveryStart(key=key, policy=policy or Policy(), mode=mode, index=self._index,
+                              policy_from_service=policy is None)
         try:
             handle = await self._client.start_workflow(
                 RecoveryWorkflow.run, start, id=key.workflow_id, task_queue=self._task_queue,
                 start_signal="anomaly", start_signal_args=[anomaly],
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                search_attributes=search.at_start(key, mode or policy.mode) if self._index else None,
+                search_attributes=search.at_start(key, mode or start.policy.mode) if self._index else None,
                 rpc_timeout=RPC_TIMEOUT)
         except WorkflowAlreadyStartedError:
             return InjectResult(incident_id=key.workflow_id, new_incident=False,

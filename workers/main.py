@@ -37,6 +37,7 @@ from goodput.models import AnomalyKind, Category, Mode
 from goodput.recover.audit import parse_since
 from goodput.service.incidents import ServiceError
 from workers import devserver
+from workers.config_command import cmd_config
 from workers.doctor import run_checks
 from workers.job_advice import run_advise_job
 from workers.logs import configure as configure_logs
@@ -161,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     adv.add_argument("--restart-s", type=float, default=600.0, help="time from a failure to training again")
     adv.add_argument("--json", action="store_true")
 
+    config = sub.add_parser("config", help="show the effective settings, secrets redacted")
+    config.add_argument("action", choices=["show"])
+    config.add_argument("--origin", action="store_true", help="where each value came from: flag > env > file > default")
+
     checkpoints = sub.add_parser("checkpoints", help="which checkpoint goodput would resume from, and why")
     checkpoints.add_argument("root", help="the checkpoint root (as in goodput:ckpt=<layout>:<root>)")
     checkpoints.add_argument("--layout", help="auto-detected unless named: " + ", ".join(LAYOUTS))
@@ -260,6 +265,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return show_audit(args, settings)
     if args.command == "doctor":
         return cmd_doctor(args, settings)
+    if args.command == "config":
+        return cmd_config(args, settings)
     if args.command == "up":
         return asyncio.run(cmd_up(settings, console))
     if args.command == "worker":

@@ -139,7 +139,8 @@ async def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
     flags = {"probe": args.probe, "kernel_log": args.kernel_log, "node": args.node}
     config = AgentConfig.model_validate({**settings.agent.model_dump(), **{k: v for k, v in flags.items() if v}})
     client = await connect_from(settings)
-    sink = IncidentSink(TemporalIncidentService(client, settings.task_queue), settings.policy)
+    # A node agent reports; the service's policy (None) governs its incidents, not the node's settings.
+    sink = IncidentSink(TemporalIncidentService(client, settings.task_queue), None)
     # The agent drains nodes and never resubmits: no deployment key (nor key file) needed here.
     scheduler = scheduler_from(settings, resubmit_key=ResubmitKey.ephemeral(settings.cluster))
     stop_telemetry = start_telemetry(settings, settings.metrics_file)

@@ -59,7 +59,8 @@ async def _inject(args: argparse.Namespace, settings: Settings, console: Console
                              category=args.category, now=now)
     else:
         raise AnomalyInputError("inject needs --job (with flags) or --file")
-    result = await service.inject(anomaly, settings.policy, Mode(args.mode) if args.mode else None)
+    # The service's policy governs (None), not this CLI's settings; --mode may only make it stricter.
+    result = await service.inject(anomaly, None, Mode(args.mode) if args.mode else None)
     verb = "opened" if result.new_incident else "added to"
     console.print(f"anomaly {anomaly.id} {verb} incident {result.incident_id}"
                   + (f" ({result.note})" if result.note else ""))

@@ -34,7 +34,11 @@ HANDOVER_TIMEOUT = timedelta(seconds=5)
 
 
 class IncidentSink:
-    def __init__(self, service: IncidentService, policy: Policy, meter: Meter | None = None,
+    """Where detectors send anomalies. `policy` is the service's own when the sink runs in the
+    service (its watchers and receivers); None in a reporter that is not (a node agent): its
+    incidents then ask the service for its policy."""
+
+    def __init__(self, service: IncidentService, policy: Policy | None, meter: Meter | None = None,
                  tracer: Tracer | None = None) -> None:
         self._service = service
         self._policy = policy

@@ -115,7 +115,7 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
     recovery = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue),
                                   memory=TemporalNodeMemory(client, task_queue), audit_log=audit_log, layouts=layouts,
                                   kill_switch=TemporalKillSwitch(client, task_queue),
-                                  node_health=TemporalNodeHealth(client, task_queue))
+                                  node_health=TemporalNodeHealth(client, task_queue), policy=policy)
     # Anomalies the watchers find open incidents with the service's policy.
     sink = IncidentSink(TemporalIncidentService(client, task_queue), policy or Policy())
     watch = WatchActivities(scheduler, sink, TemporalWatchLauncher(client, task_queue))

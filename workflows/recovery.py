@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.recover.kill_switch import KillSwitchState, effective_mode
     from goodput.recover.lifecycle import OUTCOME_OF, IncidentState, is_terminal, transition
     from goodput.recover.node_incident import Delivery, LinkAnswer
-    from goodput.recover.policy import plan_recovery
+    from goodput.recover.policy import Policy, governing_mode, plan_recovery
     from goodput.recover.recovery_rules import cancel_requested, decide_refusal, follows_in_job, room_for
     from goodput.recover.recovery_state import RecoveryState, incident_report
     from goodput.recover.spares import SpareGrant
@@ -68,18 +68,21 @@ class RecoveryWorkflow:
     @workflow.init
     def __init__(self, start: RecoveryStart) -> None:
         self._start = start
-        self._s = RecoveryState(mode=start.mode or start.policy.mode)
+        # A reporter's incident knows the service's mode only once it asked: until then, monitor.
+        self._s = RecoveryState(mode=Mode.MONITOR if start.policy_from_service else start.mode or start.policy.mode)
 
     # -- the loop ---------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, start: RecoveryStart) -> IncidentReport:
         self.record(S.DETECTED, f"incident opened for job {start.key.job_id} attempt {start.key.job_attempt}")
-        await workflow.wait_condition(lambda: bool(self._s.anomalies) or self.cancel_requested())
-        # Let the rest of a burst arrive before attributing, unless someone cancels first.
-        if start.policy.coalesce_window_s > 0:
-            await self.wait(lambda: self.cancel_requested(), start.policy.coalesce_window_s)
         try:
+            if start.policy_from_service:
+                start = await self._service_policy(start)
+            await workflow.wait_condition(lambda: bool(self._s.anomalies) or self.cancel_requested())
+            # Let the rest of a burst arrive before attributing, unless someone cancels first.
+            if start.policy.coalesce_window_s > 0:
+                await self.wait(lambda: self.cancel_requested(), start.policy.coalesce_window_s)
             await self._recover(start)
         except CancelledByOperator:
             self.cancelled_here()
@@ -153,8 +156,8 @@ class RecoveryWorkflow:
             attribution, answered = await remember(self, attribution, job)
             if answered:
                 self._s.attributed = attributed.model_copy(update={"attribution": attribution})
-        if start.mode is None and job is not None:
-            self._s.mode = start.policy.mode_for(job.partition)
+        if job is not None and (start.mode is None or start.policy_from_service):
+            self._s.mode = governing_mode(start.policy.mode_for(job.partition), start.mode)
         self.move(S.ATTRIBUTED, attribution.explanation + (f" ({attributed.note})" if attributed.note else ""))
         if attributed.launcher:
             self.record(S.ATTRIBUTED, attributed.launcher)
@@ -411,6 +414,18 @@ class RecoveryWorkflow:
             self.record(self._s.state, f"{why_not}; the records stay in this incident's report")
             return
         self._s.audit_written += len(pending)
+
+    async def _service_policy(self, start: RecoveryStart) -> RecoveryStart:
+        """A reporter that is not the service opened this incident: the policy of the worker that
+        runs it governs, not the reporter's. Only starts that say so take this step, and none
+        recorded before it existed does, so no `workflow.patched` is needed."""
+        policy = await self.step("service_policy", start.key.cluster, Policy)
+        self._start = start = start.model_copy(update={"policy": policy})
+        self._s.mode = governing_mode(policy.mode, start.mode)
+        self.record(S.DETECTED, f"the service's policy governs: {self._s.mode} mode until the job's partition "
+                                "is known" + (f" (asked for {start.mode})" if start.mode else ""))
+        self.upsert()
+        return start
 
     async def _kill_switch(self) -> KillSwitchState:
         return await self.step("consult_kill_switch", self._start.key.cluster, KillSwitchState)

@@ -44,6 +44,12 @@ class RecoveryStart(Frozen):
     key: IncidentKey
     policy: Policy = Field(default_factory=Policy)
     mode: Mode | None = None
+    # True when the reporter is not the service (`goodput inject`, a node agent): `policy` is then
+    # a placeholder and the workflow runs under the policy of the worker that runs it, the
+    # service's; `mode` is only a request, honoured when stricter (goodput.recover.policy.governing_mode).
+    # False (the service's own watchers and receivers, and every start recorded before the field
+    # existed): `policy` is the service's snapshot and `mode`, when set, chooses.
+    policy_from_service: bool = False
     # False where goodput's search attributes cannot be registered (no operator rights, or the
     # time-skipping test server): incidents then work, but the UI cannot filter them.
     index: bool = True

@@ -35,6 +35,18 @@ class ResumeStrategy(StrEnum):
     RESUBMIT = "resubmit"
 
 
+# How much each mode lets goodput do on its own; a reporter may ask for less, never for more.
+LOOSENESS: dict[Mode, int] = {Mode.MONITOR: 0, Mode.APPROVE: 1, Mode.AUTONOMOUS: 2}
+
+
+def governing_mode(service: Mode, requested: Mode | None) -> Mode:
+    """The mode an incident runs in: the service's for its partition, or the reporter's request
+    when that is stricter. Whoever reports an anomaly (the CLI, a node agent) never loosens it."""
+    if requested is None or LOOSENESS[requested] >= LOOSENESS[service]:
+        return service
+    return requested
+
+
 class Policy(Frozen):
     mode: Mode = Mode.MONITOR
     partition_modes: dict[str, Mode] = Field(default_factory=dict)

@@ -60,8 +60,10 @@ class IncidentSummary(Frozen):
 
 class IncidentService(Protocol):
     """What a running goodput offers its operator's tools (the CLI and the console)."""
-    async def inject(self, anomaly: Anomaly, policy: Policy, mode: Mode | None = None) -> InjectResult:
-        """Send an anomaly to its incident, starting one with `policy` (and `mode`, if given) when none is open."""
+    async def inject(self, anomaly: Anomaly, policy: Policy | None, mode: Mode | None = None) -> InjectResult:
+        """Send an anomaly to its incident, starting one when none is open: under `policy`, the
+        service's own (its watchers and receivers), or under None the service's policy, which the
+        incident asks for, with `mode` a request that may make it stricter, never looser."""
         ...
 
     async def list_incidents(self, limit: int = 50, cluster: str | None = None) -> Sequence[IncidentSummary]:

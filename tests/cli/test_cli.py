@@ -54,9 +54,10 @@ async def arun(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[s
 
 
 async def test_inject_list_show_approve(client: Client, task_queue: str, cli_env: dict[str, str]) -> None:
-    async with running_worker(client, task_queue) as fake:
+    # The service runs approve mode: an injected incident runs in it (the CLI cannot loosen it).
+    async with running_worker(client, task_queue, policy=FAST.model_copy(update={"mode": Mode.APPROVE})) as fake:
         injected = await arun("inject", "--job", "1001", "--kind", "gpu-fault", "--node", "node2",
-                       "--evidence", "NVRM: Xid (PCI:0000:3b:00): 79", "--mode", "approve", env=cli_env)
+                       "--evidence", "NVRM: Xid (PCI:0000:3b:00): 79", env=cli_env)
         assert injected.returncode == 0, injected.stderr
         assert "opened incident" in injected.stdout
         incident = injected.stdout.split("incident ")[-1].split()[0]

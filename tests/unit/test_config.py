@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from goodput.config import Settings
+from goodput.config_sources import SettingsError
 from goodput.models import Mode
 from goodput.slurm.submit_as import BecomeMode
 from workers.resubmit_key import ResubmitKeyError, resubmit_key_from
@@ -38,7 +39,7 @@ def test_unknown_keys_are_rejected(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     toml = tmp_path / "goodput.toml"
     toml.write_text('temporal_adress = "typo:7233"\n')
     monkeypatch.setenv("GOODPUT_CONFIG", str(toml))
-    with pytest.raises(ValidationError, match="temporal_adress"):
+    with pytest.raises(SettingsError, match=r"temporal_adress.*did you mean temporal_address"):
         Settings()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from goodput.models import ActionKind, Attribution, Category, Culprit, CulpritKind, Mode
-from goodput.recover.policy import Policy, ResumeStrategy, plan_recovery
+from goodput.recover.policy import Policy, ResumeStrategy, governing_mode, plan_recovery
 from goodput.scheduler import JobInfo, JobState
 
 JOB = JobInfo(job_id="7", state=JobState.FAILED, partition="gpu",
@@ -88,3 +88,18 @@ def test_partition_modes_override_the_default() -> None:
     policy = Policy(mode=Mode.MONITOR, partition_modes={"trusted": Mode.AUTONOMOUS})
     assert policy.mode_for("trusted") is Mode.AUTONOMOUS
     assert policy.mode_for("gpu") is Mode.MONITOR
+
+
+@pytest.mark.parametrize(("service", "requested", "runs"), [
+    (Mode.APPROVE, None, Mode.APPROVE),  # no request: the service's mode
+    (Mode.MONITOR, Mode.AUTONOMOUS, Mode.MONITOR),  # looser asked: the service's
+    (Mode.APPROVE, Mode.AUTONOMOUS, Mode.APPROVE),
+    (Mode.MONITOR, Mode.APPROVE, Mode.MONITOR),
+    (Mode.AUTONOMOUS, Mode.APPROVE, Mode.APPROVE),  # stricter asked: honoured
+    (Mode.AUTONOMOUS, Mode.MONITOR, Mode.MONITOR),
+    (Mode.APPROVE, Mode.MONITOR, Mode.MONITOR),
+    (Mode.APPROVE, Mode.APPROVE, Mode.APPROVE),
+])
+def test_a_reporter_may_ask_for_a_stricter_mode_never_a_looser_one(service: Mode, requested: Mode | None,
+                                                                  runs: Mode) -> None:
+    assert governing_mode(service, requested) is runs

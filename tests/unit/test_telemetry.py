@@ -42,7 +42,7 @@ class Service:
     def __init__(self) -> None:
         self.injected: list[Anomaly] = []
 
-    async def inject(self, anomaly: Anomaly, policy: Policy, mode: Mode | None = None) -> InjectResult:
+    async def inject(self, anomaly: Anomaly, policy: Policy | None, mode: Mode | None = None) -> InjectResult:
         self.injected.append(anomaly)
         return InjectResult(incident_id="incident-x", new_incident=True)
 

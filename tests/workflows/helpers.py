@@ -39,10 +39,12 @@ def anomaly(job_id: str = "1001", *, kind: AnomalyKind = AnomalyKind.GPU_FAULT,
 @asynccontextmanager
 async def running_worker(client: Client, task_queue: str, scheduler: FakeScheduler | None = None,
                          notifier: RecordingNotifier | None = None,
-                         audit_log: AuditLog | None = None) -> AsyncIterator[FakeScheduler]:
+                         audit_log: AuditLog | None = None,
+                         policy: Policy | None = None) -> AsyncIterator[FakeScheduler]:
+    """A worker on `scheduler`; `policy` is the service's (what `goodput inject` incidents run under)."""
     fake = scheduler or FakeScheduler()
     worker = build_worker(client, task_queue, fake, notifier or RecordingNotifier(),
-                          fail_workflows_on_bugs=True, audit_log=audit_log)
+                          fail_workflows_on_bugs=True, audit_log=audit_log, policy=policy)
     async with worker:
         yield fake
 

@@ -10,6 +10,7 @@ returns two values.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -57,53 +58,69 @@ _NOTHING_SETTLE = ("Slurm's record of the job (sacct State and ExitCode), the re
                    "kernel logs (Xid) of its nodes")
 
 
+def _named_hardware_missing(f: Ingredients) -> bool:
+    return f.culprit_kind in (CulpritKind.GPU, CulpritKind.NODE, CulpritKind.NETWORK) and not f.culprit_named
+
+
+def _what_failed_missing(f: Ingredients) -> bool:
+    return f.culprit_kind is CulpritKind.UNKNOWN and f.category is not Category.SCHEDULER_POLICY
+
+
+_Rule = tuple[Callable[[Ingredients], bool], Confidence, Callable[[Ingredients], str]]
+
+# Checked in order, the first that holds decides; each says what would settle the verdict.
+_RULES: tuple[_Rule, ...] = (
+    (lambda f: not f.any_hit, Confidence.LOW,
+     lambda f: "nothing in this log explains a failure: " + _NOTHING_SETTLE),
+    (lambda f: f.informational, Confidence.MEDIUM,
+     lambda f: "only informational lines were found; if the job did fail, " + _NOTHING_SETTLE),
+    (lambda f: not f.root_cause, Confidence.LOW,
+     lambda f: ("only consequences were found (aborts, closing siblings, exit codes): the first error of "
+                "the rank that failed first, in its own output, or " + _NOTHING_SETTLE)),
+    (lambda f: f.category is Category.NCCL_TIMEOUT and not f.culprit_named, Confidence.LOW,
+     lambda f: "the timeouts do not say which rank stopped: " + _TIMEOUT_SETTLE),
+    (lambda f: f.category is Category.HANG and not f.culprit_named, Confidence.LOW,
+     lambda f: "the log does not say which rank hung: " + _HANG_SETTLE),
+    (lambda f: f.confirm is not None, Confidence.MEDIUM,
+     lambda f: f.confirm or ""),
+    (lambda f: f.inferred, Confidence.MEDIUM,
+     lambda f: ("the culprit is the one rank that did not report the timeout; if the log is not every "
+                "rank's, " + _TIMEOUT_SETTLE)),
+    (lambda f: f.rival is not None and f.rival is not f.category, Confidence.MEDIUM,
+     lambda f: (f"a {f.rival} cause is also in the log; its timestamps against this one's, and the "
+                "kernel logs of the hosts involved, tell which came first")),
+    (lambda f: f.from_source_node, Confidence.MEDIUM,
+     lambda f: ("the log does not name its host: the watcher or push record that delivered it says "
+                "which node produced it")),
+    (_named_hardware_missing, Confidence.MEDIUM,
+     lambda f: ("the log does not name the failed hardware: the kernel logs (Xid, link and port errors) "
+                "of the job's nodes")),
+    # A stall names where the job stopped (the rank the others waited for), never why: PyTorch's and
+    # NCCL's own documents send the reader on to that rank's stack and its node's kernel log.
+    (lambda f: f.category in (Category.HANG, Category.NCCL_TIMEOUT), Confidence.MEDIUM,
+     lambda f: "the log says which rank stalled, not why: " + _HANG_SETTLE),
+    (_what_failed_missing, Confidence.MEDIUM,
+     lambda f: "the log says what kind of failure this is but not what failed: " + _NOTHING_SETTLE),
+    (lambda f: f.unsettled, Confidence.MEDIUM,
+     lambda f: ("the deciding line is a documented fact that does not settle this verdict (its "
+                "explanation says what else it may mean): " + _NOTHING_SETTLE)),
+    (lambda f: f.drain_unplaced, Confidence.MEDIUM,
+     lambda f: ("the drain targets the node that produced this log, which the log does not name: the "
+                "watcher or push record that delivered it says which node that is")),
+    (lambda f: f.culprit_kind is CulpritKind.NETWORK, Confidence.MEDIUM,
+     lambda f: ("a completion error seen from one end says the other end did not answer, not which end, "
+                "link or setting failed, nor whether the connection ever carried data: the other end's "
+                "log, both hosts' port state and counters (ibstat, perfquery), and NCCL's connection "
+                "setup lines (NCCL_DEBUG=INFO)")),
+    (lambda f: not f.sourced, Confidence.MEDIUM,
+     lambda f: ("the deciding line's meaning rests on how such lines usually read, not on a vendor "
+                "document: " + _NOTHING_SETTLE)),
+)
+
+
 def grade(facts: Ingredients) -> tuple[Confidence, str | None]:
     """The confidence of a verdict and, below HIGH, what would settle it."""
-    if not facts.any_hit:
-        return Confidence.LOW, "nothing in this log explains a failure: " + _NOTHING_SETTLE
-    if facts.informational:
-        return Confidence.MEDIUM, ("only informational lines were found; if the job did fail, " + _NOTHING_SETTLE)
-    if not facts.root_cause:
-        return Confidence.LOW, ("only consequences were found (aborts, closing siblings, exit codes): the "
-                                "first error of the rank that failed first, in its own output, or " + _NOTHING_SETTLE)
-    if facts.category is Category.NCCL_TIMEOUT and not facts.culprit_named:
-        return Confidence.LOW, "the timeouts do not say which rank stopped: " + _TIMEOUT_SETTLE
-    if facts.category is Category.HANG and not facts.culprit_named:
-        return Confidence.LOW, "the log does not say which rank hung: " + _HANG_SETTLE
-    if facts.confirm is not None:
-        return Confidence.MEDIUM, facts.confirm
-    if facts.inferred:
-        return Confidence.MEDIUM, ("the culprit is the one rank that did not report the timeout; if the log is "
-                                   "not every rank's, " + _TIMEOUT_SETTLE)
-    if facts.rival is not None and facts.rival is not facts.category:
-        return Confidence.MEDIUM, (f"a {facts.rival} cause is also in the log; its timestamps against this "
-                                   "one's, and the kernel logs of the hosts involved, tell which came first")
-    if facts.from_source_node:
-        return Confidence.MEDIUM, ("the log does not name its host: the watcher or push record that "
-                                   "delivered it says which node produced it")
-    if facts.culprit_kind in (CulpritKind.GPU, CulpritKind.NODE, CulpritKind.NETWORK) and not facts.culprit_named:
-        return Confidence.MEDIUM, ("the log does not name the failed hardware: the kernel logs (Xid, "
-                                   "link and port errors) of the job's nodes")
-    if facts.category in (Category.HANG, Category.NCCL_TIMEOUT):
-        # A stall names where the job stopped (the rank the others waited for), never why: PyTorch's
-        # and NCCL's own documents send the reader on to that rank's stack and its node's kernel log.
-        return Confidence.MEDIUM, "the log says which rank stalled, not why: " + _HANG_SETTLE
-    if facts.culprit_kind is CulpritKind.UNKNOWN and facts.category is not Category.SCHEDULER_POLICY:
-        return Confidence.MEDIUM, ("the log says what kind of failure this is but not what failed: "
-                                   + _NOTHING_SETTLE)
-    if facts.unsettled:
-        return Confidence.MEDIUM, ("the deciding line is a documented fact that does not settle this verdict "
-                                   "(its explanation says what else it may mean): " + _NOTHING_SETTLE)
-    if facts.drain_unplaced:
-        return Confidence.MEDIUM, ("the drain targets the node that produced this log, which the log does not "
-                                   "name: the watcher or push record that delivered it says which node that is")
-    if facts.culprit_kind is CulpritKind.NETWORK:
-        return Confidence.MEDIUM, (
-            "a completion error seen from one end says the other end did not answer, not which end, "
-            "link or setting failed, nor whether the connection ever carried data: the other end's "
-            "log, both hosts' port state and counters (ibstat, perfquery), and NCCL's connection "
-            "setup lines (NCCL_DEBUG=INFO)")
-    if not facts.sourced:
-        return Confidence.MEDIUM, ("the deciding line's meaning rests on how such lines usually read, not "
-                                   "on a vendor document: " + _NOTHING_SETTLE)
+    for holds, level, settle in _RULES:
+        if holds(facts):
+            return level, settle(facts)
     return Confidence.HIGH, None
