@@ -167,12 +167,14 @@ def _classify(args: argparse.Namespace) -> int:
 def _checkpoints(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
+    from goodput.checkpoints import LocalFileSystem
     from goodput.checkpoints.report import run_checkpoints
-    from workers.progress import spinner
+    from workers.progress import CountingFileSystem, entries_read
 
-    with spinner(f"reading the checkpoints under {args.root}"):
+    with entries_read(f"reading the checkpoints under {args.root}") as seen:
         return run_checkpoints(os.path.abspath(args.root), args.layout, args.json, sys.stdout, sys.stderr,
-                               datetime.now(UTC), settle_s=args.settle)
+                               datetime.now(UTC), settle_s=args.settle,
+                               fs=None if seen is None else CountingFileSystem(LocalFileSystem(), seen))
 
 
 def _completion(args: argparse.Namespace) -> int:

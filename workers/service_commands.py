@@ -46,8 +46,8 @@ CLI_ORIGIN = f"cli on {socket.gethostname()}"[:200]
 
 async def cmd_client(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     """Run the service command `args.command` names; any other is a decision on an incident."""
-    if args.command == "inject" and args.dry_run:
-        return _inject_dry_run(args, settings, console)
+    if args.command == "inject":  # the anomaly is checked before anything is connected to
+        return await _inject(args, settings, console)
     service = TemporalIncidentService(await connect_from(settings),
                                       settings.task_queue)
     return await COMMANDS.get(args.command, _decide)(args, settings, console, service)
@@ -66,20 +66,17 @@ def _anomaly(args: argparse.Namespace, settings: Settings) -> Anomaly:
     return anomaly
 
 
-def _inject_dry_run(args: argparse.Namespace, settings: Settings, console: Console) -> int:
-    """The anomaly that would be submitted; nothing is connected to."""
+async def _inject(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+    """Open an incident (or add to one) from an anomaly given by flags or a JSON file; with
+    --dry-run, print the anomaly that would be submitted and connect to nothing."""
     anomaly = _anomaly(args, settings)
-    mode = f"in {args.mode} mode" if args.mode else "in the policy's mode"
-    print(f"would submit anomaly {anomaly.id} for job {anomaly.cluster}/{anomaly.job_id} attempt "
-          f"{anomaly.job_attempt}, opening an incident {mode} or adding to the open one:")
-    print(anomaly.model_dump_json())
-    return 0
-
-
-async def _inject(args: argparse.Namespace, settings: Settings, console: Console,
-                  service: TemporalIncidentService) -> int:
-    """Open an incident (or add to one) from an anomaly given by flags or a JSON file."""
-    anomaly = _anomaly(args, settings)
+    if args.dry_run:
+        mode = f"in {args.mode} mode" if args.mode else "in the policy's mode"
+        print(f"would submit anomaly {anomaly.id} for job {anomaly.cluster}/{anomaly.job_id} attempt "
+              f"{anomaly.job_attempt}, opening an incident {mode} or adding to the open one:")
+        print(anomaly.model_dump_json())
+        return 0
+    service = TemporalIncidentService(await connect_from(settings), settings.task_queue)
     result = await service.inject(anomaly, settings.policy, Mode(args.mode) if args.mode else None)
     verb = "opened" if result.new_incident else "added to"
     console.print(f"anomaly {anomaly.id} {verb} incident {result.incident_id}"
@@ -238,7 +235,6 @@ async def _decide(args: argparse.Namespace, settings: Settings, console: Console
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, Settings, Console, TemporalIncidentService],
                            Awaitable[int]]] = {
-    "inject": _inject,
     "incidents": _incidents,
     "advise": _advise,
     "faults": _faults,

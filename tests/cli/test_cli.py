@@ -89,7 +89,7 @@ async def test_inject_list_show_approve(client: Client, task_queue: str, cli_env
 
 @pytest.mark.parametrize(("args", "message"), [
     (("approve", "incident-nope", "--reason", "x"), "no incident 'incident-nope'"),
-    (("inject", "--job", "1;reboot", "--dry-run"), "invalid job id"),
+    (("inject", "--job", "1;reboot"), "invalid job id"),
     (("inject",), "inject needs --job"),
     (("inject", "--job", "1", "--node", "a b"), "invalid node name"),
 ])

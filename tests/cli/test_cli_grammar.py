@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -127,7 +128,8 @@ def test_a_crash_is_exit_70_and_one_line(monkeypatch: pytest.MonkeyPatch, capsys
 
 def test_a_long_error_is_one_line_off_a_terminal(tmp_path: Path) -> None:
     missing = tmp_path / ("a-rather-long-directory-name-" * 6) / "anomaly.json"
-    done = run("inject", "--file", str(missing), "--dry-run", env={"GOODPUT_CONFIG": str(tmp_path / "none.toml")})
+    done = run("inject", "--file", str(missing), env={"GOODPUT_CONFIG": str(tmp_path / "none.toml"),
+                                                      "GOODPUT_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"})
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1 and str(missing) in done.stderr, done.stderr
 
@@ -175,3 +177,30 @@ def test_every_flag_shown_has_help() -> None:
     """Hidden aliases (audit --format) are left out of help, docs and completion alike."""
     assert all(a.help for a in options(PARSER))
     assert "--format" not in json.dumps([a.option_strings for a in options(COMMANDS["audit"])])
+
+
+def stderr_on_a_terminal(*args: str) -> tuple[int, str]:
+    """Run goodput with stderr on a pseudo-terminal; what it wrote there."""
+    main_fd, term_fd = pty.openpty()
+    proc = subprocess.Popen([*GOODPUT, *args], stdout=subprocess.DEVNULL, stderr=term_fd,
+                            env={**os.environ, "TERM": "xterm", "COLUMNS": "120"})
+    os.close(term_fd)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(main_fd, 65536)
+        except OSError:  # EIO: the terminal's last writer exited
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(main_fd)
+    return proc.wait(timeout=30), b"".join(chunks).decode(errors="replace")
+
+
+def test_checkpoints_shows_progress_on_a_terminal_and_nothing_off_it() -> None:
+    tree = str(ROOT / "tests/fixtures/checkpoints/lightning")
+    code, shown = stderr_on_a_terminal("checkpoints", tree)
+    assert code == 0 and "entries read" in shown, shown
+    quiet = run("checkpoints", tree)
+    assert quiet.returncode == 0 and quiet.stderr == ""
