@@ -204,3 +204,15 @@ def test_checkpoints_shows_progress_on_a_terminal_and_nothing_off_it() -> None:
     assert code == 0 and "entries read" in shown, shown
     quiet = run("checkpoints", tree)
     assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_log_level_debug_shows_a_crashs_traceback(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    def crash(args: argparse.Namespace) -> int:
+        raise KeyError("a bug")
+
+    monkeypatch.setitem(main.OFFLINE, "classify", crash)
+    assert main.dispatch(["classify", "x.log"]) == 70
+    assert "Traceback" not in capsys.readouterr().err
+    assert main.dispatch(["classify", "x.log", "--log-level", "debug"]) == 70
+    assert "Traceback" in capsys.readouterr().err
