@@ -68,9 +68,20 @@ async def connect(address: str, namespace: str = "default", tracer: Tracer | Non
     try:
         return await Client.connect(address, namespace=namespace, data_converter=pydantic_data_converter,
                                     interceptors=[TracingInterceptor(tracer)], tls=tls, api_key=api_key)
-    except RuntimeError as err:
+    except RuntimeError as err:  # the Rust client's text is its transport's internals: keep the reason
         raise ServiceUnavailableError(
-            f"cannot reach Temporal at {address}: {err}. Is `goodput up` running?") from err
+            f"cannot reach Temporal at {address}{connect_reason(str(err))}. Is `goodput up` running?") from err
+
+
+def connect_reason(text: str) -> str:
+    """The OS's reason from the Rust client's connect error (`message: "Connection refused"`), or
+    nothing: its transport chain (tonic::transport::Error(Transport, ConnectError(...))) means
+    nothing to an operator."""
+    start = text.find('message: "')
+    if start < 0:
+        return ""
+    reason = text[start + 10:start + 110].split('"', 1)[0]
+    return f" ({reason})" if reason.isprintable() else ""
 
 
 def tls_config(settings: TemporalTlsSettings, api_key: bool) -> TLSConfig | bool:

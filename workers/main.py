@@ -1,181 +1,40 @@
 """`goodput` console script: the composition root that wires the pure CLI to Temporal.
 
-`up` runs the whole service on the embedded default (dev server + worker, monitor mode);
-`worker` joins an external Temporal; the rest are operator commands against a running service.
+The grammar is workers.cli_parser's (standard library only); each command imports what it needs
+when it runs, so `--help`, completion and usage errors never pay for Temporal, pydantic or
+Starlette. Errors become one line on stderr and a documented exit code (workers.cli_parser's
+EXIT_CODES): 2 usage, 3 unavailable, 4 refused, 70 a crash.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-from rich.console import Console
-from rich.text import Text
+from workers.cli_parser import build_parser
 
-from activities.adapters.gpu_nvml import NvmlUnavailableError
-from goodput.checkpoints import LAYOUTS
-from goodput.checkpoints.job_advice import Overrides
-from goodput.checkpoints.model import DEFAULT_SETTLE_S
-from goodput.checkpoints.report import run_checkpoints
-from goodput.cli.anomaly_input import AnomalyInputError
-from goodput.cli.doctor import exit_code as doctor_exit_code
-from goodput.cli.doctor import render as render_doctor
-from goodput.cli.terminal import terminal_text
-from goodput.config import Settings
-from goodput.config_sources import SettingsError, check_data_dir, config_file, config_flag, describe
-from goodput.diagnose.classify import run_classify
-from goodput.identifiers import InvalidIdentifierError, validate_cluster, validate_job_id
-from goodput.models import AnomalyKind, Category, Mode
-from goodput.recover.audit import parse_since
-from goodput.service.incidents import ServiceError
-from workers import devserver
-from workers.config_command import cmd_config
-from workers.doctor import run_checks
-from workers.job_advice import run_advise_job
-from workers.logs import configure as configure_logs
-from workers.serve import cmd_agent, cmd_console, cmd_up, cmd_worker
-from workers.service_commands import cmd_advise, cmd_client, show_audit
+if TYPE_CHECKING:
+    from goodput.config import Settings
+
+__all__ = ["build_parser", "dispatch", "main", "settings_from"]
 
 log = logging.getLogger("goodput")
 # The commands that keep keys, logs or state in data_dir: refused when another user could plant them.
 DATA_DIR_COMMANDS = frozenset({"up", "worker", "console", "audit"})
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="goodput", description=__doc__)
-    parser.add_argument("--config", type=Path, help="goodput.toml to read (default: GOODPUT_CONFIG, else "
-                        "./goodput.toml when it is yours, ~/.config/goodput/goodput.toml, /etc/goodput/goodput.toml)")
-    parser.add_argument("--temporal", help="Temporal HOST:PORT (default from settings: 127.0.0.1:7233)")
-    parser.add_argument("--namespace", help="Temporal namespace")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    up = sub.add_parser("up", help="run the service on the embedded Temporal dev server")
-    up.add_argument("--data-dir", type=Path, help="where incidents and the fake cluster live")
-    up.add_argument("--mode", choices=[m.value for m in Mode], help="override the policy mode")
-
-    worker = sub.add_parser("worker", help="run a worker against an external Temporal")
-    worker.add_argument("--task-queue")
-
-    console = sub.add_parser("console", help="serve the Recovery Console (and /metrics) against a running goodput")
-    console.add_argument("--host", help="address to bind (default 127.0.0.1)")
-    console.add_argument("--port", type=int, help="port (default 8900; 0 picks a free one)")
-    console.add_argument("--data-dir", type=Path, help="where the audit log and console keys live")
-
-    inject = sub.add_parser("inject", help="submit an anomaly by hand")
-    inject.add_argument("--file", type=Path, help="a JSON file holding one anomaly")
-    inject.add_argument("--job", help="job id")
-    inject.add_argument("--kind", default=AnomalyKind.CRASH.value, help="anomaly kind")
-    inject.add_argument("--category", choices=[c.value for c in Category])
-    inject.add_argument("--attempt", type=int, default=0, help="job attempt (restart count)")
-    inject.add_argument("--cluster")
-    inject.add_argument("--node", action="append", default=[], help="implicated node (repeatable)")
-    inject.add_argument("--evidence", action="append", default=[], help="evidence line (repeatable)")
-    inject.add_argument("--mode", choices=[m.value for m in Mode], help="mode for a new incident")
-
-    incidents = sub.add_parser("incidents", help="list incidents")
-    incidents.add_argument("--limit", type=int, default=50)
-    incidents.add_argument("--json", action="store_true")
-
-    doctor = sub.add_parser("doctor", help="check this host's set-up (Temporal, Slurm, rights, data dir) "
-                                           "and say what to fix")
-    doctor.add_argument("--json", action="store_true")
-    doctor.add_argument("--kernel-log", type=Path, help="the node agent's --kernel-log, to check it is kernel-only "
-                                                        "(default: agent.kernel_log)")
-
-    faults = sub.add_parser("faults", help="one fault, many jobs: node incidents with every job they hit, and "
-                                           "unlinked incidents grouped by the node they blame")
-    faults.add_argument("--limit", type=int, default=2000, help="newest incidents to group")
-    faults.add_argument("--cluster", help="cluster name (default from settings)")
-    faults.add_argument("--window", type=float, default=10.0, help="minutes between incidents of one fault")
-    faults.add_argument("--json", action="store_true")
-
-    lost = sub.add_parser("lost-work", help="work redone after failures, per job and cluster")
-    lost.add_argument("--limit", type=int, default=200, help="newest incidents to include")
-    lost.add_argument("--cluster", help="only this cluster's incidents")
-    lost.add_argument("--json", action="store_true")
-
-    audit = sub.add_parser("audit", help="every action goodput took and every operator decision")
-    audit.add_argument("--since", help="an age (90m, 24h, 7d) or an ISO time")
-    audit.add_argument("--format", choices=["table", "jsonl", "csv"], default="table")
-    audit.add_argument("--from-histories", action="store_true",
-                       help="also rebuild the trail from the incidents' workflow histories (needs Temporal)")
-    audit.add_argument("--limit", type=int, default=1000, help="newest incidents to rebuild from")
-    audit.add_argument("--data-dir", type=Path, help="where the audit log lives (default .goodput)")
-
-    incident = sub.add_parser("incident", help="show one incident: timeline and plan")
-    incident.add_argument("incident_id")
-    incident.add_argument("--json", action="store_true")
-
-    for verb in ("approve", "cancel"):
-        p = sub.add_parser(verb, help=f"{verb} a recovery")
-        p.add_argument("incident_id")
-        p.add_argument("--reason", required=True)
-        p.add_argument("--who", default=os.environ.get("USER") or "operator")
-
-    kill = sub.add_parser("kill-switch", help="put every partition of a cluster in monitor mode at once (and back)")
-    kill.add_argument("action", choices=["status", "on", "off"], nargs="?", default="status")
-    kill.add_argument("--cluster", help="cluster name (default from settings)")
-    kill.add_argument("--reason", help="why (required for on and off)")
-    kill.add_argument("--who", default=os.environ.get("USER") or "operator")
-
-    breaker = sub.add_parser("breaker", help="show or reset the cluster's drain breaker")
-    breaker.add_argument("action", choices=["status", "reset"], nargs="?", default="status")
-    breaker.add_argument("--cluster", help="cluster name (default from settings)")
-    breaker.add_argument("--reason", help="why (required for reset)")
-    breaker.add_argument("--who", default=os.environ.get("USER") or "operator")
-
-    nodes = sub.add_parser("nodes", help="what unrelated incidents say about each node (the node memory)")
-    nodes.add_argument("--cluster", help="cluster name (default from settings)")
-    nodes.add_argument("--json", action="store_true")
-
-    agent = sub.add_parser("agent", help="run the node agent: GPU faults and kernel Xids become incidents")
-    agent.add_argument("--probe", choices=["nvml", "dcgm", "none"])
-    agent.add_argument("--kernel-log", type=Path)
-    agent.add_argument("--node")
-
-    classify = sub.add_parser("classify", help="diagnose log files offline")
-    classify.add_argument("--json", action="store_true")
-    classify.add_argument("paths", nargs="+")
-
-    adv = sub.add_parser("advise", help="the checkpoint interval a job should use (Young-Daly), from its "
-                                        "checkpoints (ROOT), or from all goodput measured about a job (--job)")
-    adv.add_argument("root", nargs="?", help="the job's checkpoint root")
-    adv.add_argument("--job", help="a job id: its record, checkpoints, step time and failure rate, measured")
-    adv.add_argument("--cluster", help="the job's cluster, with --job (default from settings)")
-    adv.add_argument("--layout", help="auto-detected unless named")
-    adv.add_argument("--step-time", type=float, help="seconds per training step (with --job: measured unless given)")
-    adv.add_argument("--gpus", type=int, help="GPUs the job uses (with --job: from its nodes unless given)")
-    adv.add_argument("--mtbf-hours", type=float, help="the job's mean time between failures, if known")
-    adv.add_argument("--nodes", type=int, help="nodes the job uses (with --cluster-nodes: MTBF from goodput's "
-                                              "incidents of the last --window)")
-    adv.add_argument("--cluster-nodes", type=int, help="nodes in the cluster (with --job: from the scheduler "
-                                                      "unless given)")
-    adv.add_argument("--window", default="30d", help="how far back incidents count (default 30d)")
-    adv.add_argument("--restart-s", type=float, default=600.0, help="time from a failure to training again")
-    adv.add_argument("--json", action="store_true")
-
-    config = sub.add_parser("config", help="show the effective settings, secrets redacted")
-    config.add_argument("action", choices=["show"])
-    config.add_argument("--origin", action="store_true", help="where each value came from: flag > env > file > default")
-
-    checkpoints = sub.add_parser("checkpoints", help="which checkpoint goodput would resume from, and why")
-    checkpoints.add_argument("root", help="the checkpoint root (as in goodput:ckpt=<layout>:<root>)")
-    checkpoints.add_argument("--layout", help="auto-detected unless named: " + ", ".join(LAYOUTS))
-    checkpoints.add_argument("--settle", type=float, default=DEFAULT_SETTLE_S,
-                             help="seconds a checkpoint must be untouched to be trusted (default %(default)s)")
-    checkpoints.add_argument("--json", action="store_true")
-    return parser
+EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_REFUSED, EXIT_INTERNAL = 2, 3, 4, 70
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
+    from pydantic import ValidationError
+
+    from goodput.config import Settings
+    from goodput.config_sources import SettingsError, config_file, config_flag, describe
+
     overrides: dict[str, object] = {}
     if args.temporal:
         overrides["temporal_address"] = args.temporal
@@ -194,16 +53,157 @@ def settings_from(args: argparse.Namespace) -> Settings:
         console = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
         settings = settings.model_copy(update={"console": settings.console.model_copy(update=console)})
     if getattr(args, "mode", None) and args.command == "up":
+        from goodput.models import Mode
+
         settings = settings.model_copy(update={"policy": settings.policy.model_copy(
             update={"mode": Mode(args.mode)})})
     return settings
 
 
-def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+def exit_code(error: BaseException) -> int:
+    """The documented exit code for an error a command raised."""
+    from activities.adapters.gpu_nvml import NvmlUnavailableError
+    from goodput.service.incidents import DecisionRejectedError, ServiceError, ServiceUnavailableError
+    from workers.devserver import DevServerError
+
+    if isinstance(error, ServiceUnavailableError | DevServerError | NvmlUnavailableError):
+        return EXIT_UNAVAILABLE
+    if isinstance(error, DecisionRejectedError):
+        return EXIT_REFUSED
+    # The rest an operator can act on: settings (described without values), ids and input refused,
+    # an incident that does not exist.
+    if isinstance(error, ServiceError | ValueError):
+        return EXIT_USAGE
+    return EXIT_INTERNAL
+
+
+def report_error(message: str) -> None:
+    """One line on stderr, whatever the message holds; coloured only on a terminal, never wrapped."""
+    from goodput.cli.terminal import error_line
+
+    tty = sys.stderr.isatty()
+    sys.stderr.write(("\x1b[31merror:\x1b[0m " if tty else "error: ") + error_line(message) + "\n")
+
+
+def dispatch(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from workers.logs import configure as configure_logs
+
+    level = getattr(logging, (args.log_level or "info").upper())
+    configure_logs(os.environ.get("GOODPUT_LOG_FORMAT", "text"), level)
+    if args.version:
+        return _version(args)
+    if args.command is None:
+        parser.error("name a command")
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:
+        code = exit_code(error)
+        if code == EXIT_INTERNAL:
+            log.debug("goodput %s failed", args.command, exc_info=True)
+            report_error(f"internal error in goodput {args.command}: {type(error).__name__}: {error} "
+                         "(a bug; rerun with --log-level debug for the traceback)")
+        else:
+            report_error(str(error))
+        return code
+
+
+def _version(args: argparse.Namespace) -> int:
+    from workers.version import report
+
+    try:
+        settings: Settings | None = settings_from(args)
+    except Exception:
+        settings = None
+    sys.stdout.write(report(settings))
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command; the commands that need no settings (or only to read a job) run before they are read."""
+    if args.command in OFFLINE:
+        return OFFLINE[args.command](args)
+    if args.command == "advise":
+        done = _advise_before_settings(args)
+        if done is not None:
+            return done
+    settings = settings_from(args)
+    if args.command in DATA_DIR_COMMANDS:
+        from goodput.config_sources import check_data_dir
+
+        check_data_dir(settings.data_dir)
+    if args.command == "doctor":
+        return _doctor(args, settings)
+    if args.command == "config":
+        from workers.config_command import cmd_config
+
+        return cmd_config(args, settings)
+    if args.command == "audit" and not args.from_histories:
+        from workers.service_commands import show_audit
+
+        return show_audit(args, settings)
+    import asyncio
+
+    from rich.console import Console
+
+    if args.command in ("up", "worker", "console", "agent"):
+        from workers import serve
+
+        console = Console()
+        if args.command == "agent":
+            return asyncio.run(serve.cmd_agent(args, settings))
+        run = {"up": serve.cmd_up, "worker": serve.cmd_worker, "console": serve.cmd_console}[args.command]
+        return asyncio.run(run(settings, console))
+    from workers.service_commands import cmd_client
+
+    return asyncio.run(cmd_client(args, settings, Console()))
+
+
+def _classify(args: argparse.Namespace) -> int:
+    from goodput.diagnose.classify import run_classify
+
+    return run_classify(args.paths, args.json, sys.stdout, sys.stderr)
+
+
+def _checkpoints(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from goodput.checkpoints import LocalFileSystem
+    from goodput.checkpoints.report import run_checkpoints
+    from workers.progress import CountingFileSystem, entries_read
+
+    with entries_read(f"reading the checkpoints under {args.root}") as seen:
+        return run_checkpoints(os.path.abspath(args.root), args.layout, args.json, sys.stdout, sys.stderr,
+                               datetime.now(UTC), settle_s=args.settle,
+                               fs=None if seen is None else CountingFileSystem(LocalFileSystem(), seen))
+
+
+def _completion(args: argparse.Namespace) -> int:
+    from goodput.cli.grammar import SCRIPTS
+
+    sys.stdout.write(SCRIPTS[args.shell](build_parser()))
+    return 0
+
+
+OFFLINE = {"classify": _classify, "checkpoints": _checkpoints, "completion": _completion}
+
+
+def _doctor(args: argparse.Namespace, settings: Settings) -> int:
+    import asyncio
+
+    from goodput.cli.doctor import exit_code as doctor_exit_code
+    from goodput.cli.doctor import render as render_doctor
+    from workers.doctor import run_checks
+    from workers.progress import spinner
+
     if args.kernel_log is not None:
         settings = settings.model_copy(update={"agent": settings.agent.model_copy(
             update={"kernel_log": args.kernel_log})})
-    results = asyncio.run(run_checks(settings))
+    with spinner("checking Temporal, Slurm, rights and the data dir"):
+        results = asyncio.run(run_checks(settings))
     if args.json:
         for result in results:
             print(result.model_dump_json())
@@ -212,84 +212,40 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     return doctor_exit_code(results)
 
 
-def cmd_classify(args: argparse.Namespace) -> int:
-    return run_classify(args.paths, args.json, sys.stdout, sys.stderr)
-
-
-async def cmd_advise_job(args: argparse.Namespace, settings: Settings) -> int:
-    now = datetime.now(UTC)
-    overrides = Overrides(step_time_s=args.step_time, gpus=args.gpus, mtbf_hours=args.mtbf_hours,
-                          cluster_nodes=args.cluster_nodes, window=now - parse_since(args.window, now),
-                          restart_s=args.restart_s)
-    return await run_advise_job(settings, validate_job_id(args.job), validate_cluster(args.cluster or settings.cluster),
-                                overrides, as_json=args.json, out=sys.stdout)
-
-
-def cmd_checkpoints(args: argparse.Namespace) -> int:
-    return run_checkpoints(os.path.abspath(args.root), args.layout, args.json, sys.stdout, sys.stderr,
-                           datetime.now(UTC), settle_s=args.settle)
-
-
-def dispatch(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    console = Console()
-    err = Console(stderr=True)
-    configure_logs(os.environ.get("GOODPUT_LOG_FORMAT", "text"))
-    try:
-        return _run(args, console)
-    except (ServiceError, AnomalyInputError, InvalidIdentifierError, devserver.DevServerError,
-            NvmlUnavailableError) as error:
-        err.print(Text("error: ", style="red") + terminal_text(str(error), keep_newlines=True), highlight=False)
-        return 2
-    except ValueError as error:  # settings (described without values), files refused, decisions
-        err.print(Text("error: ", style="red") + terminal_text(str(error), keep_newlines=True), highlight=False)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-
-
-def _run(args: argparse.Namespace, console: Console) -> int:
-    """The command; the commands that need no settings (or only to read a job) run before they are read."""
-    if args.command == "classify":
-        return cmd_classify(args)
-    if args.command == "checkpoints":
-        return cmd_checkpoints(args)
-    if args.command == "advise":
-        done = _advise_before_settings(args)
-        if done is not None:
-            return done
-    settings = settings_from(args)
-    if args.command in DATA_DIR_COMMANDS:
-        check_data_dir(settings.data_dir)
-    if args.command == "audit" and not args.from_histories:
-        return show_audit(args, settings)
-    if args.command == "doctor":
-        return cmd_doctor(args, settings)
-    if args.command == "config":
-        return cmd_config(args, settings)
-    if args.command == "up":
-        return asyncio.run(cmd_up(settings, console))
-    if args.command == "worker":
-        return asyncio.run(cmd_worker(settings, console))
-    if args.command == "console":
-        return asyncio.run(cmd_console(settings, console))
-    if args.command == "agent":
-        return asyncio.run(cmd_agent(args, settings))
-    return asyncio.run(cmd_client(args, settings, console))
-
-
 def _advise_before_settings(args: argparse.Namespace) -> int | None:
     """`goodput advise` for one job, or with the MTBF given; None when the MTBF is to be measured
     from the incidents (a service command); refused when neither can be."""
+    from goodput.cli.anomaly_input import AnomalyInputError
+
     if args.job is None and (args.root is None or args.step_time is None or args.gpus is None):
         raise AnomalyInputError("advise needs ROOT with --step-time and --gpus, or --job JOB")
     if args.job is not None:
-        return asyncio.run(cmd_advise_job(args, settings_from(args)))
+        return _advise_job(args, settings_from(args))
     if args.mtbf_hours is not None:
+        from workers.service_commands import cmd_advise
+
         return cmd_advise(args, args.mtbf_hours)
     if not (args.nodes and args.cluster_nodes):
         raise AnomalyInputError("advise needs --mtbf-hours, or --nodes and --cluster-nodes (MTBF from incidents)")
     return None
+
+
+def _advise_job(args: argparse.Namespace, settings: Settings) -> int:
+    import asyncio
+    from datetime import UTC, datetime
+
+    from goodput.checkpoints.job_advice import Overrides
+    from goodput.identifiers import validate_cluster, validate_job_id
+    from goodput.recover.audit import parse_since
+    from workers.job_advice import run_advise_job
+
+    now = datetime.now(UTC)
+    overrides = Overrides(step_time_s=args.step_time, gpus=args.gpus, mtbf_hours=args.mtbf_hours,
+                          cluster_nodes=args.cluster_nodes, window=now - parse_since(args.since, now),
+                          restart_s=args.restart_s)
+    return asyncio.run(run_advise_job(settings, validate_job_id(args.job),
+                                      validate_cluster(args.cluster or settings.cluster), overrides,
+                                      as_json=args.json, out=sys.stdout))
 
 
 def main() -> None:
@@ -301,3 +257,7 @@ def main() -> None:
     with contextlib.suppress(Exception):
         logging.shutdown()
     os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,9 +1,12 @@
 """The operator commands that talk to a running goodput through the incident service.
 
 `goodput inject`, `incidents`, `incident`, `faults`, `nodes`, `lost-work`, `audit --from-histories`,
-`advise --nodes`, `kill-switch`, `breaker` and the decisions (approve, reject, ...): each one a
+`advise --nodes`, `kill-switch`, `breaker` and the decisions (approve, cancel): each one a
 function of the parsed arguments and a connected `TemporalIncidentService`, looked up by command
 name, so `workers.main` only parses, picks and reports errors.
+
+`--json` is one JSON object for one thing and JSON Lines for lists. `--dry-run` reads what the
+change would act on (the incident, the switch, the breaker) and prints the change without making it.
 """
 
 from __future__ import annotations
@@ -14,10 +17,9 @@ import os
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from rich.console import Console
-from rich.text import Text
 
 from activities.adapters.audit import JsonlAuditLog
 from goodput.checkpoints import IncidentLoss, summarize_lost_work
@@ -26,30 +28,32 @@ from goodput.cli.advise import run_advise
 from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_file
 from goodput.cli.audit import render as render_audit
 from goodput.cli.render import faults_table, incident_detail, incidents_table, lost_work_table, nodes_table
-from goodput.cli.terminal import terminal_text
+from goodput.cli.terminal import error_line, terminal_text
 from goodput.config import Settings
 from goodput.identifiers import validate_cluster
-from goodput.models import Mode, OperatorDecision
+from goodput.models import Anomaly, Mode, OperatorDecision
 from goodput.recover.audit import AuditRecord, merged, parse_since, since
+from goodput.recover.breaker import BreakerState
 from goodput.recover.incident import Decision, DecisionVerb, IncidentReport
 from goodput.recover.kill_switch import KillSwitchState
 from goodput.service.faults import all_faults
 from goodput.service.incidents import ServiceError
 from workers.client import TemporalIncidentService, connect_from
+from workers.progress import counted
 
 CLI_ORIGIN = f"cli on {socket.gethostname()}"[:200]
 
 
 async def cmd_client(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     """Run the service command `args.command` names; any other is a decision on an incident."""
+    if args.command == "inject":  # the anomaly is checked before anything is connected to
+        return await _inject(args, settings, console)
     service = TemporalIncidentService(await connect_from(settings),
                                       settings.task_queue)
     return await COMMANDS.get(args.command, _decide)(args, settings, console, service)
 
 
-async def _inject(args: argparse.Namespace, settings: Settings, console: Console,
-                  service: TemporalIncidentService) -> int:
-    """Open an incident (or add to one) from an anomaly given by flags or a JSON file."""
+def _anomaly(args: argparse.Namespace, settings: Settings) -> Anomaly:
     now = datetime.now(UTC)
     if args.file:
         anomaly = from_json_file(args.file, now)
@@ -59,6 +63,21 @@ async def _inject(args: argparse.Namespace, settings: Settings, console: Console
                              category=args.category, now=now)
     else:
         raise AnomalyInputError("inject needs --job (with flags) or --file")
+    return anomaly
+
+
+async def _inject(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+    """Open an incident (or add to one) from an anomaly given by flags or a JSON file; with
+    --dry-run, print the anomaly that would be submitted and connect to nothing."""
+    anomaly = _anomaly(args, settings)
+    if args.dry_run:
+        mode = (f"in the service's mode, or {args.mode} if that is stricter" if args.mode
+                else "in the service's mode")
+        print(f"would submit anomaly {anomaly.id} for job {anomaly.cluster}/{anomaly.job_id} attempt "
+              f"{anomaly.job_attempt}, opening an incident {mode} or adding to the open one:")
+        print(anomaly.model_dump_json())
+        return 0
+    service = TemporalIncidentService(await connect_from(settings), settings.task_queue)
     # The service's policy governs (None), not this CLI's settings; --mode may only make it stricter.
     result = await service.inject(anomaly, None, Mode(args.mode) if args.mode else None)
     verb = "opened" if result.new_incident else "added to"
@@ -83,11 +102,11 @@ async def _advise(args: argparse.Namespace, settings: Settings, console: Console
                   service: TemporalIncidentService) -> int:
     """The checkpoint interval advice with the MTBF measured from the node faults goodput recorded."""
     now = datetime.now(UTC)
-    window = now - parse_since(args.window, now)
+    window = now - parse_since(args.since, now)
     rate = node_failure_rate_per_hour(await service.list_incidents(limit=10_000), args.cluster_nodes, now,
                                       window)
     if rate <= 0:
-        raise AnomalyInputError(f"no node failure in the last {args.window}: give --mtbf-hours")
+        raise AnomalyInputError(f"no node failure in the last {args.since}: give --mtbf-hours")
     return cmd_advise(args, 1 / (rate * args.nodes))
 
 
@@ -95,8 +114,9 @@ async def _faults(args: argparse.Namespace, settings: Settings, console: Console
                   service: TemporalIncidentService) -> int:
     """The node faults of a cluster: its node incidents and the incidents grouped by the node they blame."""
     cluster = validate_cluster(args.cluster or settings.cluster)
+    now = datetime.now(UTC)
     found = all_faults(await service.node_incidents(cluster), await service.list_incidents(
-        limit=args.limit, cluster=cluster), timedelta(minutes=args.window))
+        limit=args.limit, cluster=cluster), now - parse_since(args.window, now))
     if args.json:
         for fault in found:
             print(json.dumps({**fault.model_dump(mode="json", exclude={"incidents"}), "jobs": fault.jobs,
@@ -118,7 +138,7 @@ async def _lost_work(args: argparse.Namespace, settings: Settings, console: Cons
     else:
         console.print(lost_work_table(summary))
     for line in unreadable:
-        Console(stderr=True).print(Text("skipped ", style="yellow") + terminal_text(line), highlight=False)
+        warn(f"skipped {line}")
     return 0
 
 
@@ -127,7 +147,7 @@ async def _audit(args: argparse.Namespace, settings: Settings, console: Console,
     """The audit trail rebuilt from the incidents' histories, merged with the log on disk."""
     reports, unreadable = await readable_reports(service, args.limit)
     for line in unreadable:
-        Console(stderr=True).print(Text("skipped ", style="yellow") + terminal_text(line), highlight=False)
+        warn(f"skipped {line}")
     show_audit(args, settings, [record for r in reports for record in r.audit])
     return 0
 
@@ -137,7 +157,7 @@ async def _incident(args: argparse.Namespace, settings: Settings, console: Conso
     """One incident's report."""
     report = await service.get(args.incident_id)
     if args.json:
-        print(report.model_dump_json(indent=2))
+        print(report.model_dump_json())
     else:
         console.print(incident_detail(report))
     return 0
@@ -149,7 +169,8 @@ async def _nodes(args: argparse.Namespace, settings: Settings, console: Console,
     cluster = validate_cluster(args.cluster or settings.cluster)
     standings = await service.node_standing(cluster)
     if args.json:
-        print(json.dumps([s.model_dump(mode="json") for s in standings]))
+        for standing in standings:
+            print(standing.model_dump_json())
     else:
         returns = await service.node_health(cluster)
         console.print(nodes_table(cluster, standings))
@@ -166,6 +187,12 @@ async def _kill_switch(args: argparse.Namespace, settings: Settings, console: Co
     if args.action != "status" and not args.reason:
         raise AnomalyInputError(f"kill-switch {args.action} needs --reason")
     by = OperatorDecision(who=args.who, reason=args.reason, origin=CLI_ORIGIN) if args.action != "status" else None
+    if by is not None and args.dry_run:
+        now = await service.kill_switch(cluster)
+        verb = "engage" if args.action == "on" else "release"
+        console.print(terminal_text(f"would {verb} the kill switch of {cluster} as {args.who} ({args.reason}); "
+                                    f"now: {kill_switch_line(now)}"), highlight=False)
+        return 0
     switch = await service.kill_switch(cluster, None if by is None else args.action == "on", by)
     console.print(terminal_text(f"kill switch of {cluster}: {kill_switch_line(switch)}"), highlight=False)
     return 0
@@ -178,14 +205,16 @@ async def _breaker(args: argparse.Namespace, settings: Settings, console: Consol
     if args.action == "reset":
         if not args.reason:
             raise AnomalyInputError("breaker reset needs --reason")
+        if args.dry_run:
+            console.print(terminal_text(f"would reset the drain breaker of {cluster} as {args.who} ({args.reason}); "
+                                        f"now: {breaker_line(await service.breaker_status(cluster))}"),
+                          highlight=False)
+            return 0
         await service.breaker_reset(cluster, OperatorDecision(who=args.who, reason=args.reason, origin=CLI_ORIGIN))
         console.print(terminal_text(f"drain breaker of {cluster} reset by {args.who}"))
     else:
         status = await service.breaker_status(cluster)
-        opened = status.tripped_at.isoformat() if status.tripped_at else "closed"
-        drained = sorted({n for g in status.grants for n in g.nodes})
-        console.print(terminal_text(f"drain breaker of {cluster}: {opened}; trips={status.trips} "
-                                    f"refused={status.refused}; drained in window: {', '.join(drained) or 'none'}"))
+        console.print(terminal_text(f"drain breaker of {cluster}: {breaker_line(status)}"))
     return 0
 
 
@@ -194,6 +223,13 @@ async def _decide(args: argparse.Namespace, settings: Settings, console: Console
     """An operator's decision on an incident (approve, reject, ...: the command is the verb)."""
     decision = Decision(verb=DecisionVerb(args.command),
                         by=OperatorDecision(who=args.who, reason=args.reason, origin=CLI_ORIGIN))
+    if args.dry_run:
+        report = await service.get(args.incident_id)  # refuses an id that names nothing, as the decision would
+        plan = "; ".join(f"{a.kind} {', '.join(a.nodes)}".strip() for a in report.plan.actions) if report.plan else ""
+        console.print(terminal_text(f"would {args.command} incident {args.incident_id} (now {report.state}) as "
+                                    f"{args.who}: {args.reason}" + (f"; its plan: {plan}" if plan else "")),
+                      highlight=False)
+        return 0
     state = await service.decide(args.incident_id, decision)
     console.print(f"{args.command} recorded; incident {args.incident_id} is now {state}")
     return 0
@@ -201,7 +237,6 @@ async def _decide(args: argparse.Namespace, settings: Settings, console: Console
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, Settings, Console, TemporalIncidentService],
                            Awaitable[int]]] = {
-    "inject": _inject,
     "incidents": _incidents,
     "advise": _advise,
     "faults": _faults,
@@ -219,12 +254,24 @@ async def readable_reports(service: TemporalIncidentService, limit: int,
     incident whose workers are all down): a report that cannot be had never stops the others."""
     reports: list[IncidentReport] = []
     unreadable: list[str] = []
-    for row in await service.list_incidents(limit=limit, cluster=cluster):
+    rows = await service.list_incidents(limit=limit, cluster=cluster)
+    for row in counted(rows, len(rows), "reading the incidents' reports"):
         try:
             reports.append(await service.get(row.incident_id))
         except ServiceError as error:
             unreadable.append(f"{row.incident_id}: {error}")
     return reports, unreadable
+
+
+def warn(message: str) -> None:
+    """A warning as one line on stderr, never wrapped."""
+    sys.stderr.write(f"warning: {error_line(message)}\n")
+
+
+def breaker_line(status: BreakerState) -> str:
+    opened = status.tripped_at.isoformat() if status.tripped_at else "closed"
+    drained = sorted({n for g in status.grants for n in g.nodes})
+    return f"{opened}; trips={status.trips} refused={status.refused}; drained in window: {', '.join(drained) or 'none'}"
 
 
 def kill_switch_line(switch: KillSwitchState) -> str:
@@ -239,10 +286,9 @@ def kill_switch_line(switch: KillSwitchState) -> str:
 def show_audit(args: argparse.Namespace, settings: Settings, rebuilt: Sequence[AuditRecord] = ()) -> int:
     log = JsonlAuditLog(settings.audit_path)
     start = parse_since(args.since, datetime.now(UTC)) if args.since else None
-    render_audit(since(merged(log.read(), rebuilt), start), args.format, sys.stdout)
+    render_audit(since(merged(log.read(), rebuilt), start), "jsonl" if args.json else args.format, sys.stdout)
     if log.skipped_lines:
-        Console(stderr=True).print(terminal_text(f"{log.skipped_lines} unreadable line(s) in {settings.audit_path}",
-                                                 style="yellow"))
+        warn(f"{log.skipped_lines} unreadable line(s) in {settings.audit_path}")
     return 0
 
 

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TextIO
 
 from goodput.checkpoints.discover import layout_name
+from goodput.checkpoints.fs import FileSystem
 from goodput.checkpoints.localfs import LocalFileSystem
 from goodput.checkpoints.model import DEFAULT_SETTLE_S, Checkpoint, CheckpointConfig, Discovery, ResumeChoice
 from goodput.checkpoints.resume import find_resume_point
@@ -92,7 +93,8 @@ def render_text(found: Discovery, choice: ResumeChoice) -> str:
 
 
 def run_checkpoints(root: str, layout: str | None, as_json: bool, out: TextIO, err: TextIO, now: datetime,
-                    settle_s: float = DEFAULT_SETTLE_S) -> int:
+                    settle_s: float = DEFAULT_SETTLE_S, fs: FileSystem | None = None) -> int:
+    """`fs` is the local filesystem unless given (the CLI wraps it to show progress)."""
     try:
         layout_name(layout)
         config = CheckpointConfig(root=root, layout=layout, settle_s=settle_s)
@@ -102,7 +104,7 @@ def run_checkpoints(root: str, layout: str | None, as_json: bool, out: TextIO, e
     if not root.startswith("/"):
         err.write(f"goodput checkpoints: {root} is not an absolute path\n")
         return 2
-    found, choice = find_resume_point(LocalFileSystem(), config, now)
+    found, choice = find_resume_point(fs or LocalFileSystem(), config, now)
     if as_json:
         out.write(json.dumps(report_json(found, choice), ensure_ascii=False) + "\n")
     else:

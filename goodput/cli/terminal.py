@@ -45,3 +45,10 @@ def visible(text: str, *, keep_newlines: bool = False) -> str:
 def terminal_text(text: str, *, style: str = "", keep_newlines: bool = False) -> Text:
     """A renderable that shows `text` as it is (no markup), control characters made visible."""
     return Text(visible(text, keep_newlines=keep_newlines), style=style)
+
+
+def error_line(message: str, limit: int = 2000) -> str:
+    """An error message as one line: its lines joined with "; ", control characters spelled out,
+    bounded, so `goodput ... 2>&1 | tail -1` or a log collector always gets the whole error."""
+    parts = [part.strip() for part in message[:limit].splitlines() if part.strip()]
+    return visible("; ".join(parts) or "unknown error") + ("…" if len(message) > limit else "")

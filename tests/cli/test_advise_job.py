@@ -111,7 +111,7 @@ async def test_the_mtbf_is_measured_from_node_faults_goodput_recorded(client: Cl
         watcher = await client.start_workflow(StubJobWatch.run, [2.0, 1.9, 2.1],
                                               id=job_watch_id(env["GOODPUT_CLUSTER"], "1001", 0), task_queue=stub_queue)
         await heartbeated(watcher)
-        shown = await asyncio.to_thread(run, "advise", "--job", "1001", "--window", "7d", env=env)
+        shown = await asyncio.to_thread(run, "advise", "--job", "1001", "--since", "7d", env=env)
         await watcher.terminate()
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert "step time: 2 s (median of 3 step(s) its watcher measured (attempt 0))" in shown.stdout
