@@ -12,9 +12,10 @@ import pytest
 from temporalio.client import Client
 
 from goodput.cli.grammar import commands
+from goodput.models import Mode
 from goodput.recover.lifecycle import IncidentState
 from tests.cli.test_cli import arun, cli_env  # noqa: F401 -- the fixture, shared
-from tests.workflows.helpers import running_worker, wait_for_state
+from tests.workflows.helpers import FAST, running_worker, wait_for_state
 from workers.cli_parser import build_parser
 
 pytestmark = pytest.mark.temporal
@@ -35,6 +36,10 @@ CONTRACT: dict[str, tuple[str, tuple[str, ...]]] = {
     "advise": (ONE, ("advise", "{ckpt}", "--layout", "generic", "--step-time", "2", "--gpus", "64",
                      "--mtbf-hours", "24")),
 }
+
+
+# The service's policy decides an incident's mode; a reporter's --mode may only make it stricter.
+APPROVE = FAST.model_copy(update={"mode": Mode.APPROVE})
 
 
 def test_the_contract_table_covers_every_command_with_json() -> None:
@@ -68,7 +73,7 @@ async def approve_mode_incident(client: Client, env: dict[str, str]) -> str:
 async def test_json_is_one_object_for_one_thing_and_json_lines_for_lists(
         client: Client, task_queue: str, cli_env: dict[str, str], tmp_path: Path) -> None:  # noqa: F811
     wrong = []
-    async with running_worker(client, task_queue):
+    async with running_worker(client, task_queue, policy=APPROVE):
         incident = await approve_mode_incident(client, cli_env)
         assert (await arun("approve", incident, "--reason", "for the audit trail", env=cli_env)).returncode == 0
         await wait_for_state(client, incident, IncidentState.RECOVERED)
@@ -91,7 +96,7 @@ async def test_json_is_one_object_for_one_thing_and_json_lines_for_lists(
 
 async def test_dry_run_prints_what_would_be_done_and_changes_nothing(
         client: Client, task_queue: str, cli_env: dict[str, str]) -> None:  # noqa: F811
-    async with running_worker(client, task_queue) as fake:
+    async with running_worker(client, task_queue, policy=APPROVE) as fake:
         incident = await approve_mode_incident(client, cli_env)
         for verb in ("approve", "cancel"):
             done = await arun(verb, incident, "--reason", "checking", "--who", "erin", "--dry-run", env=cli_env)
