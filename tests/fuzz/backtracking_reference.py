@@ -21,19 +21,20 @@ from goodput.diagnose.signatures import Catalogue, LineContext, default_catalogu
 from goodput.diagnose.signatures.hostshape import host_shaped, numbered_machine
 
 _HOST = r"[A-Za-z][A-Za-z0-9_.\-]{0,127}"
+_SYSLOG_HOST = rf"({_HOST}|\d{{1,3}}(?:\.\d{{1,3}}){{3}})"
 _SRUN_TASK = re.compile(r"\s*(\d{1,6}): ")
 _PDSH = re.compile(rf"({_HOST}): (?=\[rank\d|\[Rank \d|\[default\d|{_HOST}:\d+:\d+ \[)")
 _NAME_COLON = re.compile(r"([A-Za-z0-9][A-Za-z0-9.\-]{0,252}): ")
 _COMPOSE = re.compile(r"([A-Za-z0-9][A-Za-z0-9.\-]{0,252}) +\| ")
 _KUBECTL = re.compile(r"\[pod/([a-z0-9][a-z0-9.\-]{0,252})/[a-z0-9][a-z0-9\-]{0,62}\] ")
 _SYSLOG_QUOTED = re.compile(
-    rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) ({_HOST}) "
+    rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) {_SYSLOG_HOST} "
     r"(?:kernel|nvidia-[\w\-]+|slurmd|slurmstepd|nv-fabricmanager)(?:\[\d+\])?: ")
 _TORCH_RANK = re.compile(r"\[[Rr]ank ?(\d{1,6})\]: ?")
 _NCCL = re.compile(rf"({_HOST}):\d+:\d+ \[\d+\] ")
 _NCCL_NUMERIC = re.compile(r"([0-9]{1,16}[A-Za-z_.\-][A-Za-z0-9_.\-]{0,111}):\d+:\d+ \[\d+\] ")
 _SYSLOG = re.compile(
-    rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) ({_HOST}) "
+    rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) {_SYSLOG_HOST} "
     r"(?:kernel|nvidia-[\w\-]+|slurmd|slurmstepd|nv-fabricmanager|systemd[\w\-]*)(?:\[\d+\])?: "
     r"(?:\[\s*\d+\.\d+\] )?")
 _DMESG = re.compile(r"\[\s*\+?\d+\.\d+\] ")

@@ -38,9 +38,11 @@ _NCCL = LinearRegex(rf"({_HOST}):\d+:\d+ \[\d+\] ")
 # whose hostname is its IP address; a non-digit in the name and the `:pid:tid [dev] ` tail keep it
 # apart from a time stamp (`12:30:01 [0]`).
 _NCCL_NUMERIC = LinearRegex(r"([0-9]{1,16}[A-Za-z_.\-][A-Za-z0-9_.\-]{0,111}):\d+:\d+ \[\d+\] ")
-# syslog / journal: `Nov 29 09:00:01 host kernel: ...` or ISO timestamps.
+# syslog / journal: `Nov 29 09:00:01 host kernel: ...` or ISO timestamps. RFC 3164 (4.1.2) lets the
+# HOSTNAME field be the originator's IPv4 address when it has no name.
+_SYSLOG_HOST = rf"({_HOST}|\d{{1,3}}(?:\.\d{{1,3}}){{3}})"
 _SYSLOG = LinearRegex(
-    rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) ({_HOST}) "
+    rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) {_SYSLOG_HOST} "
     r"(?:kernel|nvidia-[\w\-]+|slurmd|slurmstepd|nv-fabricmanager|systemd[\w\-]*)(?:\[\d+\])?: "
     r"(?:\[\s*\d+\.\d+\] )?")
 # A bare ISO time stamp some log shippers put first (`2019-06-02T16:13:44.884Z: `).
@@ -58,7 +60,7 @@ _NVRX_NEW = LinearRegex(rf"\[[A-Z]{{3,8}}\] \[({_HOST})\] \[workload:[^(\]]{{0,1
 # Error: May 29 01:37:38 X kernel: ...`): its header still names the host that logged it. Searched
 # only when no prefix named a host and one of the tags is present.
 _SYSLOG_QUOTED = LinearRegex(
-    rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) ({_HOST}) "
+    rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) {_SYSLOG_HOST} "
     r"(?:kernel|nvidia-[\w\-]+|slurmd|slurmstepd|nv-fabricmanager)(?:\[\d+\])?: ")
 _QUOTED_TAGS = (b" kernel", b" nvidia-", b" slurm", b" nv-fabricmanager")
 # dmesg time stamps carry no host but must not hide the message.
