@@ -8,8 +8,9 @@ in another form>` line altogether; the rewrite matches it (without a peer). The 
 catalogue's pattern for it, and tests/unit/test_signatures_linear.py pins the change. The prefix
 rules follow the shipped ones where those changed on purpose since (a leading ISO stamp, Open MPI's
 `[job,rank]<stdout>:` tag, the launcher's host kept over NCCL's own hostname, UCX's `[host:pid:thread]`
-after its time stamp, NCCL's prefix from a host named by a digit or an IP address), so that the oracle
-keeps checking the engine, not the rules.
+after its time stamp, NCCL's prefix from a host named by a digit or an IP address, a machine-shaped
+`name: `, `docker compose`'s `name | ` and `kubectl logs --prefix`'s `[pod/name/container] `, a
+syslog header quoted inside a line), so that the oracle keeps checking the engine, not the rules.
 """
 
 from __future__ import annotations
@@ -17,15 +18,23 @@ from __future__ import annotations
 import re
 
 from goodput.diagnose.signatures import Catalogue, LineContext, default_catalogue
+from goodput.diagnose.signatures.hostshape import host_shaped, numbered_machine
 
 _HOST = r"[A-Za-z][A-Za-z0-9_.\-]{0,127}"
+_SYSLOG_HOST = rf"({_HOST}|\d{{1,3}}(?:\.\d{{1,3}}){{3}})"
 _SRUN_TASK = re.compile(r"\s*(\d{1,6}): ")
 _PDSH = re.compile(rf"({_HOST}): (?=\[rank\d|\[Rank \d|\[default\d|{_HOST}:\d+:\d+ \[)")
+_NAME_COLON = re.compile(r"([A-Za-z0-9][A-Za-z0-9.\-]{0,252}): ")
+_COMPOSE = re.compile(r"([A-Za-z0-9][A-Za-z0-9.\-]{0,252}) +\| ")
+_KUBECTL = re.compile(r"\[pod/([a-z0-9][a-z0-9.\-]{0,252})/[a-z0-9][a-z0-9\-]{0,62}\] ")
+_SYSLOG_QUOTED = re.compile(
+    rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) {_SYSLOG_HOST} "
+    r"(?:kernel|nvidia-[\w\-]+|slurmd|slurmstepd|nv-fabricmanager)(?:\[\d+\])?: ")
 _TORCH_RANK = re.compile(r"\[[Rr]ank ?(\d{1,6})\]: ?")
 _NCCL = re.compile(rf"({_HOST}):\d+:\d+ \[\d+\] ")
 _NCCL_NUMERIC = re.compile(r"([0-9]{1,16}[A-Za-z_.\-][A-Za-z0-9_.\-]{0,111}):\d+:\d+ \[\d+\] ")
 _SYSLOG = re.compile(
-    rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) ({_HOST}) "
+    rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) {_SYSLOG_HOST} "
     r"(?:kernel|nvidia-[\w\-]+|slurmd|slurmstepd|nv-fabricmanager|systemd[\w\-]*)(?:\[\d+\])?: "
     r"(?:\[\s*\d+\.\d+\] )?")
 _DMESG = re.compile(r"\[\s*\+?\d+\.\d+\] ")
@@ -62,8 +71,13 @@ def old_split_prefix(line: str) -> tuple[LineContext, str]:
     m = _SRUN_TASK.match(line, pos)
     if m:
         task, pos = int(m.group(1)), m.end()
-    m = _PDSH.match(line, pos)
+    m = _PDSH.match(line, pos) or _KUBECTL.match(line, pos)
     if m:
+        host, pos = m.group(1), m.end()
+    elif m := _NAME_COLON.match(line, pos):
+        if numbered_machine(m.group(1)):
+            host, pos = m.group(1), m.end()
+    elif (m := _COMPOSE.match(line, pos)) and host_shaped(m.group(1)):
         host, pos = m.group(1), m.end()
     m = _TORCH_RANK.match(line, pos)
     if m:
@@ -79,6 +93,8 @@ def old_split_prefix(line: str) -> tuple[LineContext, str]:
             m = _UCX.match(line, pos)
             if m:
                 host, pos = m.group(1), m.end()
+    if host is None and (m := _SYSLOG_QUOTED.search(line, pos)):
+        host = m.group(1)
     return LineContext(host=host, rank=rank, task=task), line[pos:]
 
 

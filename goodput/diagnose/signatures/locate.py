@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from goodput.diagnose.signatures.hostshape import aws_ip_name, bare_address, host_shaped, ipv4
 from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, LineContext, Match
 from goodput.untrusted_text import LinearRegex, bounded_int
 
@@ -27,6 +28,10 @@ ROOT_CAUSE_SPAN = 6
 # A node's name on one of its fabrics (`jean-zay-iam37-ib0`, `nid001-hsn0`) is the node's name plus
 # the interface; Slurm, and a drain, know the node by the plain name.
 _INTERFACE_SUFFIX = LinearRegex(r"-(?:ib|hsn|ipoib|opa)\d{0,2}")
+
+
+# Locators that state an address and the host it belongs to.
+_ADDRESS_PAIRS = frozenset({"nccl-bootstrap-address", "kubectl-pod-node"})
 
 
 def node_of(host: str | None) -> str | None:
@@ -60,6 +65,9 @@ class Locator:
         self._world = 0
         # Every host the log's hits name or were printed on (bounded): is this a one-node log?
         self.hosts: set[str] = set()
+        # address -> name, from pairs the log itself states (NCCL's bootstrap interface on a line its
+        # host printed, `kubectl describe pod`'s `Node: name/address`); bounded.
+        self.names: dict[str, str] = {}
 
     def observe(self, match: Match) -> Match:
         """Learn from one hit (in line order) and return it with what is known filled in."""
@@ -73,6 +81,14 @@ class Locator:
             return match
         if sig_id == "shell-prompt":
             self._prompt_host = g["host"]
+            return match
+        if sig_id in _ADDRESS_PAIRS:
+            name = g.get("host") or match.context.host
+            address = g.get("address", "")
+            if name and ipv4(address) and not ipv4(name) and (address in self.names or len(self.names) < MAX_ENTRIES):
+                self.names.setdefault(address, name)
+            if sig_id == "kubectl-pod-node" and name:
+                self._prompt_host = name  # what follows describes a pod on that node
             return match
         if sig_id == "torchrun-root-cause":
             self._root_cause_at = line
@@ -131,20 +147,38 @@ class Locator:
     def host_of(self, match: Match) -> str | None:
         """The node that printed (or is named by) a hit, joined through ranks and tasks if need be."""
         if match.host:
-            return node_of(match.host)
+            return self.name_of(match.host)
         ctx: LineContext = match.context
         named_rank = bounded_int(match.groups.get("rank"), max_digits=MAX_RANK_DIGITS)
         if named_rank is not None and named_rank in self.rank_host:
-            return node_of(self.rank_host[named_rank])
+            return self.name_of(self.rank_host[named_rank])
         if ctx.rank is not None and ctx.rank in self.rank_host:
-            return node_of(self.rank_host[ctx.rank])
+            return self.name_of(self.rank_host[ctx.rank])
         if ctx.task is not None and ctx.task in self.task_host:
-            return node_of(self.task_host[ctx.task])
+            return self.name_of(self.task_host[ctx.task])
         world = self._world_entry(match)
-        return node_of(world[1]) if world else None
+        return self.name_of(world[1]) if world else None
 
     def node_of_rank(self, rank: int) -> str | None:
-        return node_of(self.rank_host.get(rank))
+        return self.name_of(self.rank_host.get(rank))
+
+    def name_of(self, host: str | None) -> str | None:
+        """The node a host (or peer) stands for: an address becomes the name the log pairs it with
+        (or EC2's `ip-a-b-c-d` name when the log shows a host by that name), an interface suffix goes."""
+        if not host:
+            return host
+        address = bare_address(host)
+        if ipv4(address):
+            named = self.names.get(address)
+            if named is not None:
+                return node_of(named)
+            aws = aws_ip_name(address)
+            if aws is not None:
+                for known in self.hosts:
+                    if known == aws or (known.startswith(aws + ".") and host_shaped(known)):
+                        return known
+            return address
+        return node_of(host)
 
     def gpu_of(self, match: Match) -> str | None:
         """The PCI id of the GPU behind a rank, when NCCL's init lines told us."""

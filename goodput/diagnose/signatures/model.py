@@ -22,7 +22,7 @@ from goodput.untrusted_text import LinearPatternError, LinearRegex, bounded_int
 MAX_RANK_DIGITS = 9
 
 # Named groups a pattern may use; anything else is a catalogue bug, caught at load time.
-KNOWN_GROUPS = frozenset({"host", "pci", "rank", "task", "xid", "peer", "path", "code", "action",
+KNOWN_GROUPS = frozenset({"host", "address", "pci", "rank", "task", "xid", "peer", "path", "code", "action",
                           "ranks", "exitcode", "detail", "pg", "op", "numel"})
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from goodput.diagnose.signatures.hostshape import hcas
 from goodput.diagnose.signatures.locate import Locator
 from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, Match
 from goodput.models import Category, CulpritKind
@@ -34,10 +35,26 @@ def clip(text: str) -> str:
 
 
 def rank_list(ranks: str) -> tuple[list[str], int | None]:
-    """The ranks a desync report names (the first `MAX_NAMED_RANKS`) and the first one as a number."""
+    """The ranks a report names (the first `MAX_NAMED_RANKS`; a range `8-15` stays one entry) and
+    the first one as a number."""
     listed = [r.strip() for r in ranks.split(",", MAX_NAMED_RANKS)[:MAX_NAMED_RANKS] if r.strip()]
-    listed = [r for r in listed if bounded_int(r, max_digits=MAX_RANK_DIGITS) is not None]
-    return listed, bounded_int(listed[0], max_digits=MAX_RANK_DIGITS) if listed else None
+    listed = [r for r in listed if _rank_range(r) is not None]
+    first = _rank_range(listed[0]) if listed else None
+    return listed, first[0] if first else None
+
+
+def _rank_range(text: str) -> tuple[int, int] | None:
+    """`8` or `8-15` as (first, last); None for anything else (a reversed or absurd range)."""
+    low, dash, high = text.partition("-")
+    first = bounded_int(low.strip(), max_digits=MAX_RANK_DIGITS)
+    last = bounded_int(high.strip(), max_digits=MAX_RANK_DIGITS) if dash else first
+    if first is None or last is None or last < first:
+        return None
+    return first, last
+
+
+def _hca_label(devices: list[tuple[str, str | None]]) -> str:
+    return "HCA " + ", ".join(f"{d} port {p}" if p else d for d, p in devices)
 
 
 def reporting_rank(match: Match) -> int | None:
@@ -95,10 +112,15 @@ def name(want: CulpritKind, m: Match, locator: Locator) -> Named:
         return CulpritKind.STORAGE, clip(path) if path else None, host, None, rank
     if want is CulpritKind.NETWORK:
         peer = clip(g["peer"]) if g.get("peer") else None
-        label = f"{host} <-> {peer}" if host and peer else (host or peer)
+        named_peer = locator.name_of(peer) if peer else None
+        if peer and named_peer and named_peer not in peer:
+            peer = f"{named_peer} ({peer})"  # the name the log itself pairs that address with
+        devices = hcas(m.text) if host else []
+        end = f"{host} {_hca_label(devices)}" if host and devices else host
+        label = f"{end} <-> {peer}" if end and peer else (end or peer)
         return CulpritKind.NETWORK, label, host, None, rank
     if want is CulpritKind.RANK and first is not None:
-        label = f"rank {listed[0]}" if len(listed) == 1 else "ranks " + ", ".join(listed)
+        label = f"rank {listed[0]}" if len(listed) == 1 and "-" not in listed[0] else "ranks " + ", ".join(listed)
         return CulpritKind.RANK, label, locator.node_of_rank(first), None, first
     pci = (g.get("pci") or locator.gpu_of(m)) if want is CulpritKind.GPU else None
     if pci:

@@ -9,6 +9,7 @@ matches ASCII only, so its length in bytes is its length in characters.
 
 from __future__ import annotations
 
+from goodput.diagnose.signatures.hostshape import host_shaped, numbered_machine
 from goodput.diagnose.signatures.model import LineContext
 from goodput.untrusted_text import LinearRegex, utf8
 
@@ -20,6 +21,15 @@ _SRUN_TASK = LinearRegex(r"\s*(\d{1,6}): ")
 # `word: ` is just as likely to be `RuntimeError: `. The follower is matched but not consumed: the
 # prefix ends two bytes after the host (RE2 has no lookahead; the host cannot contain ": ").
 _PDSH = LinearRegex(rf"({_HOST}): (?:\[rank\d|\[Rank \d|\[default\d|{_HOST}:\d+:\d+ \[)")
+# Any other `name: ` first on a line (pdsh and clush with any follower, `talosctl dmesg`'s
+# `10.0.3.17: kern: ...`, a site's own wrapper): a host only when the name has a machine's shape
+# (`hostshape.host_shaped`: an address, or an RFC 1123 name whose first label carries a digit), so
+# `RuntimeError: `, `torch.distributed.run: ` and `rank3: ` stay messages.
+_NAME_COLON = LinearRegex(r"([A-Za-z0-9][A-Za-z0-9.\-]{0,252}): ")
+# `docker compose logs`: the container's name, padded, then `| ` (`trainer-worker-3  | ...`).
+_COMPOSE = LinearRegex(r"([A-Za-z0-9][A-Za-z0-9.\-]{0,252}) +\| ")
+# `kubectl logs --prefix`: `[pod/<pod>/<container>] `; a pod's name is its host name.
+_KUBECTL = LinearRegex(r"\[pod/([a-z0-9][a-z0-9.\-]{0,252})/[a-z0-9][a-z0-9\-]{0,62}\] ")
 # torchrun (PyTorch 2.x) worker prefix `[rank3]:`; DeepSpeed's `[Rank 3]` log lines.
 _TORCH_RANK = LinearRegex(r"\[[Rr]ank ?(\d{1,6})\]: ?")
 # NCCL_DEBUG lines: `host:pid:tid [dev] NCCL ...`.
@@ -28,9 +38,11 @@ _NCCL = LinearRegex(rf"({_HOST}):\d+:\d+ \[\d+\] ")
 # whose hostname is its IP address; a non-digit in the name and the `:pid:tid [dev] ` tail keep it
 # apart from a time stamp (`12:30:01 [0]`).
 _NCCL_NUMERIC = LinearRegex(r"([0-9]{1,16}[A-Za-z_.\-][A-Za-z0-9_.\-]{0,111}):\d+:\d+ \[\d+\] ")
-# syslog / journal: `Nov 29 09:00:01 host kernel: ...` or ISO timestamps.
+# syslog / journal: `Nov 29 09:00:01 host kernel: ...` or ISO timestamps. RFC 3164 (4.1.2) lets the
+# HOSTNAME field be the originator's IPv4 address when it has no name.
+_SYSLOG_HOST = rf"({_HOST}|\d{{1,3}}(?:\.\d{{1,3}}){{3}})"
 _SYSLOG = LinearRegex(
-    rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) ({_HOST}) "
+    rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) {_SYSLOG_HOST} "
     r"(?:kernel|nvidia-[\w\-]+|slurmd|slurmstepd|nv-fabricmanager|systemd[\w\-]*)(?:\[\d+\])?: "
     r"(?:\[\s*\d+\.\d+\] )?")
 # A bare ISO time stamp some log shippers put first (`2019-06-02T16:13:44.884Z: `).
@@ -44,6 +56,13 @@ _NVRX_OLD = LinearRegex(r"\[\d{4}-\d\d-\d\d [\d:,.]{8,15}\] \[[A-Z]{3,8}\] "
                         rf"\[[A-Za-z_]{{1,32}}\d{{0,9}}@({_HOST})(?::(\d{{1,6}}))?\] ")
 _NVRX_NEW = LinearRegex(rf"\[[A-Z]{{3,8}}\] \[({_HOST})\] \[workload:[^(\]]{{0,16}}\((\d{{1,6}}|\?)\)[^\]]{{0,60}}\] "
                         r"[\w.\-]{1,64}:\d{1,6} ")
+# A syslog record quoted inside another line (an alert forwarder's `Xid errors on instance: X,
+# Error: May 29 01:37:38 X kernel: ...`): its header still names the host that logged it. Searched
+# only when no prefix named a host and one of the tags is present.
+_SYSLOG_QUOTED = LinearRegex(
+    rf"(?:[A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d|\d{{4}}-\d\d-\d\dT[\d:.,+\-]+Z?) {_SYSLOG_HOST} "
+    r"(?:kernel|nvidia-[\w\-]+|slurmd|slurmstepd|nv-fabricmanager)(?:\[\d+\])?: ")
+_QUOTED_TAGS = (b" kernel", b" nvidia-", b" slurm", b" nv-fabricmanager")
 # dmesg time stamps carry no host but must not hide the message.
 _DMESG = LinearRegex(r"\[\s*\+?\d+\.\d+\] ")
 # MPI / UCX style `[host:pid]` or `[host:pid :0:tid]`.
@@ -95,6 +114,16 @@ def split_prefix_bytes(data: bytes) -> tuple[LineContext, int]:
         host = data[m[1][0]:m[1][1]].decode("ascii")
         pos = m[1][1] + 2
         first = data[pos:pos + 1]
+    elif data.startswith(b"[pod/", pos) and (m := _KUBECTL.match_spans(data, pos)):
+        host = data[m[1][0]:m[1][1]].decode("ascii")
+        pos = m[0][1]
+        first = data[pos:pos + 1]
+    elif first.isalnum() and ((m := _NAME_COLON.match_spans(data, pos)) or (m := _COMPOSE.match_spans(data, pos))):
+        name = data[m[1][0]:m[1][1]].decode("ascii")
+        if numbered_machine(name) if data[m[0][1] - 2:m[0][1]] == b": " else host_shaped(name):
+            host = name
+            pos = m[0][1]
+            first = data[pos:pos + 1]
     if first == b"[" and (m := _TORCH_RANK.match_spans(data, pos)):
         rank = int(data[m[1][0]:m[1][1]])
         pos = m[0][1]
@@ -117,6 +146,8 @@ def split_prefix_bytes(data: bytes) -> tuple[LineContext, int]:
         if data[pos:pos + 1] == b"[" and (m := _UCX.match_spans(data, pos)):
             host = data[m[1][0]:m[1][1]].decode("ascii")
             pos = m[0][1]
+    if host is None and any(tag in data for tag in _QUOTED_TAGS) and (m := _SYSLOG_QUOTED.search_spans(data, pos)):
+        host = data[m[1][0]:m[1][1]].decode("ascii")
     if host is None and rank is None and task is None:
         return _EMPTY, pos
     return LineContext(host=host, rank=rank, task=task), pos
