@@ -45,6 +45,9 @@ class HangConfig(Frozen):
     checkpoint_load_s: float = Field(default=1800.0, ge=0.0)
     evaluation_s: float = Field(default=1200.0, ge=0.0)
     data_warmup_s: float = Field(default=900.0, ge=0.0)
+    # A job whose launcher restarts hung ranks in-job (NVRx ft_launcher): its heartbeat timeout
+    # (typically 3-5 min) answers a hang first; goodput waits at least this long.
+    launcher_s: float = Field(default=600.0, ge=0.0)
     window: int = Field(default=20, ge=1, le=1000)  # per-step times kept (for advice and the straggler check)
 
     def phase_window(self, phase: Phase) -> float:
@@ -76,6 +79,8 @@ class ProgressState(Frozen):
     last_step_at: datetime | None = None  # None while a slow phase makes the next interval meaningless
     phase: Phase | None = None  # the slow phase open now, if any
     phase_since: datetime | None = None
+    # An in-job-restarting launcher watches the ranks (the comment's NVRx tag, or a restart seen).
+    launcher: bool = False
 
     @property
     def checkpoint_since(self) -> datetime | None:
@@ -84,7 +89,7 @@ class ProgressState(Frozen):
     def restarted(self, at: datetime) -> ProgressState:
         """The job's launcher restarted its workers in-job at `at`: they start up again and replay
         the steps since their checkpoint, so the step count starts over (the rhythm stays)."""
-        return ProgressState(started_at=at, step_times=self.step_times, intervals=self.intervals)
+        return ProgressState(started_at=at, step_times=self.step_times, intervals=self.intervals, launcher=True)
 
     def observe(self, event: ProgressEvent, at: datetime,
                 config: HangConfig = DEFAULT_HANG_CONFIG) -> ProgressState:
@@ -153,6 +158,9 @@ def assess_hang(state: ProgressState, now: datetime,
         threshold = max(config.startup_grace_s, allowed)
     else:
         phase, since, threshold = Phase.TRAINING, state.last_progress_at or state.started_at, allowed
+    if state.launcher and threshold < config.launcher_s:
+        threshold = config.launcher_s
+        regular = False
     silent = max(0.0, (now - since).total_seconds())
     hung = silent > threshold
     if high is None:
@@ -160,6 +168,8 @@ def assess_hang(state: ProgressState, now: datetime,
     else:
         basis = (f"{'regular' if regular else 'no regular'} rhythm: p99 {high:.1f} s between progress lines "
                  f"over the last {len(state.intervals)}")
+    if state.launcher:
+        basis += "; the job's launcher restarts hung ranks in-job, so it answers first"
     where = f"after step {state.last_step}" if state.last_step is not None else "before the first step"
     explanation = (f"{'no progress' if hung else 'progressing'}: silent for {silent:.0f} s {where} "
                    f"during {phase} (threshold {threshold:.0f} s; {basis})")

@@ -230,3 +230,19 @@ def test_a_repeated_start_line_does_not_restart_the_window() -> None:
         job.line(f"Evaluating iter {i}/100", opened + i * 10)
     assert job.state.phase_since == at(opened)
     assert job.hung(opened + DEFAULT_HANG_CONFIG.evaluation_s + 1)
+
+
+def test_a_job_whose_launcher_restarts_hung_ranks_is_left_to_it_first() -> None:
+    """NVRx's ft_launcher answers a hang in-job after its heartbeat timeout (typically 3-5 min);
+    goodput restarting the job from outside first would restart one failure twice."""
+    job = Job()
+    job.state = ProgressState(started_at=T0, launcher=True)
+    job.steps(30, every=1.0)
+    assert not job.hung(job.now + 300)
+    verdict = assess_hang(job.state, at(job.now + DEFAULT_HANG_CONFIG.launcher_s + 1), job.config)
+    assert verdict.hung and "launcher" in verdict.explanation
+    plain = Job()
+    plain.steps(30, every=1.0)
+    plain.state = plain.state.restarted(at(plain.now))  # an in-job restart shows a launcher is there
+    plain.steps(30, every=1.0)
+    assert plain.state.launcher and not plain.hung(plain.now + 300)
