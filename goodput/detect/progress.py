@@ -115,12 +115,21 @@ class ProgressParser:
             *((_EDGE_KIND[m.edge], m.phase, LinearRegex(m.pattern)) for m in phases),
             *((ProgressKind.STEP, None, LinearRegex(p)) for p in patterns.step),
         )
+        # Almost no line opens or closes a phase: one pass over all phase patterns says whether any
+        # row needs trying, so the table costs one search per line, however many rows it has.
+        self._phase_gate = LinearRegex("|".join(f"(?:{m.pattern})" for m in phases)) if phases else None
 
     def parse(self, line: str) -> ProgressEvent | None:
         data = utf8(line[:MAX_LINE])
         context, offset = split_prefix_bytes(data)
         body = data[offset:] if offset else data
+        gate: bool | None = None
         for kind, phase, regex in self._rules:
+            if phase is not None:
+                if gate is None:
+                    gate = self._phase_gate is not None and self._phase_gate.search(body) is not None
+                if not gate:
+                    continue
             m = regex.search(body)
             if m is None:
                 continue
