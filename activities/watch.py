@@ -22,6 +22,7 @@ from goodput.detect.hang import ProgressState
 from goodput.detect.live import LiveLogDetector, LiveState
 from goodput.detect.log_marks import merge, replays
 from goodput.detect.logtail import LogLine, LogTailer
+from goodput.detect.nvrx_cycles import TAG as NVRX_TAG
 from goodput.detect.scheduler_watch import Snapshot, changes, new_running, snapshot
 from goodput.detect.watch import (
     AnomalySink,
@@ -91,7 +92,9 @@ class WatchActivities:
         cursors = {c.path: c for c in initial}
         key = IncidentKey(cluster=request.cluster, job_id=job.job_id, job_attempt=job.restart_count)
         node = job.nodes[0] if len(job.nodes) == 1 else None
-        state = checkpoint.live or LiveState(progress=ProgressState(started_at=request.started_at))
+        # A job that names its NVRx cycle-info directory runs under ft_launcher, which answers hangs in-job.
+        state = checkpoint.live or LiveState(progress=ProgressState(started_at=request.started_at,
+                                                                    launcher=NVRX_TAG in job.comment))
         if resumed is not None or activity.info().attempt > 1:
             # The last heartbeat may predate lines whose anomaly already went out: ask how far they go.
             delivered = merge([r.mark for r in state.replays], await self._launcher.delivered(key))

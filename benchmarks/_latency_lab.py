@@ -3,8 +3,9 @@
 goodput runs here as an operator runs it: a `goodput worker` process and one `goodput agent`
 process per node, configured only through `GOODPUT_*` variables, so every setting the benchmark
 does not name is the shipped default. The jobs are bash loops that print a progress line every
-0.2 s and act out a fault when the benchmark writes its name to a control file; Xids go into a
-node's kernel-log file, node failures are a SIGKILLed slurmd.
+0.2 s (1 s for `hang`) and act out a fault when the benchmark writes its name to a control file;
+Xids go into a node's kernel-log file, node failures are a SIGKILLed slurmd. The `slow-phase`
+job prints a slow start-up, checkpoint save and evaluation instead, and must open no incident.
 """
 
 from __future__ import annotations
@@ -38,10 +39,12 @@ JOB = """#!/bin/bash
 #SBATCH --cpus-per-task=1
 run="$SLURM_JOB_ID-${{SLURM_RESTART_COUNT:-0}}"
 ctl={dir}/ctl-$run
+every=${{BENCH_STEP_S:-0.2}}
+ms=${{BENCH_STEP_MS:-200.0}}
 step=0
 while true; do
   step=$((step + 1))
-  echo "run $run iteration $step/ 100000 | elapsed time per iteration (ms): 200.0"
+  echo "run $run iteration $step/ 100000 | elapsed time per iteration (ms): $ms"
   if [ -f "$ctl" ]; then
     case "$(cat "$ctl")" in
       crash) echo '{nccl}'; exit 1 ;;
@@ -50,9 +53,43 @@ while true; do
       hang) exec sleep 100000 ;;
     esac
   fi
-  sleep 0.2
+  sleep "$every"
 done
 """
+
+# The `slow-phase` class's job: a 1 s step and phases slow by nature, printed as Megatron-LM prints
+# them (goodput.detect.phases), then a clean exit. It must open no incident.
+SLOW_PHASE_JOB = """#!/bin/bash
+#SBATCH --comment=goodput:opt-in
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --ntasks=1
+#SBATCH --cpus-per-task=1
+run="$SLURM_JOB_ID-${{SLURM_RESTART_COUNT:-0}}"
+step=5000
+steps() {{
+  for _ in $(seq {steps}); do
+    step=$((step + 1))
+    echo "run $run iteration $step/ 100000 | elapsed time per iteration (ms): 1000.0"
+    sleep 1
+  done
+}}
+echo "run $run  loading checkpoint from {dir}/ckpt at iteration $step"
+sleep {startup_s}
+echo "run $run  successfully loaded checkpoint from {dir}/ckpt [ t 1/1, p 1/1 ] at iteration $step"
+steps
+echo "run $run saving checkpoint at iteration $step to {dir}/ckpt in torch_dist format"
+sleep {save_s}
+echo "run $run   successfully saved checkpoint from iteration $step to {dir}/ckpt [ t 1/1, p 1/1 ]"
+steps
+echo "run $run Evaluating iter 1/100"
+sleep {eval_s}
+echo "run $run  validation loss at iteration $step | lm loss value: 2.412E+00 | lm loss PPL: 1.116E+01 |"
+steps
+echo "run $run slow phases done"
+"""
+# The issue's phases: a 4-minute start-up, a 3-minute checkpoint save, a 2-minute evaluation.
+SLOW_PHASES = {"startup_s": 240, "save_s": 180, "eval_s": 120, "steps": 30}
 
 
 # This benchmark's lab only: the test suite's and storm-lab's use other directories and ports.

@@ -17,7 +17,7 @@ from typing import Any
 from benchmarks._harness import summary
 from benchmarks._slurm_lab import SlurmEvent, SlurmEventKind
 
-CLASSES = ("xid-kernel-log", "crash", "hang", "node-failure", "app-error")
+CLASSES = ("xid-kernel-log", "crash", "hang", "node-failure", "app-error", "slow-phase")
 
 # One progress line of the benchmark's job: "run <job id>-<restart count> iteration <n>/ ...".
 _PROGRESS = re.compile(r"^run (\d+)-(\d+) iteration (\d+)/", re.MULTILINE)
@@ -70,6 +70,7 @@ def per_class(samples: Sequence[dict[str, Any]], classes: Sequence[str] = CLASSE
             "detection_p50_s": _p(detection, "p50"), "detection_p99_s": _p(detection, "p99"),
             "action_p50_s": _p(action, "p50"), "action_p99_s": _p(action, "p99"),
             "resume_p50_s": _p(resume, "p50"), "drain_p50_s": _p(drain, "p50"),
+            "false_alarms": sum(1 for r in rows if r.get("false_alarm")),
             "outcomes": _count(str(r.get("outcome")) for r in rows),
         }
     return table

@@ -7,10 +7,14 @@ Brings up its own Slurm lab, a real Temporal dev server, one `goodput worker` pr
 * `xid-kernel-log` — an Xid 79 line appended to the job node's kernel log, read by that node's
   agent: drain the node, requeue the job excluding it;
 * `crash` — the job prints an NCCL watchdog timeout and exits 1: requeue, nothing drained;
-* `hang` — the job stops printing progress (the hang detector's shipped floor is 300 s): requeue;
+* `hang` — a job with a 1 s step stops printing progress (the hang detector declares it at k x the
+  job's p99 interval between progress lines, never below the shipped 45 s floor): requeue;
 * `node-failure` — the job node's slurmd is SIGKILLed (Slurm's own NOT_RESPONDING/NODE_FAIL): drain,
   requeue elsewhere;
-* `app-error` — a Python traceback and exit 1: the application is at fault, no action.
+* `app-error` — a Python traceback and exit 1: the application is at fault, no action;
+* `slow-phase` — no fault: a 1 s-step job prints a 4-minute start-up (checkpoint load), a 3-minute
+  checkpoint save and a 2-minute evaluation pass as Megatron-LM prints them, then exits 0. It must
+  open no incident (a false alarm); handled means it ran through every phase and none opened.
 
 Clocks: detection runs from the injector's timestamp (taken as the fault is written; the job
 reacts within its 0.2 s loop) to the incident workflow's start time on the Temporal server; action
@@ -63,6 +67,8 @@ class Bench:
         self.failures: list[str] = []
 
     async def running_job(self, name: str, *options: str) -> str | None:
+        if name.startswith("hang-"):  # the issue's hang: on a job with a 1 s step
+            options = (*options, "--export=ALL,BENCH_STEP_S=1,BENCH_STEP_MS=1000.0")
         job = rig.sbatch(self.script, self.workdir, name, *options)
         out = self.workdir / f"{name}.out"
         if not await rig.wait_for(lambda: _ready(out, job), 120, poll_s=0.2):
@@ -137,6 +143,42 @@ class Bench:
                 await asyncio.sleep(0.5)
         await asyncio.gather(*(self.follow(s, detect_timeout_s) for s in samples))
 
+    async def slow_phase_class(self, node: str, n: int) -> None:
+        """n jobs pinned to one node, all running through their slow phases at once; any incident
+        opened for one of them is a false alarm."""
+        script = self.workdir / "slow-phase.sbatch"
+        script.write_text(rig.SLOW_PHASE_JOB.format(dir=self.workdir, **rig.SLOW_PHASES))
+        p = rig.SLOW_PHASES
+        budget = p["startup_s"] + p["save_s"] + p["eval_s"] + 3 * p["steps"] * 1.5 + 180
+        samples = []
+        for i in range(n):
+            name = f"slow-phase-{i}"
+            job = rig.sbatch(script, self.workdir, name, f"--nodelist={node}")
+            samples.append({"class": "slow-phase", "name": name, "job": job, "node": None,
+                            "fault_at": datetime.now(UTC),  # no fault: when it was submitted
+                            "incident": IncidentKey(cluster=self.cluster, job_id=job, job_attempt=0).workflow_id})
+        self.samples.extend(samples)
+
+        async def finished(sample: dict[str, Any]) -> bool:
+            return "slow phases done" in rig.read(self.workdir / f"{sample['name']}.out") and not rig.job_nodes(
+                sample["job"])
+
+        async def watch(sample: dict[str, Any]) -> None:
+            done = await rig.wait_for(lambda: finished(sample), budget, poll_s=2)
+            # The job has ended: a hang anomaly would have come before; the watcher's last read is quick.
+            opened = await self.workflow_start(sample["incident"], 10)
+            sample["false_alarm"] = opened is not None
+            sample["handled"] = done and opened is None
+            if opened is not None:
+                sample["started_at"] = opened
+                sample["detection_s"] = (opened - sample["fault_at"]).total_seconds()
+                self.failures.append(f"slow-phase {sample['name']}: an incident opened (a false alarm)")
+            elif not done:
+                self.failures.append(f"slow-phase {sample['name']} (job {sample['job']}) did not finish its phases "
+                                     f"within {budget:.0f} s")
+
+        await asyncio.gather(*(watch(s) for s in samples))
+
     async def node_class(self, kind: str, rounds: int, avoid: Sequence[str]) -> None:
         """One job at a time on a node of its own choosing; the fault takes that node out, and the
         benchmark puts it back (slurmd restarted, node resumed) once the job runs elsewhere."""
@@ -176,6 +218,8 @@ class Bench:
     def judge(self, events: Sequence[SlurmEvent]) -> None:
         """Action times from slurmctld's log, and whether each fault was handled as planned."""
         for s in self.samples:
+            if s["class"] == "slow-phase":
+                continue  # judged as it ran: no action is the plan, and any incident a false alarm
             fault_at: datetime = s["fault_at"]
             resumed_as = s.get("resumed_as")
             copy = resumed_as[0] if resumed_as and resumed_as[0] != s["job"] else None
@@ -276,6 +320,8 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
                 wanted = set(args.classes.split(","))
                 hang = asyncio.create_task(bench.pinned_class("hang", HANG_NODE, args.n, 900)
                                            if "hang" in wanted else asyncio.sleep(0))
+                slow = asyncio.create_task(bench.slow_phase_class(HANG_NODE, args.n)
+                                           if "slow-phase" in wanted else asyncio.sleep(0))
                 for kind in ("crash", "app-error"):
                     if kind in wanted:
                         await bench.pinned_class(kind, PINNED_NODE, args.n, 120)
@@ -283,6 +329,7 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
                     if kind in wanted:
                         await bench.node_class(kind, args.node_rounds, [HANG_NODE, PINNED_NODE])
                 await hang
+                await slow
                 await bench.outcomes()
                 elapsed = time.monotonic() - started
                 if args.keep:
@@ -318,11 +365,12 @@ def _public(sample: dict[str, Any]) -> dict[str, Any]:
 def run(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks latency", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=5, help="faults per class for crash, hang and app-error")
+    parser.add_argument("--n", type=int, default=5, help="faults per class for crash, hang and app-error, and "
+                        "slow-phase jobs")
     parser.add_argument("--node-rounds", type=int, default=5,
                         help="faults per class for xid-kernel-log and node-failure (one node out at a time)")
-    parser.add_argument("--nodes", type=int, default=5, help="lab nodes (node1: hang jobs, node2: crash and "
-                        "app-error jobs, the rest: xid and node-failure jobs)")
+    parser.add_argument("--nodes", type=int, default=5, help="lab nodes (node1: hang and slow-phase jobs, node2: "
+                        "crash and app-error jobs, the rest: xid and node-failure jobs)")
     parser.add_argument("--classes", default=",".join(CLASSES), help="a comma-separated subset, for trying it out")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it (logs of goodput and jobs)")
     parser.add_argument("--json", action="store_true")

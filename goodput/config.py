@@ -24,6 +24,7 @@ from pydantic_settings import (
 from goodput.config_sources import config_file
 from goodput.config_strict import check_known
 from goodput.console.auth import ConsoleUser
+from goodput.detect.hang import HangConfig
 from goodput.detect.node_agent import AgentConfig
 from goodput.detect.nvsentinel import NvSentinelSettings
 from goodput.detect.push import PushConfig
@@ -150,6 +151,8 @@ class Settings(BaseSettings):
     opt_in: OptInRule = Field(default_factory=OptInRule)
     scheduler_poll_s: float = Field(default=2.0, gt=0)
     log_poll_s: float = Field(default=0.25, gt=0)
+    # Hang detection's rhythm factor, floor and slow-phase windows (docs/detection.md#hangs).
+    hang: HangConfig = Field(default_factory=HangConfig)
     push: PushConfig = Field(default_factory=PushConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     # Receive NVSentinel's health events (gRPC platform connector, CloudEvents); docs/nvsentinel.md.
@@ -169,7 +172,7 @@ class Settings(BaseSettings):
 
     def watch_request(self) -> WatchClusterInput:
         return WatchClusterInput(cluster=self.cluster, opt_in=self.opt_in, poll_interval_s=self.scheduler_poll_s,
-                                 log_poll_interval_s=self.log_poll_s,
+                                 log_poll_interval_s=self.log_poll_s, hang=self.hang,
                                  never_restart_exit_codes=self.policy.never_restart_exit_codes)
 
     @classmethod

@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from pydantic import Field, field_validator
 
+from goodput.detect.phases import PHASE_MARKERS, Edge, Phase, PhaseMarker
 from goodput.diagnose.signatures.prefixes import split_prefix_bytes
 from goodput.models import Frozen
 from goodput.untrusted_text import LinearPatternError, LinearRegex, bounded_int, utf8
@@ -30,6 +31,8 @@ class ProgressKind(StrEnum):
     STEP = "step"
     CHECKPOINT_START = "checkpoint-start"
     CHECKPOINT_END = "checkpoint-end"
+    PHASE_START = "phase-start"  # a slow phase (goodput.detect.phases) opens; `phase` says which
+    PHASE_END = "phase-end"
 
 
 class ProgressEvent(Frozen):
@@ -40,6 +43,7 @@ class ProgressEvent(Frozen):
     step_time_s: float | None = Field(default=None, ge=0.0)
     rank: int | None = None
     host: str | None = None
+    phase: Phase | None = None
 
     @property
     def marker(self) -> tuple[int, int] | None:
@@ -101,20 +105,31 @@ DEFAULT_PATTERNS = ProgressPatterns(
 class ProgressParser:
     """Compiled patterns; `parse` returns at most one event per line."""
 
-    def __init__(self, patterns: ProgressPatterns = DEFAULT_PATTERNS) -> None:
+    def __init__(self, patterns: ProgressPatterns = DEFAULT_PATTERNS,
+                 phases: tuple[PhaseMarker, ...] = PHASE_MARKERS) -> None:
         self.patterns = patterns
-        # Checkpoint lines first: "saving checkpoint at iteration 5000" must not read as step 5000.
-        self._rules: tuple[tuple[ProgressKind, LinearRegex], ...] = (
-            *((ProgressKind.CHECKPOINT_END, LinearRegex(p)) for p in patterns.checkpoint_end),
-            *((ProgressKind.CHECKPOINT_START, LinearRegex(p)) for p in patterns.checkpoint_start),
-            *((ProgressKind.STEP, LinearRegex(p)) for p in patterns.step),
+        # Checkpoint and phase lines first: "saving checkpoint at iteration 5000" must not read as step 5000.
+        self._rules: tuple[tuple[ProgressKind, Phase | None, LinearRegex], ...] = (
+            *((ProgressKind.CHECKPOINT_END, None, LinearRegex(p)) for p in patterns.checkpoint_end),
+            *((ProgressKind.CHECKPOINT_START, None, LinearRegex(p)) for p in patterns.checkpoint_start),
+            *((_EDGE_KIND[m.edge], m.phase, LinearRegex(m.pattern)) for m in phases),
+            *((ProgressKind.STEP, None, LinearRegex(p)) for p in patterns.step),
         )
+        # Almost no line opens or closes a phase: one pass over all phase patterns says whether any
+        # row needs trying, so the table costs one search per line, however many rows it has.
+        self._phase_gate = LinearRegex("|".join(f"(?:{m.pattern})" for m in phases)) if phases else None
 
     def parse(self, line: str) -> ProgressEvent | None:
         data = utf8(line[:MAX_LINE])
         context, offset = split_prefix_bytes(data)
         body = data[offset:] if offset else data
-        for kind, regex in self._rules:
+        gate: bool | None = None
+        for kind, phase, regex in self._rules:
+            if phase is not None:
+                if gate is None:
+                    gate = self._phase_gate is not None and self._phase_gate.search(body) is not None
+                if not gate:
+                    continue
             m = regex.search(body)
             if m is None:
                 continue
@@ -124,11 +139,12 @@ class ProgressParser:
                 continue  # an absurd number: not this rule's progress line
             return ProgressEvent(
                 kind=kind, step=numbers["step"], total=numbers["total"], epoch=numbers["epoch"],
-                step_time_s=_step_time(g),
+                step_time_s=_step_time(g), phase=phase,
                 rank=context.rank if context.rank is not None else context.task, host=context.host)
         return None
 
 
+_EDGE_KIND = {Edge.START: ProgressKind.PHASE_START, Edge.END: ProgressKind.PHASE_END}
 _NUMBERS = (("step", MAX_STEP_DIGITS), ("total", MAX_STEP_DIGITS), ("epoch", MAX_EPOCH_DIGITS))
 
 

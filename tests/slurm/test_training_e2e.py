@@ -72,9 +72,9 @@ class Scenario:
         async with build_worker(self.client, self.task_queue, self.backend, RecordingNotifier(), policy=policy):
             await start_cluster_watch(self.client, self.task_queue, WatchClusterInput(
                 cluster=self.cluster, poll_interval_s=0.5, log_poll_interval_s=0.1,
-                # A 15 s floor: with 4 s, a loaded CI machine once saw the requeued attempt's slow
-                # first steps taken for a second hang (a second requeue); the hung rank is silent for good.
-                hang=HangConfig(k=5, floor_s=15, startup_grace_s=120)))
+                # A 15 s floor once the rhythm is learned; before that (the requeued attempt's slow first
+                # steps, once taken for a second hang on a loaded machine) 45 s. The hung rank is silent for good.
+                hang=HangConfig(k=5, floor_s=15, startup_grace_s=120, unlearned_s=45)))
             job_id = self.submit(fault_after)
             (self.faults / f"fault-{job_id}-0").write_text(fault)
             key = IncidentKey(cluster=self.cluster, job_id=job_id, job_attempt=0)

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from goodput.config import Settings
 from goodput.config_sources import SettingsError
+from goodput.detect.hang import DEFAULT_HANG_CONFIG
 from goodput.models import Mode
 from goodput.slurm.submit_as import BecomeMode
 from workers.resubmit_key import ResubmitKeyError, resubmit_key_from
@@ -78,3 +79,12 @@ def test_resubmission_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
         Settings(slurm={"resubmit_as": "root"})
     with pytest.raises(ValidationError):
         Settings(slurm={"resubmit_path": "/bin,/tmp"})
+
+
+def test_hang_settings_reach_the_watchers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GOODPUT_CONFIG", str(tmp_path / "absent.toml"))
+    assert Settings().watch_request().hang == DEFAULT_HANG_CONFIG
+    monkeypatch.setenv("GOODPUT_HANG__FLOOR_S", "30")
+    monkeypatch.setenv("GOODPUT_HANG__EVALUATION_S", "3600")
+    hang = Settings().watch_request().hang
+    assert (hang.floor_s, hang.evaluation_s, hang.k) == (30.0, 3600.0, DEFAULT_HANG_CONFIG.k)

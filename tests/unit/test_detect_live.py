@@ -45,11 +45,11 @@ def test_reread_lines_give_the_same_anomaly_id() -> None:
 def test_silence_after_progress_is_one_hang() -> None:
     config = HangConfig(k=5, floor_s=30, startup_grace_s=60)
     detector = LiveLogDetector.start(KEY, T0, hang=config)
-    for step in range(1, 6):
+    for step in range(1, 11):  # enough intervals to learn the rhythm
         detector.feed(lines(f"iteration {step}/ 100 | elapsed time per iteration (ms): 1000.0"),
                       T0 + timedelta(seconds=step), T0)
     assert detector.tick(T0 + timedelta(seconds=20)) == []
-    [hang] = detector.tick(T0 + timedelta(seconds=40))
+    [hang] = detector.tick(T0 + timedelta(seconds=41))
     assert hang.kind is AnomalyKind.HANG and hang.category is Category.HANG
     assert detector.tick(T0 + timedelta(seconds=90)) == []
     assert detector.state.hang_reported

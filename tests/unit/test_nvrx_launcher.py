@@ -75,7 +75,8 @@ def test_the_peers_exit_code_after_the_launchers_kill_is_its_consequence() -> No
 
 
 def test_an_in_job_restart_starts_the_step_count_over() -> None:
-    hang = HangConfig(k=5, floor_s=10, startup_grace_s=60)
+    # launcher_s=0: the step count alone (waiting for the launcher is tests/unit/test_hang_rhythm.py's)
+    hang = HangConfig(k=5, floor_s=10, startup_grace_s=60, launcher_s=0)
     detector = LiveLogDetector.start(KEY, T0, hang=hang)
     for step in range(1, 10):
         detector.feed(lines(f"0: iteration {step}/ 400 | loss 0.2 | elapsed time per iteration (ms): 200.0",
