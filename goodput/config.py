@@ -23,6 +23,7 @@ from pydantic_settings import (
 from goodput.config_sources import config_file
 from goodput.console.auth import ConsoleUser
 from goodput.detect.node_agent import AgentConfig
+from goodput.detect.node_liveness import LivenessConfig
 from goodput.detect.nvsentinel import NvSentinelSettings
 from goodput.detect.push import PushConfig
 from goodput.detect.watch import OptInRule, WatchClusterInput
@@ -150,6 +151,8 @@ class Settings(BaseSettings):
     log_poll_s: float = Field(default=0.25, gt=0)
     push: PushConfig = Field(default_factory=PushConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    # The agents' heartbeat endpoint and node-loss monitor; docs/gpu-and-logs.md, "Lost nodes".
+    liveness: LivenessConfig = Field(default_factory=LivenessConfig)
     # Receive NVSentinel's health events (gRPC platform connector, CloudEvents); docs/nvsentinel.md.
     nvsentinel: NvSentinelSettings = Field(default_factory=NvSentinelSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)

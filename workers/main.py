@@ -31,14 +31,16 @@ from goodput.cli.doctor import render as render_doctor
 from goodput.cli.terminal import terminal_text
 from goodput.config import Settings
 from goodput.config_sources import SettingsError, check_data_dir, config_file, config_flag, describe
+from goodput.detect.node_liveness import heartbeat_token
 from goodput.diagnose.classify import run_classify
-from goodput.identifiers import InvalidIdentifierError, validate_cluster, validate_job_id
+from goodput.identifiers import InvalidIdentifierError, validate_cluster, validate_job_id, validate_node_name
 from goodput.models import AnomalyKind, Category, Mode
 from goodput.recover.audit import parse_since
 from goodput.service.incidents import ServiceError
 from workers import devserver
 from workers.doctor import run_checks
 from workers.job_advice import run_advise_job
+from workers.liveness import read_secret
 from workers.logs import configure as configure_logs
 from workers.serve import cmd_agent, cmd_console, cmd_up, cmd_worker
 from workers.service_commands import cmd_advise, cmd_client, show_audit
@@ -139,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--probe", choices=["nvml", "dcgm", "none"])
     agent.add_argument("--kernel-log", type=Path)
     agent.add_argument("--node")
+
+    token = sub.add_parser("agent-token", help="one node's heartbeat token (from liveness.secret_file), for its "
+                                               "agent's agent.heartbeat_token_file")
+    token.add_argument("--node", required=True)
 
     classify = sub.add_parser("classify", help="diagnose log files offline")
     classify.add_argument("--json", action="store_true")
@@ -268,6 +274,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return asyncio.run(cmd_console(settings, console))
     if args.command == "agent":
         return asyncio.run(cmd_agent(args, settings))
+    if args.command == "agent-token":
+        print(heartbeat_token(read_secret(settings.liveness.secret_file), validate_cluster(settings.cluster),
+                              validate_node_name(args.node)))
+        return 0
     return asyncio.run(cmd_client(args, settings, console))
 
 

@@ -1,0 +1,109 @@
+"""Heartbeats over the real HTTP endpoint: only a node's own token keeps that node alive."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from activities.adapters.heartbeat import HeartbeatSender, HeartbeatTokenError, read_token
+from goodput.detect.node_liveness import LivenessConfig, LivenessTracker, heartbeat_token
+from tests.helpers import eventually
+from workers.liveness import HeartbeatServer, LivenessSecretError, read_secret
+
+pytestmark = pytest.mark.timeout(30)
+SECRET = b"k" * 40
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[HeartbeatServer, LivenessTracker]]:
+    config = LivenessConfig(enabled=True, port=0)
+    tracker = LivenessTracker(config)
+    server = HeartbeatServer(config, tracker, "c1", SECRET, clock=lambda: NOW)
+    await server.start()
+    try:
+        yield server, tracker
+    finally:
+        await server.stop()
+
+
+async def post(server: HeartbeatServer, body: object, token: str | None, *,
+               content_type: str = "application/json") -> tuple[int, str]:
+    headers = {"Content-Type": content_type}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    async with aiohttp.ClientSession() as session, session.post(f"{server.url}/v1/heartbeat", data=data,
+                                                                headers=headers) as response:
+        return response.status, await response.text()
+
+
+async def test_a_node_beats_with_its_own_token(served: tuple[HeartbeatServer, LivenessTracker]) -> None:
+    server, tracker = served
+    sender = HeartbeatSender(server.url, heartbeat_token(SECRET, "c1", "node3"), cluster="c1", node="node3",
+                             interval_s=2.0)
+    async with aiohttp.ClientSession() as session:
+        assert await sender.beat(session)
+    assert tracker.last_seen("node3") == NOW and sender.sent == 1
+
+
+async def test_a_token_speaks_only_for_its_node(served: tuple[HeartbeatServer, LivenessTracker]) -> None:
+    server, tracker = served
+    node4 = heartbeat_token(SECRET, "c1", "node4")
+    body = {"cluster": "c1", "node": "node3", "interval_s": 2.0}
+    assert (await post(server, body, node4))[0] == 401  # node4 cannot keep node3 alive
+    assert (await post(server, body, None))[0] == 401
+    assert (await post(server, body, heartbeat_token(b"x" * 40, "c1", "node3")))[0] == 401
+    assert (await post(server, {**body, "cluster": "c2"}, heartbeat_token(SECRET, "c2", "node3")))[0] == 401
+    assert tracker.last_seen("node3") is None and len(tracker) == 0
+    assert server.rejected == 4
+
+
+@pytest.mark.parametrize("body, content_type, status", [
+    (b"{", "application/json", 400),
+    (b"[1]", "application/json", 400),
+    ({"cluster": "c1", "node": "node3; rm -rf /", "interval_s": 2.0}, "application/json", 400),
+    ({"cluster": "c1", "node": "node3", "interval_s": 1e9}, "application/json", 400),
+    ({"cluster": "c1", "node": "node3", "interval_s": "nan"}, "application/json", 400),
+    ({"cluster": "c1", "node": "node3", "interval_s": 2.0}, "text/plain", 415),
+    (b"{" + b" " * 4096 + b"}", "application/json", 413),
+])
+async def test_bad_heartbeats_are_refused_and_change_nothing(served: tuple[HeartbeatServer, LivenessTracker],
+                                                             body: object, content_type: str, status: int) -> None:
+    server, tracker = served
+    code, text = await post(server, body, heartbeat_token(SECRET, "c1", "node3"), content_type=content_type)
+    assert code == status, text
+    assert len(tracker) == 0
+
+
+async def test_the_agents_loop_keeps_beating_through_refusals(served: tuple[HeartbeatServer, LivenessTracker]) -> None:
+    server, tracker = served
+    wrong = HeartbeatSender(server.url, heartbeat_token(SECRET, "c1", "node9"), cluster="c1", node="node3",
+                            interval_s=0.1)
+    stop = asyncio.Event()
+    task = asyncio.create_task(wrong.run(stop))
+    await eventually(lambda: wrong.errors, lambda n: n >= 2, timeout=10, interval=0.05)
+    stop.set()
+    await task
+    assert wrong.sent == 0 and len(tracker) == 0
+
+
+def test_secrets_and_tokens_are_checked_at_start(tmp_path: Path) -> None:
+    with pytest.raises(LivenessSecretError, match="secret_file"):
+        read_secret(None)
+    short = tmp_path / "short"
+    short.write_bytes(b"x" * 10)
+    with pytest.raises(LivenessSecretError, match="at least 32"):
+        read_secret(short)
+    with pytest.raises(LivenessSecretError, match="cannot read"):
+        read_secret(tmp_path / "absent")
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    with pytest.raises(HeartbeatTokenError, match="empty"):
+        read_token(empty)

@@ -1,0 +1,240 @@
+"""The service's side of node liveness: the heartbeat endpoint and the monitor that opens node losses.
+
+Agents POST a small JSON heartbeat to `/v1/heartbeat` every `agent.heartbeat_interval_s`. A
+heartbeat is authenticated by its node's own token (an HMAC of the node's name under the
+service's `liveness.secret_file`), so an agent can keep only its own node alive: it cannot
+vouch for a node that is gone, nor silence another. Heartbeats go over HTTP rather than Temporal
+(the agents' channel for anomalies) because a signal per node every two seconds would be
+history in Temporal; the tracker holds only last-seen times, in this process's memory.
+
+The monitor looks every `liveness.check_s`: a suspect node (its agent silent for `missed`
+intervals) is weighed with Slurm's node state and the output of the opted-in jobs running on it
+(`goodput.detect.node_liveness.corroborate`); what is corroborated goes to the incident sink as a
+node-failure anomaly, and a suspect without a second signal is only logged. After a restart of
+this process every agent is unknown until it beats again, so a restart never reads as a loss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from aiohttp import web
+
+from goodput.detect.node_liveness import (
+    MAX_INTERVAL_S,
+    MIN_INTERVAL_S,
+    JobOutput,
+    LivenessConfig,
+    LivenessTracker,
+    Suspect,
+    corroborate,
+    heartbeat_authentic,
+)
+from goodput.detect.watch import AnomalySink, OptInRule
+from goodput.identifiers import validate_cluster, validate_node_name
+from goodput.models import Anomaly
+from goodput.scheduler import JobInfo, JobState, NodeInfo, Scheduler
+from goodput.untrusted_files import open_job_file
+from workers.http_site import Listener, application, bracketed, json_error
+
+log = logging.getLogger("goodput.liveness")
+
+HEARTBEAT_PATH = "/v1/heartbeat"
+MAX_HEARTBEAT_BYTES = 1024
+MIN_SECRET_BYTES = 32
+MAX_SUBMITTED = 10_000
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class LivenessSecretError(ValueError):
+    """The heartbeat secret is missing, unreadable or too short."""
+
+
+def read_secret(path: Path | None) -> bytes:
+    if path is None:
+        raise LivenessSecretError("liveness.enabled needs liveness.secret_file (at least 32 bytes)")
+    try:
+        secret = path.expanduser().read_bytes().strip()
+    except OSError as err:
+        raise LivenessSecretError(f"cannot read liveness.secret_file {path}: {err.strerror}") from None
+    if len(secret) < MIN_SECRET_BYTES:
+        raise LivenessSecretError(f"liveness.secret_file {path} holds {len(secret)} bytes; at least "
+                                  f"{MIN_SECRET_BYTES} are needed")
+    return secret
+
+
+class HeartbeatServer:
+    """`POST /v1/heartbeat` (and `GET /healthz`): each authentic heartbeat goes to the tracker."""
+
+    def __init__(self, config: LivenessConfig, tracker: LivenessTracker, cluster: str, secret: bytes, *,
+                 clock: Callable[[], datetime] = _utcnow) -> None:
+        self.config = config
+        self.cluster = validate_cluster(cluster)
+        self._tracker = tracker
+        self._secret = secret
+        self._clock = clock
+        self.rejected = 0
+        self.app = application(MAX_HEARTBEAT_BYTES)
+        self.app.router.add_post(HEARTBEAT_PATH, self._heartbeat)
+        self._listener = Listener(self.app, "heartbeat server")
+
+    @property
+    def port(self) -> int:
+        return self._listener.port
+
+    @property
+    def url(self) -> str:
+        return f"http://{bracketed(self.config.host)}:{self.port}"
+
+    async def start(self) -> None:
+        await self._listener.start(self.config.host, self.config.port)
+        log.info("heartbeats at %s%s", self.url, HEARTBEAT_PATH)
+
+    async def stop(self) -> None:
+        await self._listener.stop()
+
+    def _refuse(self, status: int, message: str) -> web.Response:
+        self.rejected += 1
+        headers = {"WWW-Authenticate": 'Bearer realm="goodput-heartbeat"'} if status == 401 else None
+        return json_error(status, message, headers)
+
+    async def _heartbeat(self, request: web.Request) -> web.Response:
+        if request.content_type != "application/json":
+            return self._refuse(415, "send application/json")
+        if request.content_length is not None and request.content_length > MAX_HEARTBEAT_BYTES:
+            return self._refuse(413, f"a heartbeat is at most {MAX_HEARTBEAT_BYTES} bytes")
+        body = await request.read()  # bounded by client_max_size, chunked or not
+        try:
+            beat = json.loads(body)
+            if not isinstance(beat, dict):
+                raise ValueError("not a JSON object")
+            node = validate_node_name(str(beat.get("node", "")))
+            cluster = str(beat.get("cluster", ""))
+            interval = float(beat.get("interval_s", 0))
+            if not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S:
+                raise ValueError(f"interval_s must be within {MIN_INTERVAL_S:g}..{MAX_INTERVAL_S:g}")
+        except (ValueError, TypeError, RecursionError) as err:
+            return self._refuse(400, f"bad heartbeat: {str(err)[:200]}")
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.strip().partition(" ")
+        # The token is the node's own: a heartbeat speaks for the node its credential belongs to.
+        if scheme.lower() != "bearer" or cluster != self.cluster or not heartbeat_authentic(
+                token.strip(), self._secret, self.cluster, node):
+            return self._refuse(401, "missing or invalid token for this node")
+        was = self._tracker.last_seen(node)
+        if not self._tracker.beat(node, self._clock(), interval):
+            return self._refuse(503, "too many nodes tracked")
+        if was is None:
+            log.info("heartbeats from %s (every %g s)", node, interval)
+        return web.json_response({"node": node})
+
+
+def _read_output(job: JobInfo, max_bytes: int) -> JobOutput:
+    """The job's stdout and stderr as its owner wrote them: newest write time and the tails."""
+    written: datetime | None = None
+    tails = []
+    for path in dict.fromkeys(p for p in (job.stdout_path, job.stderr_path) if p):
+        try:
+            fd = open_job_file(path, owner_uid=job.user_id)
+        except OSError:
+            continue  # gone, a symlink, not the owner's: no signal from it
+        try:
+            st = os.fstat(fd)
+            when = datetime.fromtimestamp(st.st_mtime, UTC)
+            written = when if written is None or when > written else written
+            os.lseek(fd, max(0, st.st_size - max_bytes), os.SEEK_SET)
+            tails.append(os.read(fd, max_bytes).decode("utf-8", errors="replace"))
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return JobOutput(job=job, written_at=written, tail="\n".join(tails))
+
+
+class LivenessMonitor:
+    """Weighs suspect nodes with Slurm's node state and their jobs' output; submits node losses."""
+
+    def __init__(self, config: LivenessConfig, tracker: LivenessTracker, scheduler: Scheduler, sink: AnomalySink,
+                 cluster: str, opt_in: OptInRule, *, clock: Callable[[], datetime] = _utcnow) -> None:
+        self.config, self._tracker, self._scheduler, self._sink = config, tracker, scheduler, sink
+        self.cluster, self._opt_in, self._clock = cluster, opt_in, clock
+        self._submitted: OrderedDict[str, None] = OrderedDict()
+        self._note = ""
+        self.errors = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.check()
+            except Exception:  # the scheduler or the sink failing must not end node-loss detection
+                self.errors += 1
+                log.warning("node liveness check failed", exc_info=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.config.check_s)
+
+    async def check(self) -> list[Anomaly]:
+        """One look; returns the anomalies submitted."""
+        now = self._clock()
+        verdict = self._tracker.verdict(now)
+        note = verdict.note()
+        if note != self._note:
+            (log.warning if note else log.info)("%s", note or "every agent heard again")
+            self._note = note
+        if not verdict.suspects or verdict.suspended:
+            return []
+        jobs = [j for j in await self._scheduler.list_jobs()
+                if j.state is JobState.RUNNING and self._opt_in.admits(j)]
+        hit = {s.node for s in verdict.suspects}
+        if not any(hit & set(j.nodes) for j in jobs):
+            return []
+        nodes = {n.name: n for n in await self._scheduler.list_nodes()}
+        out = []
+        for suspect in verdict.suspects:
+            out += await self._weigh(suspect, nodes.get(suspect.node), [j for j in jobs if suspect.node in j.nodes])
+        return out
+
+    async def _weigh(self, suspect: Suspect, node: NodeInfo | None, jobs: Sequence[JobInfo]) -> list[Anomaly]:
+        if not jobs:
+            return []
+        outputs = await asyncio.to_thread(lambda: [_read_output(j, self.config.max_tail_bytes) for j in jobs])
+        submitted = []
+        for anomaly in corroborate(suspect, cluster=self.cluster, node=node, outputs=outputs, now=self._clock(),
+                                   config=self.config):
+            if anomaly.id in self._submitted:
+                continue
+            await self._sink.submit(anomaly)
+            log.warning("node loss on %s for job %s: %s", suspect.node, anomaly.job_id, "; ".join(anomaly.evidence))
+            self._submitted[anomaly.id] = None
+            while len(self._submitted) > MAX_SUBMITTED:
+                self._submitted.popitem(last=False)
+            submitted.append(anomaly)
+        return submitted
+
+
+@contextlib.asynccontextmanager
+async def serve_liveness(config: LivenessConfig, scheduler: Scheduler, sink: AnomalySink, cluster: str,
+                         opt_in: OptInRule) -> AsyncIterator[HeartbeatServer]:
+    """The heartbeat endpoint and the monitor, until the block ends."""
+    tracker = LivenessTracker(config)
+    server = HeartbeatServer(config, tracker, cluster, read_secret(config.secret_file))
+    monitor = LivenessMonitor(config, tracker, scheduler, sink, cluster, opt_in)
+    stop = asyncio.Event()
+    await server.start()
+    task = asyncio.create_task(monitor.run(stop))
+    try:
+        yield server
+    finally:
+        stop.set()
+        await task
+        await server.stop()
