@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,7 +12,12 @@ import aiohttp
 import pytest
 
 from activities.adapters.heartbeat import HeartbeatSender, HeartbeatTokenError, read_token
+from activities.adapters.node_agent import run_agent
+from goodput.demo.scheduler import FakeScheduler, demo_cluster
+from goodput.detect.node_agent import AgentConfig
 from goodput.detect.node_liveness import LivenessConfig, LivenessTracker, heartbeat_token
+from goodput.scheduler import JobInfo
+from tests.fakes.sink import RecordingSink
 from tests.helpers import eventually
 from workers.liveness import HeartbeatServer, LivenessSecretError, read_secret
 
@@ -107,3 +112,28 @@ def test_secrets_and_tokens_are_checked_at_start(tmp_path: Path) -> None:
     empty.write_text("\n")
     with pytest.raises(HeartbeatTokenError, match="empty"):
         read_token(empty)
+
+
+class HungScheduler(FakeScheduler):
+    """A controller that never answers: the agent's tick waits on it, its heartbeat must not."""
+
+    async def list_jobs(self) -> Sequence[JobInfo]:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_run_agent_heartbeats_for_its_node_while_its_tick_waits(
+        served: tuple[HeartbeatServer, LivenessTracker], tmp_path: Path) -> None:
+    server, tracker = served
+    token = tmp_path / "heartbeat.token"
+    token.write_text(heartbeat_token(SECRET, "c1", "node3") + "\n")
+    config = AgentConfig(node="node3", probe="none", interval_s=0.05, heartbeat_url=server.url,
+                         heartbeat_token_file=token, heartbeat_interval_s=0.1)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_agent(config, "c1", HungScheduler(demo_cluster()), RecordingSink(), stop))
+    await eventually(lambda: tracker.last_seen("node3"), timeout=10, interval=0.05, what="node3's heartbeat")
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    with pytest.raises(ValueError, match="heartbeat_token_file"):
+        await run_agent(config.model_copy(update={"heartbeat_token_file": None}), "c1", FakeScheduler(),
+                        RecordingSink(), stop)
