@@ -7,7 +7,8 @@ vouch for a node that is gone, nor silence another. Heartbeats go over HTTP rath
 (the agents' channel for anomalies) because a signal per node every two seconds would be
 history in Temporal; the tracker holds only last-seen times, in this process's memory.
 
-The monitor looks every `liveness.check_s`: a suspect node (its agent silent for `missed`
+The monitor looks every `liveness.check_s`. It stats the output files of the opted-in running jobs
+(listed every 10 s) to learn how often each writes, and a suspect node (its agent silent for `missed`
 intervals) is weighed with Slurm's node state and the output of the opted-in jobs running on it
 (`goodput.detect.node_liveness.corroborate`); what is corroborated goes to the incident sink as a
 node-failure anomaly, and a suspect without a second signal is only logged. After a restart of
@@ -21,6 +22,7 @@ import contextlib
 import json
 import logging
 import os
+import stat
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
@@ -34,6 +36,7 @@ from goodput.detect.node_liveness import (
     JobOutput,
     LivenessConfig,
     LivenessTracker,
+    OutputRhythm,
     Suspect,
     corroborate,
     heartbeat_authentic,
@@ -140,35 +143,58 @@ class HeartbeatServer:
         return web.json_response({"node": node})
 
 
-def _read_output(job: JobInfo, max_bytes: int) -> JobOutput:
-    """The job's stdout and stderr as its owner wrote them: newest write time and the tails."""
-    written: datetime | None = None
+def _written_at(job: JobInfo) -> datetime | None:
+    """When the job's stdout or stderr last changed (a regular file of the job's owner only)."""
+    newest: datetime | None = None
+    for path in (job.stdout_path, job.stderr_path):
+        if not path:
+            continue
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or (job.user_id is not None and st.st_uid != job.user_id):
+            continue
+        when = datetime.fromtimestamp(st.st_mtime, UTC)
+        newest = when if newest is None or when > newest else newest
+    return newest
+
+
+def _tail(job: JobInfo, max_bytes: int) -> str:
+    """The last bytes of the job's stdout and stderr, opened as job files (no symlink, no FIFO)."""
     tails = []
     for path in dict.fromkeys(p for p in (job.stdout_path, job.stderr_path) if p):
         try:
             fd = open_job_file(path, owner_uid=job.user_id)
         except OSError:
-            continue  # gone, a symlink, not the owner's: no signal from it
+            continue
         try:
-            st = os.fstat(fd)
-            when = datetime.fromtimestamp(st.st_mtime, UTC)
-            written = when if written is None or when > written else written
-            os.lseek(fd, max(0, st.st_size - max_bytes), os.SEEK_SET)
+            size = os.fstat(fd).st_size
+            os.lseek(fd, max(0, size - max_bytes), os.SEEK_SET)
             tails.append(os.read(fd, max_bytes).decode("utf-8", errors="replace"))
         except OSError:
             continue
         finally:
             os.close(fd)
-    return JobOutput(job=job, written_at=written, tail="\n".join(tails))
+    return "\n".join(tails)
+
+
+_Attempt = tuple[str, int]
 
 
 class LivenessMonitor:
-    """Weighs suspect nodes with Slurm's node state and their jobs' output; submits node losses."""
+    """Learns each running job's output rhythm, weighs suspect nodes with Slurm's node state and
+    their jobs' output, and submits the node losses that are corroborated."""
 
     def __init__(self, config: LivenessConfig, tracker: LivenessTracker, scheduler: Scheduler, sink: AnomalySink,
-                 cluster: str, opt_in: OptInRule, *, clock: Callable[[], datetime] = _utcnow) -> None:
+                 cluster: str, opt_in: OptInRule, *, clock: Callable[[], datetime] = _utcnow,
+                 jobs_refresh_s: float = 10.0) -> None:
         self.config, self._tracker, self._scheduler, self._sink = config, tracker, scheduler, sink
         self.cluster, self._opt_in, self._clock = cluster, opt_in, clock
+        self._jobs_refresh_s = jobs_refresh_s
+        self._jobs: list[JobInfo] = []
+        self._jobs_at: datetime | None = None
+        self._rhythms: dict[_Attempt, OutputRhythm] = {}
         self._submitted: OrderedDict[str, None] = OrderedDict()
         self._note = ""
         self.errors = 0
@@ -183,6 +209,25 @@ class LivenessMonitor:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.config.check_s)
 
+    async def _refresh_jobs(self, now: datetime, force: bool) -> None:
+        if not force and self._jobs_at is not None and (now - self._jobs_at).total_seconds() < self._jobs_refresh_s:
+            return
+        self._jobs = [j for j in await self._scheduler.list_jobs()
+                      if j.state is JobState.RUNNING and self._opt_in.admits(j)]
+        self._jobs_at = now
+        current = {(j.job_id, j.restart_count) for j in self._jobs}
+        self._rhythms = {k: r for k, r in self._rhythms.items() if k in current}
+
+    def _observe(self) -> None:
+        """One stat per job output file: the rhythm that says whether a quiet job has stopped."""
+        for job in self._jobs:
+            written = _written_at(job)
+            if written is None:
+                continue
+            key = (job.job_id, job.restart_count)
+            rhythm = self._rhythms.get(key)
+            self._rhythms[key] = OutputRhythm(written_at=written) if rhythm is None else rhythm.observe(written)
+
     async def check(self) -> list[Anomaly]:
         """One look; returns the anomalies submitted."""
         now = self._clock()
@@ -191,23 +236,32 @@ class LivenessMonitor:
         if note != self._note:
             (log.warning if note else log.info)("%s", note or "every agent heard again")
             self._note = note
+        await self._refresh_jobs(now, force=False)
+        await asyncio.to_thread(self._observe)
         if not verdict.suspects or verdict.suspended:
             return []
-        jobs = [j for j in await self._scheduler.list_jobs()
-                if j.state is JobState.RUNNING and self._opt_in.admits(j)]
         hit = {s.node for s in verdict.suspects}
-        if not any(hit & set(j.nodes) for j in jobs):
+        if not any(hit & set(j.nodes) for j in self._jobs):
             return []
         nodes = {n.name: n for n in await self._scheduler.list_nodes()}
         out = []
         for suspect in verdict.suspects:
-            out += await self._weigh(suspect, nodes.get(suspect.node), [j for j in jobs if suspect.node in j.nodes])
+            on_node = [j for j in self._jobs if suspect.node in j.nodes]
+            out += await self._weigh(suspect, nodes.get(suspect.node), on_node)
         return out
+
+    def _output(self, job: JobInfo, suspect: Suspect) -> JobOutput:
+        rhythm = self._rhythms.get((job.job_id, job.restart_count))
+        if rhythm is None:
+            return JobOutput(job=job)
+        written = rhythm.written_at
+        tail = _tail(job, self.config.max_tail_bytes) if written > suspect.last_seen else ""
+        return JobOutput(job=job, written_at=written, max_gap_s=rhythm.max_gap_s, tail=tail)
 
     async def _weigh(self, suspect: Suspect, node: NodeInfo | None, jobs: Sequence[JobInfo]) -> list[Anomaly]:
         if not jobs:
             return []
-        outputs = await asyncio.to_thread(lambda: [_read_output(j, self.config.max_tail_bytes) for j in jobs])
+        outputs = await asyncio.to_thread(lambda: [self._output(j, suspect) for j in jobs])
         submitted = []
         for anomaly in corroborate(suspect, cluster=self.cluster, node=node, outputs=outputs, now=self._clock(),
                                    config=self.config):

@@ -60,6 +60,9 @@ class LivenessConfig(BaseModel):
     output_window_s: float = Field(default=30.0, gt=0.0, le=3600.0)
     """The job's output counts as stopped with the node only if it was written within this before
     the node's last heartbeat (a job that prints every ten minutes says nothing by being quiet)."""
+    gap_factor: float = Field(default=3.0, ge=1.0, le=100.0)
+    """Output counts as stopped only after this many times the longest gap between the job's recent
+    writes (a job that prints every ten seconds is not stopped after six)."""
     forget_after_s: float = Field(default=3600.0, gt=0.0)
     """An agent silent this long is forgotten (a node taken out of the cluster), so it no longer
     counts toward `blip_fraction`; it is known again from its next heartbeat."""
@@ -159,11 +162,33 @@ class LivenessTracker:
 # -- corroboration -----------------------------------------------------------------------------
 
 
+MAX_GAPS = 8
+
+
+class OutputRhythm(Frozen):
+    """When one job's output was last seen to change, and the recent gaps between changes."""
+
+    written_at: datetime
+    gaps: tuple[float, ...] = ()
+
+    def observe(self, written_at: datetime) -> OutputRhythm:
+        if written_at <= self.written_at:
+            return self
+        gap = (written_at - self.written_at).total_seconds()
+        return OutputRhythm(written_at=written_at, gaps=(*self.gaps, gap)[-MAX_GAPS:])
+
+    @property
+    def max_gap_s(self) -> float | None:
+        return max(self.gaps) if self.gaps else None
+
+
 class JobOutput(Frozen):
-    """What the monitor read of one job's output file: when it was last written, and its tail."""
+    """What the monitor read of one job's output file: when it was last written, its rhythm, its tail."""
 
     job: JobInfo
     written_at: datetime | None = None
+    max_gap_s: float | None = None
+    """The longest recent gap between writes the monitor saw; None: no rhythm known, no output signal."""
     tail: str = ""
 
 
@@ -190,19 +215,27 @@ def peer_lines(tail: str, node: str) -> list[str]:
     return found
 
 
-def signals(suspect: Suspect, node: NodeInfo | None, output: JobOutput, config: LivenessConfig) -> list[str]:
+def signals(suspect: Suspect, node: NodeInfo | None, output: JobOutput, now: datetime,
+            config: LivenessConfig) -> list[str]:
     """The second signals for one job on a suspect node, as evidence lines (empty: none)."""
     out = []
     if node is not None and node_dead(node):
         out.append(f"slurm: node {suspect.node} {node.state} {' '.join(node.flags)}".strip())
     written = output.written_at
-    if written is not None:
-        window = timedelta(seconds=config.output_window_s)
-        if suspect.last_seen - window <= written <= suspect.last_seen:
-            out.append(f"output: job {output.job.job_id} wrote nothing since {written.isoformat(timespec='seconds')},"
-                       f" when the node was last heard")
-        elif written > suspect.last_seen:
-            out.extend(f"peer: {line}" for line in peer_lines(output.tail, suspect.node))
+    if written is None:
+        return out
+    # The node fell silent up to one interval after its last heartbeat; output written later than
+    # that came from a live node.
+    silent_from = suspect.last_seen + timedelta(seconds=suspect.interval_s)
+    window = timedelta(seconds=config.output_window_s)
+    quiet = (now - written).total_seconds()
+    gap = output.max_gap_s
+    if (gap is not None and suspect.last_seen - window <= written <= silent_from
+            and quiet >= max(config.missed * suspect.interval_s, config.gap_factor * gap)):
+        out.append(f"output: job {output.job.job_id} wrote nothing for {quiet:.1f} s (it wrote at least every "
+                   f"{gap:.1f} s before), since the node was last heard")
+    if written > suspect.last_seen:
+        out.extend(f"peer: {line}" for line in peer_lines(output.tail, suspect.node))
     return out
 
 
@@ -226,7 +259,7 @@ def corroborate(suspect: Suspect, *, cluster: str, node: NodeInfo | None, output
         job = output.job
         if job.state is not JobState.RUNNING or suspect.node not in job.nodes:
             continue
-        found = signals(suspect, node, output, config)
+        found = signals(suspect, node, output, now, config)
         if not found:
             continue
         anomalies.append(Anomaly(

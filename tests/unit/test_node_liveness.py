@@ -10,6 +10,7 @@ from goodput.detect.node_liveness import (
     JobOutput,
     LivenessConfig,
     LivenessTracker,
+    OutputRhythm,
     corroborate,
     heartbeat_authentic,
     heartbeat_token,
@@ -138,7 +139,7 @@ def test_silence_alone_opens_nothing() -> None:
 
 def test_output_that_stopped_with_the_node_corroborates() -> None:
     _, suspect = suspect_node3()
-    outputs = [JobOutput(job=job(), written_at=at(-0.2))]
+    outputs = [JobOutput(job=job(), written_at=at(-0.2), max_gap_s=0.5)]
     (anomaly,) = corroborate(suspect, cluster="c1", node=NodeInfo(name="node3", state="ALLOCATED"),  # type: ignore[arg-type]
                              outputs=outputs, now=at(7), config=CONFIG)
     assert anomaly.kind is AnomalyKind.NODE_FAILURE and anomaly.category is Category.NODE_FAILURE
@@ -150,7 +151,7 @@ def test_output_that_stopped_with_the_node_corroborates() -> None:
 
 def test_output_quiet_long_before_the_node_went_silent_says_nothing() -> None:
     _, suspect = suspect_node3()
-    outputs = [JobOutput(job=job(), written_at=at(-600))]  # a job that prints every ten minutes
+    outputs = [JobOutput(job=job(), written_at=at(-600), max_gap_s=0.5)]  # a job that prints every ten minutes
     assert corroborate(suspect, cluster="c1", node=None, outputs=outputs, now=at(7), config=CONFIG) == []  # type: ignore[arg-type]
 
 
@@ -189,7 +190,7 @@ def test_peer_lines_need_the_node_named_as_a_word() -> None:
 
 def test_the_anomaly_is_the_same_for_the_same_silence() -> None:
     _, suspect = suspect_node3()
-    outputs = [JobOutput(job=job(), written_at=at(-0.2))]
+    outputs = [JobOutput(job=job(), written_at=at(-0.2), max_gap_s=0.5)]
     first = corroborate(suspect, cluster="c1", node=None, outputs=outputs, now=at(7), config=CONFIG)  # type: ignore[arg-type]
     later = corroborate(suspect, cluster="c1", node=None, outputs=outputs, now=at(9), config=CONFIG)  # type: ignore[arg-type]
     assert [a.id for a in first] == [a.id for a in later]
@@ -203,3 +204,30 @@ def test_blip_fraction_is_the_operators_choice(fraction: float, suspended: bool)
     tracker.beat("d", at(6), 2.0)
     tracker.beat("e", at(6), 2.0)
     assert tracker.verdict(at(7)).suspended is suspended  # three of five silent
+
+
+def test_output_written_after_the_last_heartbeat_still_stopped_with_the_node() -> None:
+    _, suspect = suspect_node3()  # last heard at 0, every 2 s: it may have died at any time up to 2 s
+    outputs = [JobOutput(job=job(), written_at=at(1.5), max_gap_s=0.2)]
+    assert corroborate(suspect, cluster="c1", node=None, outputs=outputs, now=at(7), config=CONFIG) == []  # type: ignore[arg-type]
+    (anomaly,) = corroborate(suspect, cluster="c1", node=None, outputs=outputs, now=at(7.5), config=CONFIG)  # type: ignore[arg-type]
+    assert "output: job 41 wrote nothing for 6.0 s (it wrote at least every 0.2 s before)" in anomaly.evidence[2]
+
+
+def test_a_slow_printer_or_an_unknown_rhythm_is_no_signal() -> None:
+    _, suspect = suspect_node3()
+    slow = [JobOutput(job=job(), written_at=at(-3), max_gap_s=10.0)]  # prints every 10 s
+    assert corroborate(suspect, cluster="c1", node=None, outputs=slow, now=at(7), config=CONFIG) == []  # type: ignore[arg-type]
+    assert corroborate(suspect, cluster="c1", node=None, outputs=slow, now=at(27), config=CONFIG) != []  # type: ignore[arg-type]
+    unknown = [JobOutput(job=job(), written_at=at(-0.2))]
+    assert corroborate(suspect, cluster="c1", node=None, outputs=unknown, now=at(60), config=CONFIG) == []  # type: ignore[arg-type]
+
+
+def test_the_rhythm_keeps_the_recent_gaps() -> None:
+    rhythm = OutputRhythm(written_at=at(0))
+    assert rhythm.max_gap_s is None
+    for t in (1, 2, 12, 13, 14, 15, 16, 17, 18, 19, 20):
+        rhythm = rhythm.observe(at(t))
+    assert rhythm.observe(at(5)) == rhythm  # an older time changes nothing
+    assert rhythm.max_gap_s == 1.0  # the 10 s gap has aged out of the last eight
+    assert rhythm.observe(at(30)).max_gap_s == 10.0

@@ -87,9 +87,13 @@ async def rig(client: Client, task_queue: str, tmp_path: Path) -> AsyncIterator[
 
 
 async def silence_node2(rig: Rig) -> datetime:
-    """Every agent beats; then all but node2's beat again; 7 s after node2's last, the monitor looks."""
+    """The job writes every 0.7 s while every agent beats; then all but node2's agent beat again;
+    7 s after node2's last heartbeat, the monitor looks."""
     last = rig.clock.now
     await rig.beat(*NODES)
+    for written in (-1.0, -0.3):  # the monitor learns the job's rhythm while all is well
+        rig.wrote_output(last + timedelta(seconds=written))
+        assert await rig.monitor.check() == []
     rig.clock.now = last + timedelta(seconds=6)
     await rig.beat("node1", "node3", "node4")
     rig.clock.now = last + timedelta(seconds=7)
@@ -97,8 +101,7 @@ async def silence_node2(rig: Rig) -> datetime:
 
 
 async def test_a_silent_node_whose_job_stopped_writing_is_lost(rig: Rig, client: Client) -> None:
-    last = await silence_node2(rig)
-    rig.wrote_output(last - timedelta(seconds=0.3))
+    await silence_node2(rig)
     (anomaly,) = await rig.monitor.check()
     assert anomaly.nodes == ("node2",) and anomaly.job_id == "2001"
     incident = IncidentKey(cluster=rig.cluster, job_id="2001", job_attempt=0).workflow_id
