@@ -168,6 +168,9 @@ class Bench:
             if job is None or len(nodes) != 1:
                 self.failures.append(f"{name}: job {job} not on one node ({nodes})")
                 continue
+            if kind == "node-loss":  # a job that has run 15 s: its output's rhythm is known by then
+                out = self.workdir / f"{name}.out"
+                await rig.wait_for(_async(lambda out=out, job=job: f"run {job}-0 iteration 75/" in rig.read(out)), 60)
             sample = await self.fault(kind, name, job, nodes[0])
             if kind == "node-loss":
                 await self.restore_when_drained(sample, nodes[0])

@@ -8,7 +8,7 @@ vouch for a node that is gone, nor silence another. Heartbeats go over HTTP rath
 history in Temporal; the tracker holds only last-seen times, in this process's memory.
 
 The monitor looks every `liveness.check_s`. It stats the output files of the opted-in running jobs
-(listed every 10 s) to learn how often each writes, and a suspect node (its agent silent for `missed`
+(listed every `jobs_refresh_s`, 5 s) to learn how often each writes, and a suspect node (its agent silent for `missed`
 intervals) is weighed with Slurm's node state and the output of the opted-in jobs running on it
 (`goodput.detect.node_liveness.corroborate`); what is corroborated goes to the incident sink as a
 node-failure anomaly, and a suspect without a second signal is only logged. After a restart of
@@ -187,11 +187,9 @@ class LivenessMonitor:
     their jobs' output, and submits the node losses that are corroborated."""
 
     def __init__(self, config: LivenessConfig, tracker: LivenessTracker, scheduler: Scheduler, sink: AnomalySink,
-                 cluster: str, opt_in: OptInRule, *, clock: Callable[[], datetime] = _utcnow,
-                 jobs_refresh_s: float = 10.0) -> None:
+                 cluster: str, opt_in: OptInRule, *, clock: Callable[[], datetime] = _utcnow) -> None:
         self.config, self._tracker, self._scheduler, self._sink = config, tracker, scheduler, sink
         self.cluster, self._opt_in, self._clock = cluster, opt_in, clock
-        self._jobs_refresh_s = jobs_refresh_s
         self._jobs: list[JobInfo] = []
         self._jobs_at: datetime | None = None
         self._rhythms: dict[_Attempt, OutputRhythm] = {}
@@ -209,8 +207,8 @@ class LivenessMonitor:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.config.check_s)
 
-    async def _refresh_jobs(self, now: datetime, force: bool) -> None:
-        if not force and self._jobs_at is not None and (now - self._jobs_at).total_seconds() < self._jobs_refresh_s:
+    async def _refresh_jobs(self, now: datetime) -> None:
+        if self._jobs_at is not None and (now - self._jobs_at).total_seconds() < self.config.jobs_refresh_s:
             return
         self._jobs = [j for j in await self._scheduler.list_jobs()
                       if j.state is JobState.RUNNING and self._opt_in.admits(j)]
@@ -236,7 +234,7 @@ class LivenessMonitor:
         if note != self._note:
             (log.warning if note else log.info)("%s", note or "every agent heard again")
             self._note = note
-        await self._refresh_jobs(now, force=False)
+        await self._refresh_jobs(now)
         await asyncio.to_thread(self._observe)
         if not verdict.suspects or verdict.suspended:
             return []

@@ -68,6 +68,9 @@ class LivenessConfig(BaseModel):
     counts toward `blip_fraction`; it is known again from its next heartbeat."""
     max_nodes: int = Field(default=100_000, ge=1)
     check_s: float = Field(default=1.0, gt=0.0, le=60.0)
+    jobs_refresh_s: float = Field(default=5.0, gt=0.0, le=600.0)
+    """How often the running jobs are listed: a job's output rhythm is learnt from then on, so a job
+    younger than about this plus a few of its writes has none yet (Slurm's node state still counts)."""
     max_tail_bytes: int = Field(default=64 << 10, ge=1024, le=4 << 20)
 
 
