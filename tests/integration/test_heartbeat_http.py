@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -137,3 +140,16 @@ async def test_run_agent_heartbeats_for_its_node_while_its_tick_waits(
     with pytest.raises(ValueError, match="heartbeat_token_file"):
         await run_agent(config.model_copy(update={"heartbeat_token_file": None}), "c1", FakeScheduler(),
                         RecordingSink(), stop)
+
+
+def test_agent_token_prints_the_nodes_token(tmp_path: Path) -> None:
+    secret = tmp_path / "liveness.secret"
+    secret.write_bytes(SECRET + b"\n")
+    env = {**os.environ, "GOODPUT_CONFIG": str(tmp_path / "none.toml"), "GOODPUT_CLUSTER": "c1",
+           "GOODPUT_LIVENESS__SECRET_FILE": str(secret)}
+    goodput = [sys.executable, "-c", "from workers.main import main; main()", "agent-token"]
+    done = subprocess.run([*goodput, "--node", "node3"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == heartbeat_token(SECRET, "c1", "node3")
+    refused = subprocess.run([*goodput, "--node", "node3;x"], env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and not refused.stdout
