@@ -127,7 +127,7 @@ class HeartbeatServer:
             interval = float(beat.get("interval_s", 0))
             if not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S:
                 raise ValueError(f"interval_s must be within {MIN_INTERVAL_S:g}..{MAX_INTERVAL_S:g}")
-        except (ValueError, TypeError, RecursionError) as err:
+        except (ValueError, TypeError, OverflowError, RecursionError) as err:
             return self._refuse(400, f"bad heartbeat: {str(err)[:200]}")
         header = request.headers.get("Authorization", "")
         scheme, _, token = header.strip().partition(" ")

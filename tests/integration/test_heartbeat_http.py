@@ -79,6 +79,7 @@ async def test_a_token_speaks_only_for_its_node(served: tuple[HeartbeatServer, L
     ({"cluster": "c1", "node": "node3; rm -rf /", "interval_s": 2.0}, "application/json", 400),
     ({"cluster": "c1", "node": "node3", "interval_s": 1e9}, "application/json", 400),
     ({"cluster": "c1", "node": "node3", "interval_s": "nan"}, "application/json", 400),
+    (b'{"cluster": "c1", "node": "node3", "interval_s": 1' + b"0" * 400 + b"}", "application/json", 400),
     ({"cluster": "c1", "node": "node3", "interval_s": 2.0}, "text/plain", 415),
     (b"{" + b" " * 4096 + b"}", "application/json", 413),
 ])
