@@ -16,6 +16,9 @@ Brings up its own Slurm lab, a real Temporal dev server, one `goodput worker` pr
   whenever this class runs): goodput's heartbeats and the job's stopped output find it, drain the
   node and requeue the job off it. Once goodput has drained the node the benchmark brings it back
   (else Slurm holds the job until SlurmdTimeout), so its resume time includes that restore.
+  With SlurmdTimeout at 300 s, `node-failure` (slurmd alone killed: the job and agent live on) is
+  Slurm's own detection again and runs past its 180 s wait; run `node-loss` on its own
+  (`--classes node-loss --node-rounds 20`), the other classes as before.
 
 Clocks: detection runs from the injector's timestamp (taken as the fault is written; the job
 reacts within its 0.2 s loop) to the incident workflow's start time on the Temporal server; action
