@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiohttp
@@ -19,10 +19,11 @@ from activities.adapters.node_agent import run_agent
 from goodput.demo.scheduler import FakeScheduler, demo_cluster
 from goodput.detect.node_agent import AgentConfig
 from goodput.detect.node_liveness import LivenessConfig, LivenessTracker, heartbeat_token
+from goodput.detect.watch import OptInRule
 from goodput.scheduler import JobInfo
 from tests.fakes.sink import RecordingSink
 from tests.helpers import eventually
-from workers.liveness import HeartbeatServer, LivenessSecretError, read_secret
+from workers.liveness import HeartbeatServer, LivenessMonitor, LivenessSecretError, read_secret
 
 pytestmark = pytest.mark.timeout(30)
 SECRET = b"k" * 40
@@ -154,3 +155,53 @@ def test_agent_token_prints_the_nodes_token(tmp_path: Path) -> None:
     assert done.stdout.strip() == heartbeat_token(SECRET, "c1", "node3")
     refused = subprocess.run([*goodput, "--node", "node3;x"], env=env, capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0 and not refused.stdout
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def test_the_monitor_opens_nothing_in_a_blip_nor_after_a_restart(tmp_path: Path) -> None:
+    """Three of four agents silent at once, each job's output stopped too (the head node cannot see
+    the shared file system either): no node loss. Heard again, nobody is suspect."""
+    config = LivenessConfig(enabled=True)
+    clock = Clock(NOW)
+    tracker = LivenessTracker(config)
+    fake = FakeScheduler(demo_cluster(node_count=8))
+    outputs = {}
+    for job_id, node in (("2001", "node1"), ("2002", "node2"), ("2003", "node3")):
+        outputs[job_id] = tmp_path / f"{job_id}.out"
+        outputs[job_id].write_text("step\n")
+        fake.add_job(fake.snapshot().jobs["1002"].model_copy(update={
+            "job_id": job_id, "nodes": (node,), "stdout_path": str(outputs[job_id]), "user_id": os.getuid()}))
+    sink = RecordingSink()
+    monitor = LivenessMonitor(config, tracker, fake, sink, "c1", OptInRule(), clock=clock)
+    for node in ("node1", "node2", "node3", "node4"):
+        tracker.beat(node, NOW, 2.0)
+    for t in (-1.0, -0.5):  # every job writes twice a second while all is well
+        for path in outputs.values():
+            os.utime(path, ((NOW + timedelta(seconds=t)).timestamp(),) * 2)
+        assert await monitor.check() == []
+    tracker.beat("node4", NOW + timedelta(seconds=6), 2.0)
+    clock.now = NOW + timedelta(seconds=8)
+    assert tracker.verdict(clock.now).suspended
+    assert await monitor.check() == [] and sink.anomalies == []
+    for node in ("node1", "node2", "node3", "node4"):  # the agents restarted, or the network is back
+        tracker.beat(node, NOW + timedelta(seconds=9), 2.0)
+    clock.now = NOW + timedelta(seconds=10)
+    assert await monitor.check() == [] and sink.anomalies == []
+    # One of them really gone a minute later is a loss again (its job stops writing with it).
+    for node in ("node1", "node2", "node4"):
+        tracker.beat(node, NOW + timedelta(seconds=60), 2.0)
+    tracker.beat("node3", NOW + timedelta(seconds=54), 2.0)
+    for t in [49 + i / 2 for i in range(10)]:  # writing every half second again, up to 53.5 s
+        os.utime(outputs["2003"], ((NOW + timedelta(seconds=t)).timestamp(),) * 2)
+        clock.now = NOW + timedelta(seconds=t)
+        await monitor.check()
+    clock.now = NOW + timedelta(seconds=61)
+    (lost,) = await monitor.check()
+    assert lost.job_id == "2003" and lost.nodes == ("node3",)
