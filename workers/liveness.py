@@ -37,6 +37,7 @@ from goodput.detect.node_liveness import (
     LivenessConfig,
     LivenessTracker,
     OutputRhythm,
+    SizeHistory,
     Suspect,
     corroborate,
     heartbeat_authentic,
@@ -143,40 +144,35 @@ class HeartbeatServer:
         return web.json_response({"node": node})
 
 
-def _written_at(job: JobInfo) -> datetime | None:
-    """When the job's stdout or stderr last changed (a regular file of the job's owner only)."""
-    newest: datetime | None = None
-    for path in (job.stdout_path, job.stderr_path):
-        if not path:
-            continue
+def _outputs(job: JobInfo) -> list[tuple[str, datetime, int]]:
+    """The job's stdout and stderr (regular files of the job's owner only): path, write time, size."""
+    found = []
+    for path in dict.fromkeys(p for p in (job.stdout_path, job.stderr_path) if p):
         try:
             st = os.lstat(path)
         except OSError:
             continue
-        if not stat.S_ISREG(st.st_mode) or (job.user_id is not None and st.st_uid != job.user_id):
-            continue
-        when = datetime.fromtimestamp(st.st_mtime, UTC)
-        newest = when if newest is None or when > newest else newest
-    return newest
+        if stat.S_ISREG(st.st_mode) and (job.user_id is None or st.st_uid == job.user_id):
+            found.append((path, datetime.fromtimestamp(st.st_mtime, UTC), st.st_size))
+    return found
 
 
-def _tail(job: JobInfo, max_bytes: int) -> str:
-    """The last bytes of the job's stdout and stderr, opened as job files (no symlink, no FIFO)."""
-    tails = []
-    for path in dict.fromkeys(p for p in (job.stdout_path, job.stderr_path) if p):
-        try:
-            fd = open_job_file(path, owner_uid=job.user_id)
-        except OSError:
-            continue
-        try:
-            size = os.fstat(fd).st_size
-            os.lseek(fd, max(0, size - max_bytes), os.SEEK_SET)
-            tails.append(os.read(fd, max_bytes).decode("utf-8", errors="replace"))
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-    return "\n".join(tails)
+def _read_from(path: str, owner: int | None, start: int, max_bytes: int) -> str:
+    """What was appended to `path` since `start` (its last `max_bytes`), opened as a job file."""
+    try:
+        fd = open_job_file(path, owner_uid=owner)
+    except OSError:
+        return ""
+    try:
+        size = os.fstat(fd).st_size
+        if size < start:  # truncated or replaced since: nothing known to be new
+            return ""
+        os.lseek(fd, max(start, size - max_bytes), os.SEEK_SET)
+        return os.read(fd, max_bytes).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
 
 
 _Attempt = tuple[str, int]
@@ -193,6 +189,7 @@ class LivenessMonitor:
         self._jobs: list[JobInfo] = []
         self._jobs_at: datetime | None = None
         self._rhythms: dict[_Attempt, OutputRhythm] = {}
+        self._sizes: dict[tuple[_Attempt, str], SizeHistory] = {}
         self._submitted: OrderedDict[str, None] = OrderedDict()
         self._note = ""
         self.errors = 0
@@ -215,14 +212,18 @@ class LivenessMonitor:
         self._jobs_at = now
         current = {(j.job_id, j.restart_count) for j in self._jobs}
         self._rhythms = {k: r for k, r in self._rhythms.items() if k in current}
+        self._sizes = {k: h for k, h in self._sizes.items() if k[0] in current}
 
     def _observe(self) -> None:
         """One stat per job output file: the rhythm that says whether a quiet job has stopped."""
         for job in self._jobs:
-            written = _written_at(job)
-            if written is None:
+            files = _outputs(job)
+            if not files:
                 continue
             key = (job.job_id, job.restart_count)
+            for path, when, size in files:
+                self._sizes[key, path] = self._sizes.get((key, path), SizeHistory()).observe(when, size)
+            written = max(when for _, when, _ in files)
             rhythm = self._rhythms.get(key)
             self._rhythms[key] = OutputRhythm(written_at=written) if rhythm is None else rhythm.observe(written)
 
@@ -253,7 +254,14 @@ class LivenessMonitor:
         if rhythm is None:
             return JobOutput(job=job)
         written = rhythm.written_at
-        tail = _tail(job, self.config.max_tail_bytes) if written > suspect.last_seen else ""
+        tails = []
+        if written > suspect.last_seen:
+            for path in dict.fromkeys(p for p in (job.stdout_path, job.stderr_path) if p):
+                history = self._sizes.get(((job.job_id, job.restart_count), path))
+                start = history.offset_at(suspect.last_seen) if history is not None else None
+                if start is not None:
+                    tails.append(_read_from(path, job.user_id, start, self.config.max_tail_bytes))
+        tail = "\n".join(tails)
         return JobOutput(job=job, written_at=written, max_gap_s=rhythm.max_gap_s, tail=tail)
 
     async def _weigh(self, suspect: Suspect, node: NodeInfo | None, jobs: Sequence[JobInfo]) -> list[Anomaly]:

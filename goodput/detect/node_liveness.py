@@ -185,6 +185,27 @@ class OutputRhythm(Frozen):
         return max(self.gaps) if self.gaps else None
 
 
+MAX_SIZES = 32
+
+
+class SizeHistory(Frozen):
+    """One output file's recent (write time, size) pairs: where it stood when a node was last heard,
+    so that only what was written since is read for peers' complaints (an old line about the node,
+    from a fault the job got over, must not corroborate today's silence)."""
+
+    points: tuple[tuple[datetime, int], ...] = ()
+
+    def observe(self, written_at: datetime, size: int) -> SizeHistory:
+        if self.points and self.points[-1] == (written_at, size):
+            return self
+        return SizeHistory(points=(*self.points, (written_at, size))[-MAX_SIZES:])
+
+    def offset_at(self, when: datetime) -> int | None:
+        """The file's size as last seen written at or before `when`; None when not known that far back."""
+        sizes = [size for at, size in self.points if at <= when]
+        return sizes[-1] if sizes else None
+
+
 class JobOutput(Frozen):
     """What the monitor read of one job's output file: when it was last written, its rhythm, its tail."""
 

@@ -205,3 +205,40 @@ async def test_the_monitor_opens_nothing_in_a_blip_nor_after_a_restart(tmp_path:
     clock.now = NOW + timedelta(seconds=61)
     (lost,) = await monitor.check()
     assert lost.job_id == "2003" and lost.nodes == ("node3",)
+
+
+async def test_only_lines_written_since_the_last_heartbeat_count_as_peers(tmp_path: Path) -> None:
+    """An old complaint about node3 (an earlier, recovered fault) in a busy job's output does not
+    make an agent's silence a node loss; a new one does."""
+    config = LivenessConfig(enabled=True)
+    clock = Clock(NOW)
+    tracker = LivenessTracker(config)
+    fake = FakeScheduler(demo_cluster(node_count=8))
+    out = tmp_path / "2001.out"
+    out.write_text("[rank1]: Connection reset by peer node3\n" + "step\n" * 10)
+    fake.add_job(fake.snapshot().jobs["1002"].model_copy(update={
+        "job_id": "2001", "nodes": ("node3", "node4"), "stdout_path": str(out), "user_id": os.getuid()}))
+    sink = RecordingSink()
+    monitor = LivenessMonitor(config, tracker, fake, sink, "c1", OptInRule(), clock=clock)
+
+    def write(t: float, text: str = "step\n") -> None:
+        with out.open("a") as f:
+            f.write(text)
+        os.utime(out, ((NOW + timedelta(seconds=t)).timestamp(),) * 2)
+        clock.now = NOW + timedelta(seconds=t)
+
+    for node in ("node1", "node2", "node3", "node4"):
+        tracker.beat(node, NOW, 2.0)
+    os.utime(out, ((NOW - timedelta(seconds=1)).timestamp(),) * 2)
+    assert await monitor.check() == []  # the monitor sees the file as it stood when node3 was last heard
+    for i in range(1, 15):  # node4's ranks go on writing; node3's agent is silent from 0 s on
+        write(i / 2)
+        if i / 2 >= 5:
+            for node in ("node1", "node2", "node4"):
+                tracker.beat(node, clock.now, 2.0)
+        assert await monitor.check() == []
+    write(7.5, "[rank0]: Connection closed by peer [node3]:4242\n")
+    (lost,) = await monitor.check()
+    assert lost.nodes == ("node3",) and lost.evidence[0].endswith("corroborated by peer)")
+    assert [e for e in lost.evidence if e.startswith("peer:")] == [
+        "peer: [rank0]: Connection closed by peer [node3]:4242"]

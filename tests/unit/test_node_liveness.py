@@ -11,6 +11,7 @@ from goodput.detect.node_liveness import (
     LivenessConfig,
     LivenessTracker,
     OutputRhythm,
+    SizeHistory,
     corroborate,
     heartbeat_authentic,
     heartbeat_token,
@@ -231,3 +232,16 @@ def test_the_rhythm_keeps_the_recent_gaps() -> None:
     assert rhythm.observe(at(5)) == rhythm  # an older time changes nothing
     assert rhythm.max_gap_s == 1.0  # the 10 s gap has aged out of the last eight
     assert rhythm.observe(at(30)).max_gap_s == 10.0
+
+
+def test_a_files_size_when_the_node_was_last_heard() -> None:
+    history = SizeHistory()
+    assert history.offset_at(at(0)) is None
+    for t, size in ((-2, 100), (-1, 150), (1, 180)):
+        history = history.observe(at(t), size)
+    assert history.observe(at(1), 180) == history
+    assert history.offset_at(at(0)) == 150 and history.offset_at(at(-1.5)) == 100
+    assert history.offset_at(at(-3)) is None
+    for t in range(100):
+        history = history.observe(at(10 + t), 200 + t)
+    assert len(history.points) == 32 and history.offset_at(at(0)) is None  # bounded; too far back is unknown
