@@ -7,11 +7,13 @@ vouch for a node that is gone, nor silence another. Heartbeats go over HTTP rath
 (the agents' channel for anomalies) because a signal per node every two seconds would be
 history in Temporal; the tracker holds only last-seen times, in this process's memory.
 
-The monitor looks every `liveness.check_s`. It stats the output files of the opted-in running jobs
-(listed every `jobs_refresh_s`, 5 s) to learn how often each writes, and a suspect node (its agent silent for `missed`
-intervals) is weighed with Slurm's node state and the output of the opted-in jobs running on it
-(`goodput.detect.node_liveness.corroborate`); what is corroborated goes to the incident sink as a
-node-failure anomaly, and a suspect without a second signal is only logged. After a restart of
+The monitor looks every `liveness.check_s`. It stats the output files of the opted-in running
+jobs (listed every `jobs_refresh_s`, 5 s) to learn how often each writes, and weighs a suspect
+node (its agent silent for `missed` intervals) with Slurm's node state and the output of the
+jobs running on it (`goodput.detect.node_liveness.corroborate`); what is corroborated goes to the
+incident sink as a node-failure anomaly, and a suspect without a second signal is only logged.
+A controller that does not answer costs the Slurm signal only: the job list in hand and the
+output files still count. After a restart of
 this process every agent is unknown until it beats again, so a restart never reads as a loss.
 """
 
@@ -192,24 +194,32 @@ class LivenessMonitor:
         self._sizes: dict[tuple[_Attempt, str], SizeHistory] = {}
         self._submitted: OrderedDict[str, None] = OrderedDict()
         self._note = ""
+        self._last_error = ""
         self.errors = 0
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
                 await self.check()
-            except Exception:  # the scheduler or the sink failing must not end node-loss detection
-                self.errors += 1
-                log.warning("node liveness check failed", exc_info=True)
+            except Exception as err:  # the sink failing must not end node-loss detection; retried next time
+                self._failed("node liveness check", err)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.config.check_s)
+
+    def _failed(self, what: str, err: Exception) -> None:
+        """Counted every time, logged once per new error (not every second while slurmctld is down)."""
+        self.errors += 1
+        text = f"{what}: {type(err).__name__}: {err}"
+        if text != self._last_error:
+            log.warning("%s failed: %s", what, err, exc_info=not isinstance(err, OSError | TimeoutError))
+        self._last_error = text
 
     async def _refresh_jobs(self, now: datetime) -> None:
         if self._jobs_at is not None and (now - self._jobs_at).total_seconds() < self.config.jobs_refresh_s:
             return
+        self._jobs_at = now  # a failed list is retried at the next period, the last list kept meanwhile
         self._jobs = [j for j in await self._scheduler.list_jobs()
                       if j.state is JobState.RUNNING and self._opt_in.admits(j)]
-        self._jobs_at = now
         current = {(j.job_id, j.restart_count) for j in self._jobs}
         self._rhythms = {k: r for k, r in self._rhythms.items() if k in current}
         self._sizes = {k: h for k, h in self._sizes.items() if k[0] in current}
@@ -235,14 +245,21 @@ class LivenessMonitor:
         if note != self._note:
             (log.warning if note else log.info)("%s", note or "every agent heard again")
             self._note = note
-        await self._refresh_jobs(now)
+        try:
+            await self._refresh_jobs(now)
+        except Exception as err:  # the controller down: the jobs listed last are still running somewhere
+            self._failed("listing jobs", err)
         await asyncio.to_thread(self._observe)
         if not verdict.suspects or verdict.suspended:
             return []
         hit = {s.node for s in verdict.suspects}
         if not any(hit & set(j.nodes) for j in self._jobs):
             return []
-        nodes = {n.name: n for n in await self._scheduler.list_nodes()}
+        try:
+            nodes = {n.name: n for n in await self._scheduler.list_nodes()}
+        except Exception as err:  # no Slurm signal this time; output and peers still count
+            self._failed("listing nodes", err)
+            nodes = {}
         out = []
         for suspect in verdict.suspects:
             on_node = [j for j in self._jobs if suspect.node in j.nodes]

@@ -20,7 +20,7 @@ from goodput.demo.scheduler import FakeScheduler, demo_cluster
 from goodput.detect.node_agent import AgentConfig
 from goodput.detect.node_liveness import LivenessConfig, LivenessTracker, heartbeat_token
 from goodput.detect.watch import OptInRule
-from goodput.scheduler import JobInfo
+from goodput.scheduler import JobInfo, NodeInfo, SchedulerError
 from tests.fakes.sink import RecordingSink
 from tests.helpers import eventually
 from workers.liveness import HeartbeatServer, LivenessMonitor, LivenessSecretError, read_secret
@@ -242,3 +242,46 @@ async def test_only_lines_written_since_the_last_heartbeat_count_as_peers(tmp_pa
     assert lost.nodes == ("node3",) and lost.evidence[0].endswith("corroborated by peer)")
     assert [e for e in lost.evidence if e.startswith("peer:")] == [
         "peer: [rank0]: Connection closed by peer [node3]:4242"]
+
+
+class DownController(FakeScheduler):
+    """Lists jobs once, then slurmctld stops answering (a node loss can take the network with it)."""
+
+    def __init__(self) -> None:
+        super().__init__(demo_cluster(node_count=8))
+        self.lists = 0
+
+    async def list_jobs(self) -> Sequence[JobInfo]:
+        self.lists += 1
+        if self.lists > 1:
+            raise SchedulerError("slurmctld is not answering")
+        return await super().list_jobs()
+
+    async def list_nodes(self) -> Sequence[NodeInfo]:
+        raise SchedulerError("slurmctld is not answering")
+
+
+async def test_a_silent_controller_costs_only_the_slurm_signal(tmp_path: Path) -> None:
+    config = LivenessConfig(enabled=True)
+    clock = Clock(NOW)
+    tracker = LivenessTracker(config)
+    fake = DownController()
+    out = tmp_path / "2001.out"
+    out.write_text("step\n")
+    fake.add_job(fake.snapshot().jobs["1002"].model_copy(update={
+        "job_id": "2001", "nodes": ("node3",), "stdout_path": str(out), "user_id": os.getuid()}))
+    monitor = LivenessMonitor(config, tracker, fake, RecordingSink(), "c1", OptInRule(), clock=clock)
+    for node in ("node1", "node2", "node3", "node4"):
+        tracker.beat(node, NOW, 2.0)
+    for i in range(-8, 1):  # writing every half second until node3 goes silent at 0 s
+        os.utime(out, ((NOW + timedelta(seconds=i / 2)).timestamp(),) * 2)
+        clock.now = NOW + timedelta(seconds=i / 2)
+        assert await monitor.check() == []
+    found = []
+    for t in range(1, 8):
+        clock.now = NOW + timedelta(seconds=t)
+        for node in ("node1", "node2", "node4"):
+            tracker.beat(node, clock.now, 2.0)
+        found += await monitor.check()
+    assert [a.job_id for a in found] == ["2001"] and fake.lists >= 2
+    assert monitor.errors >= 2
