@@ -17,8 +17,9 @@ Brings up its own Slurm lab, a real Temporal dev server, one `goodput worker` pr
   node and requeue the job off it. Once goodput has drained the node the benchmark brings it back
   (else Slurm holds the job until SlurmdTimeout), so its resume time includes that restore.
   With SlurmdTimeout at 300 s, `node-failure` (slurmd alone killed: the job and agent live on) is
-  Slurm's own detection again and runs past its 180 s wait; run `node-loss` on its own
-  (`--classes node-loss --node-rounds 20`), the other classes as before.
+  Slurm's own detection again (its wait grows to SlurmdTimeout + 90 s, and each round takes
+  minutes); run `node-loss` on its own (`--classes node-loss --node-rounds 20`), the other classes
+  as before.
 
 Clocks: detection runs from the injector's timestamp (taken as the fault is written; the job
 reacts within its 0.2 s loop) to the incident workflow's start time on the Temporal server; action
@@ -67,9 +68,10 @@ SLURM_DEFAULT_SLURMD_TIMEOUT_S = 300
 
 class Bench:
     def __init__(self, client: Client, cluster: str, lab: Lab, workdir: Path, kernel_logs: dict[str, Path],
-                 service: rig.Goodput | None = None):
+                 service: rig.Goodput | None = None, slurmd_timeout_s: int = 20):
         self.client, self.cluster, self.lab, self.workdir = client, cluster, lab, workdir
         self.service = service
+        self.slurmd_timeout_s = slurmd_timeout_s
         self.kernel_logs = kernel_logs
         self.script = workdir / "train.sbatch"
         self.script.write_text(rig.JOB.format(dir=workdir, nccl=rig.NCCL))
@@ -177,7 +179,8 @@ class Bench:
             sample = await self.fault(kind, name, job, nodes[0])
             if kind == "node-loss":
                 await self.restore_when_drained(sample, nodes[0])
-            await self.follow(sample, 180)
+            # Slurm's own detection (node-failure) takes up to SlurmdTimeout; 180 s covers the lab's 20 s.
+            await self.follow(sample, max(180, self.slurmd_timeout_s + 90))
             # Done with this fault before the next: a job still running from this round could share
             # the next round's node and rightly be hit by its fault too.
             await self.outcome(sample)
@@ -313,7 +316,7 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
             log_start = lab.slurmctld_log.stat().st_size
             with rig.goodput_as_shipped(server.address, cluster, queue, lab, workdir, settings,
                                         kernel_logs, agent_env) as service:
-                bench = Bench(client, cluster, lab, workdir, kernel_logs, service)
+                bench = Bench(client, cluster, lab, workdir, kernel_logs, service, slurmd_timeout)
                 if not await bench.workflow_start(cluster_watch_id(cluster), 60):
                     raise RuntimeError(f"goodput worker did not start: {rig.read(workdir / 'worker.log')[-2000:]}")
                 clock = await bench.clocks()
