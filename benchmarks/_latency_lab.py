@@ -4,8 +4,10 @@ goodput runs here as an operator runs it: a `goodput worker` process and one `go
 process per node, configured only through `GOODPUT_*` variables, so every setting the benchmark
 does not name is the shipped default. The jobs are bash loops that print a progress line every
 0.2 s (1 s for `hang`) and act out a fault when the benchmark writes its name to a control file;
-Xids go into a node's kernel-log file, node failures are a SIGKILLed slurmd. The `slow-phase`
-job prints a slow start-up, checkpoint save and evaluation instead, and must open no incident.
+Xids go into a node's kernel-log file, node failures are a SIGKILLed slurmd; a node loss kills, at
+once, the node's slurmd, the job's slurmstepd and processes, and the node's agent, as a node that
+lost power would lose them. The `slow-phase` job prints a slow start-up, checkpoint save and
+evaluation instead, and must open no incident.
 """
 
 from __future__ import annotations
@@ -13,17 +15,19 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import _slurm_lab
 from benchmarks._slurm_lab import Lab, LabSite
+from goodput.detect.node_liveness import heartbeat_token
 
 GOODPUT = Path(sys.executable).with_name("goodput")
 
@@ -98,10 +102,37 @@ LAB = LabSite(Path(tempfile.gettempdir()) / "goodput-bench-slurmlab", ctl_port=2
 
 
 @asynccontextmanager
-async def slurm_lab(nodes: int, cpus: int) -> AsyncIterator[Lab]:
-    """The shared lab rig (benchmarks/_slurm_lab.py) on this benchmark's site, SLURM_CONF set inside."""
-    with _slurm_lab.slurm_lab(LAB.moved_by(os.environ), nodes, cpus) as lab:
+async def slurm_lab(nodes: int, cpus: int, slurmd_timeout_s: int = 20) -> AsyncIterator[Lab]:
+    """The shared lab rig (benchmarks/_slurm_lab.py) on this benchmark's site, SLURM_CONF set inside;
+    `slurmd_timeout_s` is the lab's SlurmdTimeout (the lab's 20 s, or Slurm's default 300 s)."""
+    with _slurm_lab.slurm_lab(LAB.moved_by(os.environ), nodes, cpus,
+                              extra_env={"SLURMLAB_SLURMD_TIMEOUT": str(slurmd_timeout_s)}) as lab:
         yield lab
+
+
+def job_processes(lab: Lab, job: str) -> list[int]:
+    """This lab's slurmstepd processes of `job` and every process below them."""
+    tag = f"SLURMLAB_TAG={lab.dir}".encode()
+    parents: dict[int, int] = {}
+    steps: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            parents[int(entry.name)] = int(stat[stat.rindex(")") + 2:].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+            if cmdline.startswith(b"slurmstepd: [" + job.encode() + b".") and tag in (entry / "environ").read_bytes():
+                steps.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    found, frontier = set(steps), list(steps)
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in found]
+        found.update(children)
+        frontier.extend(children)
+    return sorted(found)
 
 
 def sbatch(script: Path, workdir: Path, name: str, *options: str) -> str:
@@ -123,6 +154,25 @@ def scancel(*jobs: str) -> None:
         subprocess.run(["scancel", *jobs], capture_output=True, timeout=30)
 
 
+def liveness(workdir: Path, cluster: str, nodes: Sequence[str]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """The node-loss class's settings: the heartbeat endpoint on (it needs a secret, so it is off as
+    shipped), and each agent's own token; everything else (intervals, thresholds) as shipped."""
+    secret = os.urandom(32).hex().encode()
+    (workdir / "liveness.secret").write_bytes(secret)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    per_agent = {}
+    for node in nodes:
+        token = workdir / f"heartbeat-{node}.token"
+        token.write_text(heartbeat_token(secret, cluster, node))
+        per_agent[node] = {"GOODPUT_AGENT__HEARTBEAT_TOKEN_FILE": str(token)}
+    return ({"GOODPUT_LIVENESS__ENABLED": "true", "GOODPUT_LIVENESS__PORT": str(port),
+             "GOODPUT_LIVENESS__SECRET_FILE": str(workdir / "liveness.secret"),
+             "GOODPUT_AGENT__HEARTBEAT_URL": f"http://127.0.0.1:{port}"}, per_agent)
+
+
+
 @dataclass
 class Goodput:
     """goodput's processes, as shipped: what they were told is in `overrides`, the rest is default."""
@@ -131,11 +181,26 @@ class Goodput:
     overrides: dict[str, str]
     logs: Path
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    agent_args: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)
+    agents: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def start(self, *args: str, log: str) -> None:
-        with (self.logs / log).open("wb") as out:
-            self.procs.append(subprocess.Popen([str(GOODPUT), *args], env=self.env, stdout=out,
-                                               stderr=subprocess.STDOUT, cwd=self.logs, start_new_session=True))
+    def start(self, *args: str, log: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+        with (self.logs / log).open("ab") as out:
+            proc = subprocess.Popen([str(GOODPUT), *args], env={**self.env, **(env or {})}, stdout=out,
+                                    stderr=subprocess.STDOUT, cwd=self.logs, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def start_agent(self, node: str) -> None:
+        args, env = self.agent_args[node]
+        self.agents[node] = self.start(*args, log=f"agent-{node}.log", env=env)
+
+    def kill_agent(self, node: str) -> None:
+        """SIGKILL, as a lost node stops its agent; the benchmark starts it again with the node."""
+        proc = self.agents.pop(node)
+        proc.kill()
+        proc.wait(timeout=10)
+        self.procs.remove(proc)
 
     def alive(self) -> bool:
         return all(p.poll() is None for p in self.procs)
@@ -155,8 +220,10 @@ class Goodput:
 
 @contextmanager
 def goodput_as_shipped(temporal: str, cluster: str, task_queue: str, lab: Lab, workdir: Path,
-                       settings: Mapping[str, str], agents: Mapping[str, Path]) -> Iterator[Goodput]:
-    """`goodput worker` plus `goodput agent --node N --kernel-log F --probe none` per entry of `agents`."""
+                       settings: Mapping[str, str], agents: Mapping[str, Path],
+                       agent_env: Mapping[str, Mapping[str, str]] | None = None) -> Iterator[Goodput]:
+    """`goodput worker` plus `goodput agent --node N --kernel-log F --probe none` per entry of `agents`
+    (with `agent_env[N]` added to its environment: its own heartbeat token)."""
     overrides = {"GOODPUT_TEMPORAL_ADDRESS": temporal, "GOODPUT_CLUSTER": cluster,
                  "GOODPUT_TASK_QUEUE": task_queue, "GOODPUT_SCHEDULER": "slurm-cli",
                  "GOODPUT_DATA_DIR": str(workdir / "goodput-data"), **settings}
@@ -166,8 +233,9 @@ def goodput_as_shipped(temporal: str, cluster: str, task_queue: str, lab: Lab, w
     try:
         service.start("worker", log="worker.log")
         for node, kernel_log in agents.items():
-            service.start("agent", "--node", node, "--kernel-log", str(kernel_log), "--probe", "none",
-                          log=f"agent-{node}.log")
+            service.agent_args[node] = (["agent", "--node", node, "--kernel-log", str(kernel_log), "--probe", "none"],
+                                        dict((agent_env or {}).get(node, {})))
+            service.start_agent(node)
         yield service
     finally:
         service.stop()

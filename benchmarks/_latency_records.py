@@ -17,7 +17,7 @@ from typing import Any
 from benchmarks._harness import summary
 from benchmarks._slurm_lab import SlurmEvent, SlurmEventKind
 
-CLASSES = ("xid-kernel-log", "crash", "hang", "node-failure", "app-error", "slow-phase")
+CLASSES = ("xid-kernel-log", "crash", "hang", "node-failure", "app-error", "slow-phase", "node-loss")
 
 # One progress line of the benchmark's job: "run <job id>-<restart count> iteration <n>/ ...".
 _PROGRESS = re.compile(r"^run (\d+)-(\d+) iteration (\d+)/", re.MULTILINE)

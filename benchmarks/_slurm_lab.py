@@ -103,10 +103,11 @@ def _lab_script(script: str, env: Mapping[str, str]) -> subprocess.CompletedProc
 
 
 @contextmanager
-def slurm_lab(site: LabSite, nodes: int, cpus: int) -> Iterator[Lab]:
-    """The lab, up for the whole benchmark; SLURM_CONF is exported for this process meanwhile."""
+def slurm_lab(site: LabSite, nodes: int, cpus: int, extra_env: Mapping[str, str] | None = None) -> Iterator[Lab]:
+    """The lab, up for the whole benchmark; SLURM_CONF is exported for this process meanwhile.
+    `extra_env` sets more of scripts/slurm-lab/env.sh's knobs (SLURMLAB_SLURMD_TIMEOUT)."""
     ensure_slurm_installed()
-    env = {**os.environ, **site.env(), "SLURMLAB_NODES": str(nodes), "SLURMLAB_CPUS": str(cpus)}
+    env = {**os.environ, **site.env(), "SLURMLAB_NODES": str(nodes), "SLURMLAB_CPUS": str(cpus), **(extra_env or {})}
     up = _lab_script("up.sh", env)
     if up.returncode == 3:  # this benchmark's own lab, left up by an interrupted run: start afresh
         _lab_script("down.sh", env)

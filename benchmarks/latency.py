@@ -15,6 +15,15 @@ Brings up its own Slurm lab, a real Temporal dev server, one `goodput worker` pr
 * `slow-phase` — no fault: a 1 s-step job prints a 4-minute start-up (checkpoint load), a 3-minute
   checkpoint save and a 2-minute evaluation pass as Megatron-LM prints them, then exits 0. It must
   open no incident (a false alarm); handled means it ran through every phase and none opened.
+* `node-loss` — the job node's slurmd, the job's slurmstepd and processes and the node's agent are
+  SIGKILLed at once, with the lab's SlurmdTimeout at Slurm's default 300 s (chosen by the benchmark
+  whenever this class runs): goodput's heartbeats and the job's stopped output find it, drain the
+  node and requeue the job off it. Once goodput has drained the node the benchmark brings it back
+  (else Slurm holds the job until SlurmdTimeout), so its resume time includes that restore.
+  With SlurmdTimeout at 300 s, `node-failure` (slurmd alone killed: the job and agent live on) is
+  Slurm's own detection again (its wait grows to SlurmdTimeout + 90 s, and each round takes
+  minutes); run `node-loss` on its own (`--classes node-loss --node-rounds 20`), the other classes
+  as before.
 
 Clocks: detection runs from the injector's timestamp (taken as the fault is written; the job
 reacts within its 0.2 s loop) to the incident workflow's start time on the Temporal server; action
@@ -28,7 +37,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import re
+import signal
 import tempfile
 import time
 import uuid
@@ -55,11 +67,15 @@ from workflows.watch import cluster_watch_id
 # drained, not how fast one is).
 SETTINGS = {"GOODPUT_POLICY__MODE": "autonomous", "GOODPUT_POLICY__BREAKER__MAX_DRAINED_NODES": "100"}
 HANG_NODE, PINNED_NODE = "node1", "node2"
+SLURM_DEFAULT_SLURMD_TIMEOUT_S = 300
 
 
 class Bench:
-    def __init__(self, client: Client, cluster: str, lab: Lab, workdir: Path, kernel_logs: dict[str, Path]):
+    def __init__(self, client: Client, cluster: str, lab: Lab, workdir: Path, kernel_logs: dict[str, Path],
+                 service: rig.Goodput | None = None, slurmd_timeout_s: int = 20):
         self.client, self.cluster, self.lab, self.workdir = client, cluster, lab, workdir
+        self.service = service
+        self.slurmd_timeout_s = slurmd_timeout_s
         self.kernel_logs = kernel_logs
         self.script = workdir / "train.sbatch"
         self.script.write_text(rig.JOB.format(dir=workdir, nccl=rig.NCCL))
@@ -90,6 +106,16 @@ class Bench:
             assert node is not None
             stamp = datetime.now(UTC)
             self.lab.kill_slurmd(node)
+        elif kind == "node-loss":
+            assert node is not None and self.service is not None
+            doomed = rig.job_processes(self.lab, job)
+            stamp = datetime.now(UTC)
+            self.lab.kill_slurmd(node)
+            for pid in doomed:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            self.service.kill_agent(node)
+            sample["killed"] = len(doomed)
         else:
             stamp = datetime.now(UTC)
             (self.workdir / f"ctl-{job}-0").write_text(kind)
@@ -189,8 +215,14 @@ class Bench:
             if job is None or len(nodes) != 1:
                 self.failures.append(f"{name}: job {job} not on one node ({nodes})")
                 continue
+            if kind == "node-loss":  # a job that has run 15 s: its output's rhythm is known by then
+                out = self.workdir / f"{name}.out"
+                await rig.wait_for(_async(lambda out=out, job=job: f"run {job}-0 iteration 75/" in rig.read(out)), 60)
             sample = await self.fault(kind, name, job, nodes[0])
-            await self.follow(sample, 180)
+            if kind == "node-loss":
+                await self.restore_when_drained(sample, nodes[0])
+            # Slurm's own detection (node-failure) takes up to SlurmdTimeout; 180 s covers the lab's 20 s.
+            await self.follow(sample, max(180, self.slurmd_timeout_s + 90))
             # Done with this fault before the next: a job still running from this round could share
             # the next round's node and rightly be hit by its fault too.
             await self.outcome(sample)
@@ -199,6 +231,15 @@ class Bench:
                 self.lab.start_slurmd(nodes[0])
                 await rig.wait_for(_async(lambda n=nodes[0]: _responding(self.lab.node_state(n))), 90, poll_s=1)
             self.lab.resume_node(nodes[0])
+
+    async def restore_when_drained(self, sample: dict[str, Any], node: str) -> None:
+        """The lost node back (slurmd, agent) once goodput drained it, or after 120 s without a drain."""
+        assert self.service is not None
+        await rig.wait_for(_async(lambda: "drain" in self.lab.node_state(node)), 120, poll_s=0.5)
+        sample["restored_at"] = datetime.now(UTC)
+        self.lab.start_slurmd(node)
+        self.service.start_agent(node)
+        await rig.wait_for(_async(lambda: _responding(self.lab.node_state(node))), 90, poll_s=1)
 
     async def outcome(self, sample: dict[str, Any]) -> None:
         """The incident's final report, once its verification and linger are over."""
@@ -243,8 +284,8 @@ class Bench:
                     and not str(s.get("outcome")).startswith("unknown")
             elif s["class"] in ("crash", "hang"):
                 s["handled"] = recovered and restarted == 1 and drain is None
-            elif s["class"] == "xid-kernel-log":
-                s["handled"] = recovered and restarted == 1 and drain is not None
+            elif s["class"] in ("xid-kernel-log", "node-loss"):
+                s["handled"] = recovered and ran_again and restarted <= 1 and drain is not None
             else:  # node-failure: goodput's drain, or Slurm's own DOWN kept the node out first; the
                 # requeue of a job on a node that stopped answering is logged only at DOWN, if at all
                 s["handled"] = recovered and ran_again and restarted <= 1
@@ -306,18 +347,24 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
         kernel_logs = {node: workdir / f"kern-{node}.log" for node in drain_nodes}
         for node, path in kernel_logs.items():
             path.write_text(f"{datetime.now(UTC).isoformat(timespec='seconds')} {node} kernel: booted\n")
-        async with rig.slurm_lab(args.nodes, cpus=max(8, 2 * args.n + 2)) as lab, dev_server("sqlite-wal") as server:
+        wanted = set(args.classes.split(","))
+        settings, agent_env = dict(SETTINGS), dict[str, dict[str, str]]()
+        if "node-loss" in wanted:
+            named, agent_env = rig.liveness(workdir, cluster, drain_nodes)
+            settings.update(named)
+        slurmd_timeout = args.slurmd_timeout or (SLURM_DEFAULT_SLURMD_TIMEOUT_S if "node-loss" in wanted else 20)
+        async with rig.slurm_lab(args.nodes, cpus=max(8, 2 * args.n + 2), slurmd_timeout_s=slurmd_timeout) as lab, \
+                dev_server("sqlite-wal") as server:
             client = await connect(server.address)
             queue = f"latency-{uuid.uuid4().hex[:6]}"
             log_start = lab.slurmctld_log.stat().st_size
-            with rig.goodput_as_shipped(server.address, cluster, queue, lab, workdir, SETTINGS,
-                                        kernel_logs) as service:
-                bench = Bench(client, cluster, lab, workdir, kernel_logs)
+            with rig.goodput_as_shipped(server.address, cluster, queue, lab, workdir, settings,
+                                        kernel_logs, agent_env) as service:
+                bench = Bench(client, cluster, lab, workdir, kernel_logs, service, slurmd_timeout)
                 if not await bench.workflow_start(cluster_watch_id(cluster), 60):
                     raise RuntimeError(f"goodput worker did not start: {rig.read(workdir / 'worker.log')[-2000:]}")
                 clock = await bench.clocks()
                 started = time.monotonic()
-                wanted = set(args.classes.split(","))
                 hang = asyncio.create_task(bench.pinned_class("hang", HANG_NODE, args.n, 900)
                                            if "hang" in wanted else asyncio.sleep(0))
                 slow = asyncio.create_task(bench.slow_phase_class(HANG_NODE, args.n)
@@ -325,7 +372,7 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
                 for kind in ("crash", "app-error"):
                     if kind in wanted:
                         await bench.pinned_class(kind, PINNED_NODE, args.n, 120)
-                for kind in ("xid-kernel-log", "node-failure"):
+                for kind in ("xid-kernel-log", "node-failure", "node-loss"):
                     if kind in wanted:
                         await bench.node_class(kind, args.node_rounds, [HANG_NODE, PINNED_NODE])
                 await hang
@@ -339,12 +386,14 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
                 rig.scancel(*[s["job"] for s in bench.samples],
                             *[s["resumed_as"][0] for s in bench.samples if s.get("resumed_as")])
             bench.judge(slurmctld_events(_tail(lab.slurmctld_log, log_start)))
-            overrides = {k: v for k, v in service.overrides.items() if k in SETTINGS or k == "GOODPUT_SCHEDULER"}
+            overrides = {k: v for k, v in service.overrides.items()
+                         if (k in settings and "SECRET" not in k and not k.endswith("PORT") and "URL" not in k)
+                         or k == "GOODPUT_SCHEDULER"}
     return {
         "settings": "defaults", "overrides": overrides, "commit": commit(), "classes": per_class(bench.samples),
         "clock": clock, "failures": bench.failures, "elapsed_s": round(elapsed, 1),
         "parameters": {"classes": args.classes, "n": args.n, "node_rounds": args.node_rounds, "nodes": args.nodes,
-                       "lab": {"cred_expire_s": 10, "slurmd_timeout_s": 20}},
+                       "lab": {"cred_expire_s": 10, "slurmd_timeout_s": slurmd_timeout}},
         "samples": [_public(s) for s in bench.samples], "environment": environment(),
     }
 
@@ -368,10 +417,13 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--n", type=int, default=5, help="faults per class for crash, hang and app-error, and "
                         "slow-phase jobs")
     parser.add_argument("--node-rounds", type=int, default=5,
-                        help="faults per class for xid-kernel-log and node-failure (one node out at a time)")
+                        help="faults per class for xid-kernel-log, node-failure and node-loss (one node out at a "
+                             "time)")
     parser.add_argument("--nodes", type=int, default=5, help="lab nodes (node1: hang and slow-phase jobs, node2: "
-                        "crash and app-error jobs, the rest: xid and node-failure jobs)")
+                        "crash and app-error jobs, the rest: xid, node-failure and node-loss jobs)")
     parser.add_argument("--classes", default=",".join(CLASSES), help="a comma-separated subset, for trying it out")
+    parser.add_argument("--slurmd-timeout", type=int, help="the lab's SlurmdTimeout in seconds (default: Slurm's "
+                        "300 when node-loss runs, else the lab's 20)")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it (logs of goodput and jobs)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

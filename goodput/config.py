@@ -26,6 +26,7 @@ from goodput.config_strict import check_known
 from goodput.console.auth import ConsoleUser
 from goodput.detect.hang import HangConfig
 from goodput.detect.node_agent import AgentConfig
+from goodput.detect.node_liveness import LivenessConfig
 from goodput.detect.nvsentinel import NvSentinelSettings
 from goodput.detect.push import PushConfig
 from goodput.detect.watch import OptInRule, WatchClusterInput
@@ -155,6 +156,8 @@ class Settings(BaseSettings):
     hang: HangConfig = Field(default_factory=HangConfig)
     push: PushConfig = Field(default_factory=PushConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    # The agents' heartbeat endpoint and node-loss monitor; docs/gpu-and-logs.md, "Lost nodes".
+    liveness: LivenessConfig = Field(default_factory=LivenessConfig)
     # Receive NVSentinel's health events (gRPC platform connector, CloudEvents); docs/nvsentinel.md.
     nvsentinel: NvSentinelSettings = Field(default_factory=NvSentinelSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)

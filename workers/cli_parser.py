@@ -240,6 +240,11 @@ def _nodes_and_policy(command: _Commands) -> None:
     p.add_argument("--kernel-log", type=Path, help="a kernel-only log to follow for Xids (default from settings)")
     p.add_argument("--node", help="this node's name as the scheduler knows it (default: the host name)")
 
+    p = command("agent-token", "nodes", "print one node's heartbeat token",
+                "The token a node's agent sends with its heartbeats (agent.heartbeat_token_file), derived from "
+                "liveness.secret_file: it speaks for that node only.", "goodput agent-token --node gpu-017")
+    p.add_argument("--node", required=True, help="the node's name as the scheduler knows it")
+
     p = command("kill-switch", "policy", "put every partition of a cluster in monitor mode at once (and back)",
                 "`on` stops goodput acting anywhere in the cluster (it still detects and recommends); "
                 "`off` returns each partition to its mode.",

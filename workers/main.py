@@ -141,6 +141,14 @@ def _run(args: argparse.Namespace) -> int:
         from workers.config_command import cmd_config
 
         return cmd_config(args, settings)
+    if args.command == "agent-token":
+        from goodput.detect.node_liveness import heartbeat_token
+        from goodput.identifiers import validate_cluster, validate_node_name
+        from workers.liveness import read_secret
+
+        print(heartbeat_token(read_secret(settings.liveness.secret_file), validate_cluster(settings.cluster),
+                              validate_node_name(args.node)))
+        return 0
     if args.command == "audit" and not args.from_histories:
         from workers.service_commands import show_audit
 

@@ -25,6 +25,7 @@ from workers import devserver
 from workers.client import TemporalIncidentService, connect_from
 from workers.console.server import serve_console
 from workers.console.wiring import console_context
+from workers.liveness import serve_liveness
 from workers.nvsentinel.server import serve_nvsentinel
 from workers.push import serve_push
 from workers.telemetry import setup_metrics, setup_tracing
@@ -56,11 +57,11 @@ async def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) 
 
 @contextlib.asynccontextmanager
 async def service_extras(settings: Settings, client: Client, console: Console) -> AsyncIterator[None]:
-    """What runs beside a worker: the cluster watcher and, when enabled, the log push endpoint and
-    the NVSentinel receivers."""
+    """What runs beside a worker: the cluster watcher and, when enabled, the log push endpoint, the
+    NVSentinel receivers and the agents' heartbeat endpoint with its node-loss monitor."""
     if settings.watch:
         await start_cluster_watch(client, settings.task_queue, settings.watch_request())
-    if not (settings.push.enabled or settings.nvsentinel.enabled):
+    if not (settings.push.enabled or settings.nvsentinel.enabled or settings.liveness.enabled):
         yield
         return
     sink = IncidentSink(TemporalIncidentService(client, settings.task_queue), settings.policy)
@@ -75,6 +76,11 @@ async def service_extras(settings: Settings, client: Client, console: Console) -
             receivers = await stack.enter_async_context(serve_nvsentinel(
                 settings.nvsentinel, scheduler, sink, settings.cluster, settings.opt_in))
             console.print(receivers.describe(), highlight=False)
+        if settings.liveness.enabled:
+            scheduler = scheduler_from(settings, resubmit_key=ResubmitKey.ephemeral(settings.cluster))
+            beats = await stack.enter_async_context(serve_liveness(
+                settings.liveness, scheduler, sink, settings.cluster, settings.opt_in))
+            console.print(f"agents' heartbeats at {beats.url}", highlight=False)
         yield
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from activities.adapters.dcgm import DcgmScraper
 from activities.adapters.gpu_nvml import NvmlCollector, NvmlGpuProbe, NvmlUnavailableError
+from activities.adapters.heartbeat import HeartbeatSender, read_token
 from activities.adapters.kernel_log import KernelLog
 from goodput.detect.gpu import GpuProbe, GpuSample, XidEvent
 from goodput.detect.kernel_origin import KernelLogRefusedError, check_kernel_log
@@ -116,7 +117,7 @@ class NodeAgent:
                  job_refresh_s: float = 10.0, *, state_file: Path | None = None,
                  xid_max_age_s: float = AgentConfig().xid_max_age_s,
                  probe_timeout_s: float = AgentConfig().probe_timeout_s,
-                 kernel_log_accept_mixed: bool = False,
+                 kernel_log_accept_mixed: bool = False, heartbeat: HeartbeatSender | None = None,
                  clock: Callable[[], datetime] = _utcnow) -> None:
         self.node = validate_node_name(node)
         self.cluster = validate_cluster(cluster)
@@ -132,6 +133,7 @@ class NodeAgent:
         self._xid_max_age = xid_max_age_s
         self._probe_timeout = probe_timeout_s
         self._clock = clock
+        self.heartbeat = heartbeat
         self.stats = AgentStats()
         self._errors = _ErrorLog()
         self._state = NodeAgentState()
@@ -164,13 +166,14 @@ class NodeAgent:
         log.info("node agent on %s (cluster %s): probe %s, kernel log %s, every %gs", self.node, self.cluster,
                  type(self._probe).__name__ if self._probe else "none", self._kernel_path or "none",
                  self._interval)
+        beats = asyncio.create_task(self.heartbeat.run(stop)) if self.heartbeat is not None else None
         try:
             while not stop.is_set():
                 await self.tick()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self._interval)
         finally:
-            for task in (self._probe_task, self._jobs_task):
+            for task in (self._probe_task, self._jobs_task, beats):
                 if task is not None:
                     task.cancel()
             if self._kernel is not None:
@@ -363,6 +366,12 @@ async def run_agent(config: AgentConfig, cluster: str, scheduler: Scheduler, sin
     configured, since that is the one source that survives a GPU falling off the bus.
     """
     node = resolve_node(config)
+    heartbeat = None
+    if config.heartbeat_url:
+        if config.heartbeat_token_file is None:
+            raise ValueError("agent.heartbeat_url needs agent.heartbeat_token_file")
+        heartbeat = HeartbeatSender(config.heartbeat_url, read_token(config.heartbeat_token_file), cluster=cluster,
+                                    node=node, interval_s=config.heartbeat_interval_s)
     async with contextlib.AsyncExitStack() as stack:
         probe: GpuProbe | None = None
         try:
@@ -374,5 +383,5 @@ async def run_agent(config: AgentConfig, cluster: str, scheduler: Scheduler, sin
         agent = NodeAgent(node, cluster, probe, config.kernel_log, scheduler, sink, opt_in or OptInRule(),
                           config.interval_s, config.job_refresh_s, state_file=config.state_file,
                           xid_max_age_s=config.xid_max_age_s, probe_timeout_s=config.probe_timeout_s,
-                          kernel_log_accept_mixed=config.kernel_log_accept_mixed)
+                          kernel_log_accept_mixed=config.kernel_log_accept_mixed, heartbeat=heartbeat)
         await agent.run(stop)

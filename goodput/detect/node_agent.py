@@ -56,6 +56,12 @@ class AgentConfig(BaseModel):
     """A timestamped Xid older than this (a backlog read after downtime) is not pinned on today's jobs."""
     probe_timeout_s: float = Field(default=10.0, gt=0)
     """NVML can block on a failing GPU; past this the loop goes on with the kernel log alone."""
+    heartbeat_url: str = Field(default="", pattern=r"^(https?://[^\s/]+(/\S*)?)?$")
+    """The service's heartbeat endpoint (`liveness.host`/`port`, e.g. http://head:8789); empty sends none."""
+    heartbeat_token_file: Path | None = None
+    """This node's own token (`goodput agent-token --node NAME` on the service's host)."""
+    heartbeat_interval_s: float = Field(default=2.0, ge=0.1, le=60.0)
+    """The service calls the node suspect after `liveness.missed` (3) of these without a heartbeat."""
 
 
 class SeenXid(Frozen):
