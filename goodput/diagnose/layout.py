@@ -93,6 +93,7 @@ class JobLayout(Frozen):
     nodes: tuple[NodeLayout, ...] = ()
 
     def by_index(self) -> dict[int, NodeLayout]:
+        """The job's nodes by their index in the allocation (SLURM_NODEID)."""
         return {n.node_index: n for n in self.nodes}
 
     def gpus_per_node(self) -> int | None:
@@ -146,6 +147,8 @@ def pci_key(text: str) -> tuple[int, int, int, int | None] | None:
 
 
 def same_gpu(ref: str, slot: GpuSlot) -> bool:
+    """Whether a log's GPU reference (a UUID or a PCI bus id, with or without its domain or function)
+    names this slot."""
     if slot.uuid is not None and ref == slot.uuid:
         return True
     wanted, have = pci_key(ref), pci_key(slot.pci_bus_id) if slot.pci_bus_id else None
@@ -163,6 +166,7 @@ class Place(Frozen):
 
     @property
     def gpu_ref(self) -> str | None:
+        """The GPU as a culprit names it (on its host), when the place knows the GPU."""
         return self.gpu.ref(self.node) if self.gpu is not None else None
 
 

@@ -62,6 +62,8 @@ class Observation(Frozen):
 
 
 class NodeMemoryState(Frozen):
+    """A cluster's recent observations, newest last (bounded by the policy's window)."""
+
     observations: tuple[Observation, ...] = ()
 
 
@@ -215,6 +217,7 @@ class LocalNodeMemory:
         self.states: dict[str, NodeMemoryState] = {}
 
     async def consult(self, cluster: str, observation: Observation, policy: NodeMemoryPolicy) -> MemoryVerdict:
+        """Record the observation in this cluster's memory and say what the memory makes of it."""
         state, verdict = consult(self.states.get(cluster, NodeMemoryState()), observation, observation.at, policy)
         self.states[cluster] = state
         return verdict

@@ -12,6 +12,7 @@ or communicator size is ignored, never converted.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from goodput.diagnose.signatures.hostshape import aws_ip_name, bare_address, host_shaped, ipv4
 from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, LineContext, Match
@@ -68,59 +69,18 @@ class Locator:
         # address -> name, from pairs the log itself states (NCCL's bootstrap interface on a line its
         # host printed, `kubectl describe pod`'s `Node: name/address`); bounded.
         self.names: dict[str, str] = {}
+        self._learners = self._by_signature()
 
     def observe(self, match: Match) -> Match:
         """Learn from one hit (in line order) and return it with what is known filled in."""
         if match.host and (match.host in self.hosts or len(self.hosts) < MAX_ENTRIES):
             self.hosts.add(match.host)
-        sig_id = match.signature.id
+        learn = self._learners.get(match.signature.id)
+        if learn is not None:
+            learn(match)
+            return match
         g = match.groups
         line = match.line_no
-        if sig_id == "torchrun-summary-host":
-            self._summary_host = (g["host"], line)
-            return match
-        if sig_id == "shell-prompt":
-            self._prompt_host = g["host"]
-            return match
-        if sig_id in _ADDRESS_PAIRS:
-            name = g.get("host") or match.context.host
-            address = g.get("address", "")
-            if name and ipv4(address) and not ipv4(name) and (address in self.names or len(self.names) < MAX_ENTRIES):
-                self.names.setdefault(address, name)
-            if sig_id == "kubectl-pod-node" and name:
-                self._prompt_host = name  # what follows describes a pod on that node
-            return match
-        if sig_id == "torchrun-root-cause":
-            self._root_cause_at = line
-            return match
-        if sig_id == "torchrun-summary-rank":
-            rank = bounded_int(g.get("rank"), max_digits=MAX_RANK_DIGITS)
-            if rank is None:
-                return match
-            host = None
-            if self._summary_host and line - self._summary_host[1] <= SUMMARY_SPAN:
-                host = self._summary_host[0]
-                self._remember(self.rank_host, rank, host)
-            self._summary_rank = (rank, host, line)
-            if self._root_cause_at is not None and line - self._root_cause_at <= ROOT_CAUSE_SPAN:
-                self.root_cause = (rank, host)
-                self._root_cause_at = None
-            return match
-        if sig_id == "nccl-init-rank":
-            host = match.host
-            rank = bounded_int(g.get("rank"), max_digits=MAX_RANK_DIGITS)
-            size = bounded_int(g.get("code"), max_digits=MAX_RANK_DIGITS)
-            pci = g.get("pci", "")
-            if host and rank is not None and size is not None and len(pci) <= MAX_BUS_ID_CHARS:
-                if size >= self._nccl.get(rank, (0, "", ""))[0] and (rank in self._nccl or
-                                                                      len(self._nccl) < MAX_ENTRIES):
-                    self._nccl[rank] = (size, host, nccl_bus_id_to_pci(pci))
-                self._world = max(self._world, size)
-            return match
-        if sig_id == "gpu-pci-banner":
-            self._banner_pci = (g["pci"], match.context.host, line)
-            return match
-
         host = match.host
         task = bounded_int(g.get("task"), max_digits=MAX_RANK_DIGITS)
         if host and task is not None:
@@ -143,6 +103,62 @@ class Locator:
         if not updates:
             return match
         return dataclasses.replace(match, groups={**g, **updates})
+
+    def _by_signature(self) -> dict[str, Callable[[Match], None]]:
+        """The hits that only teach the layout (who is where), by signature id."""
+        learners: dict[str, Callable[[Match], None]] = {
+            "torchrun-summary-host": self._summary_host_line, "shell-prompt": self._prompt_line,
+            "torchrun-root-cause": self._root_cause_line, "torchrun-summary-rank": self._summary_rank_line,
+            "nccl-init-rank": self._nccl_init_line, "gpu-pci-banner": self._banner_line}
+        learners.update(dict.fromkeys(_ADDRESS_PAIRS, self._address_pair_line))
+        return learners
+
+    def _summary_host_line(self, match: Match) -> None:
+        self._summary_host = (match.groups["host"], match.line_no)
+
+    def _prompt_line(self, match: Match) -> None:
+        self._prompt_host = match.groups["host"]
+
+    def _address_pair_line(self, match: Match) -> None:
+        g = match.groups
+        name = g.get("host") or match.context.host
+        address = g.get("address", "")
+        if name and ipv4(address) and not ipv4(name) and (address in self.names or len(self.names) < MAX_ENTRIES):
+            self.names.setdefault(address, name)
+        if match.signature.id == "kubectl-pod-node" and name:
+            self._prompt_host = name  # what follows describes a pod on that node
+
+    def _root_cause_line(self, match: Match) -> None:
+        self._root_cause_at = match.line_no
+
+    def _summary_rank_line(self, match: Match) -> None:
+        rank = bounded_int(match.groups.get("rank"), max_digits=MAX_RANK_DIGITS)
+        if rank is None:
+            return
+        line = match.line_no
+        host = None
+        if self._summary_host and line - self._summary_host[1] <= SUMMARY_SPAN:
+            host = self._summary_host[0]
+            self._remember(self.rank_host, rank, host)
+        self._summary_rank = (rank, host, line)
+        if self._root_cause_at is not None and line - self._root_cause_at <= ROOT_CAUSE_SPAN:
+            self.root_cause = (rank, host)
+            self._root_cause_at = None
+
+    def _nccl_init_line(self, match: Match) -> None:
+        g = match.groups
+        host = match.host
+        rank = bounded_int(g.get("rank"), max_digits=MAX_RANK_DIGITS)
+        size = bounded_int(g.get("code"), max_digits=MAX_RANK_DIGITS)
+        pci = g.get("pci", "")
+        if host and rank is not None and size is not None and len(pci) <= MAX_BUS_ID_CHARS:
+            if size >= self._nccl.get(rank, (0, "", ""))[0] and (rank in self._nccl or
+                                                                  len(self._nccl) < MAX_ENTRIES):
+                self._nccl[rank] = (size, host, nccl_bus_id_to_pci(pci))
+            self._world = max(self._world, size)
+
+    def _banner_line(self, match: Match) -> None:
+        self._banner_pci = (match.groups["pci"], match.context.host, match.line_no)
 
     def host_of(self, match: Match) -> str | None:
         """The node that printed (or is named by) a hit, joined through ranks and tasks if need be."""
