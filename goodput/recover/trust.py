@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Protocol
 
 from pydantic import Field
 
@@ -251,3 +252,45 @@ def pinned(state: TrustState, rule: str, mode: Mode | None, by: OperatorDecision
         change = LevelChange(rule=rule, before=record.level, after=record.level or Mode.APPROVE,
                              why=autonomy(record, bar, now)[1], by=by)
     return _put(state, record, now), (change,)
+
+
+class RuleAutonomy(Frozen):
+    """What the record says to one incident about its rule."""
+
+    rule: str
+    level: Mode
+    why: str
+    pinned: bool = False
+
+
+class TrustInput(Frozen):
+    """A recovery's report of one event to its cluster's record (the `consult_trust` activity)."""
+
+    cluster: str
+    event: TrustEvent
+    bar: AutonomyPolicy = AutonomyPolicy()
+
+
+class TrustRecord(Protocol):
+    """The cluster's record of rules: durable in a TrustRecordWorkflow, in memory in tests."""
+
+    async def note(self, cluster: str, event: TrustEvent, bar: AutonomyPolicy) -> RuleAutonomy:
+        """Records `event`; the rule's autonomy after it."""
+        ...
+
+
+class LocalTrustRecord:
+    """One process's record, for a worker built without Temporal-backed entities (unit tests)."""
+
+    def __init__(self) -> None:
+        self.states: dict[str, TrustState] = {}
+
+    async def note(self, cluster: str, event: TrustEvent, bar: AutonomyPolicy) -> RuleAutonomy:
+        state, _ = note(self.states.get(cluster, TrustState()), event, bar, event.at)
+        self.states[cluster] = state
+        return standing_of(state.get(event.rule), bar, event.at)
+
+
+def standing_of(record: RuleRecord, bar: AutonomyPolicy, now: datetime) -> RuleAutonomy:
+    level, why = autonomy(record, bar, now)
+    return RuleAutonomy(rule=record.rule, level=level, why=why, pinned=record.pin is not None)
