@@ -29,6 +29,7 @@ from goodput.cli.anomaly_input import AnomalyInputError
 from goodput.cli.doctor import exit_code as doctor_exit_code
 from goodput.cli.doctor import render as render_doctor
 from goodput.cli.terminal import terminal_text
+from goodput.cli.trust import REASON_KINDS
 from goodput.config import Settings
 from goodput.config_sources import SettingsError, check_data_dir, config_file, config_flag, describe
 from goodput.diagnose.classify import run_classify
@@ -119,6 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("incident_id")
         p.add_argument("--reason", required=True)
         p.add_argument("--who", default=os.environ.get("USER") or "operator")
+        if verb == "cancel":  # what the rule's track record counts (goodput trust)
+            p.add_argument("--reason-kind", choices=REASON_KINDS)
+
+    trust = sub.add_parser("trust", help="each rule's track record here and the autonomy it earned; pin a rule")
+    trust.add_argument("action", choices=["show", "pin"], nargs="?", default="show")
+    trust.add_argument("rule", nargs="?")
+    trust.add_argument("mode", nargs="?", help="with pin: monitor, approve, autonomous, or none to unpin")
+    trust.add_argument("--cluster", help="cluster name (default from settings)")
+    trust.add_argument("--reason", help="why (required for pin)")
+    trust.add_argument("--who", default=os.environ.get("USER") or "operator")
+    trust.add_argument("--json", action="store_true")
 
     kill = sub.add_parser("kill-switch", help="put every partition of a cluster in monitor mode at once (and back)")
     kill.add_argument("action", choices=["status", "on", "off"], nargs="?", default="status")
