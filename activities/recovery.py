@@ -287,6 +287,7 @@ class RecoveryActivities:
         async with heartbeating():
             for node in request.nodes:
                 await self._node_health.drained(request.cluster, node, request.incident_id, request.policy,
+                                                rule=request.rule,
                                                 spares=request.spares)
 
     @activity.defn(name="check_node")

@@ -41,8 +41,9 @@ class TrustStart(Frozen):
 
 class NoteRequest(Frozen):
     event: TrustEvent
-    # The reporting incident's bar: an incident is judged by the policy it started with.
-    bar: AutonomyPolicy = AutonomyPolicy()
+    # The reporting incident's bar: an incident is judged by the policy it started with. None:
+    # the bar the record last used (return to service reports without an incident's policy).
+    bar: AutonomyPolicy | None = None
 
 
 class PinRequest(Frozen):
@@ -82,10 +83,10 @@ class TrustRecordWorkflow:
 
     @workflow.update
     def note(self, request: NoteRequest) -> RuleAutonomy:
-        self._bar = request.bar
-        self._state, changes = note(self._state, request.event, request.bar, workflow.now())
+        self._bar = request.bar or self._bar
+        self._state, changes = note(self._state, request.event, self._bar, workflow.now())
         self._audit(changes, incident_id=request.event.incident_id)
-        return standing_of(self._state.get(request.event.rule), request.bar, workflow.now())
+        return standing_of(self._state.get(request.event.rule), self._bar, workflow.now())
 
     @workflow.update
     def pin(self, request: PinRequest) -> RuleAutonomy:

@@ -30,10 +30,10 @@ class TemporalTrustRecord:
             TrustRecordWorkflow.run, TrustStart(cluster=cluster, bar=bar), id=trust_workflow_id(cluster),
             task_queue=self._task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
 
-    async def note(self, cluster: str, event: TrustEvent, bar: AutonomyPolicy) -> RuleAutonomy:
+    async def note(self, cluster: str, event: TrustEvent, bar: AutonomyPolicy | None) -> RuleAutonomy:
         return await self._client.execute_update_with_start_workflow(
             TrustRecordWorkflow.note, NoteRequest(event=event, bar=bar),
-            start_workflow_operation=self._start(cluster, bar), rpc_timeout=RPC_TIMEOUT)
+            start_workflow_operation=self._start(cluster, bar or AutonomyPolicy()), rpc_timeout=RPC_TIMEOUT)
 
     async def pin(self, cluster: str, rule: str, mode: Mode | None, by: OperatorDecision,
                   bar: AutonomyPolicy) -> RuleAutonomy:

@@ -268,13 +268,14 @@ class TrustInput(Frozen):
 
     cluster: str
     event: TrustEvent
-    bar: AutonomyPolicy = AutonomyPolicy()
+    # None (return to service, which knows no incident policy): the bar the record last used.
+    bar: AutonomyPolicy | None = None
 
 
 class TrustRecord(Protocol):
     """The cluster's record of rules: durable in a TrustRecordWorkflow, in memory in tests."""
 
-    async def note(self, cluster: str, event: TrustEvent, bar: AutonomyPolicy) -> RuleAutonomy:
+    async def note(self, cluster: str, event: TrustEvent, bar: AutonomyPolicy | None) -> RuleAutonomy:
         """Records `event`; the rule's autonomy after it."""
         ...
 
@@ -285,7 +286,8 @@ class LocalTrustRecord:
     def __init__(self) -> None:
         self.states: dict[str, TrustState] = {}
 
-    async def note(self, cluster: str, event: TrustEvent, bar: AutonomyPolicy) -> RuleAutonomy:
+    async def note(self, cluster: str, event: TrustEvent, bar: AutonomyPolicy | None) -> RuleAutonomy:
+        bar = bar or AutonomyPolicy()
         state, _ = note(self.states.get(cluster, TrustState()), event, bar, event.at)
         self.states[cluster] = state
         return standing_of(state.get(event.rule), bar, event.at)

@@ -4,6 +4,8 @@ partition, an operator's pin overrides that, and every change of autonomy is aud
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,11 +17,13 @@ from goodput.models import Anomaly, AnomalyKind, Category, Mode, OperatorDecisio
 from goodput.recover.audit import AuditAction
 from goodput.recover.incident import Decision, DecisionVerb, IncidentReport
 from goodput.recover.lifecycle import IncidentState
+from goodput.recover.node_health import Phase, ReturnToServicePolicy
 from goodput.recover.trust import AutonomyPolicy, RuleSummary
 from goodput.scheduler import JobInfo, JobState
 from tests.helpers import eventually
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker, wait_for_state
 from workers.client import TemporalIncidentService
+from workflows.node_health import NodeHealthWorkflow, node_health_workflow_id
 
 pytestmark = pytest.mark.temporal
 S = IncidentState
@@ -101,3 +105,26 @@ async def test_without_a_record_an_autonomous_partition_asks_first(client: Clien
         incident = await inject(client, task_queue, hang(fake, 1, anomaly().cluster), POLICY, mode=Mode.AUTONOMOUS)
         report = await wait_for_state(client, incident, S.AWAITING_APPROVAL)
     assert any("0 operator decisions, 2 needed" in e.detail for e in report.timeline) and fake.journal() == []
+
+
+async def test_a_drained_node_back_with_no_fault_found_is_a_false_drain_of_its_rule(
+        client: Client, task_queue: str) -> None:
+    quick = ReturnToServicePolicy(enabled=True, quarantine_s=0.3, retry_after_s=0.2, max_check_failures=2,
+                                  check_command=(sys.executable, "-c", "pass"), offence_window_s=0.5)
+    policy = POLICY.model_copy(update={"return_to_service": quick})
+    service = TemporalIncidentService(client, task_queue)
+    async with running_worker(client, task_queue) as fake:
+        a = anomaly()  # a GPU fault on node2, drained
+        incident = await inject(client, task_queue, a, policy, Mode.APPROVE)
+        await wait_for_state(client, incident, S.AWAITING_APPROVAL)
+        await service.decide(incident, Decision(verb=DecisionVerb.APPROVE,
+                                                by=OperatorDecision(who="carol", reason="drain it")))
+        report = await result(client, incident)
+        assert [d.target for d in fake.journal("drain")] == ["node2"]
+        handle = client.get_workflow_handle_for(NodeHealthWorkflow.run, node_health_workflow_id(a.cluster, "node2"))
+        assert (await asyncio.wait_for(handle.result(), 30)).phase is Phase.RETURNED
+        [line] = await eventually(lambda: service.trust(a.cluster), lambda lines: lines and lines[0].false_drains,
+                                  what="the false drain in the record")
+    assert report.attribution is not None and line.rule == report.attribution.rule
+    assert (line.agreed, line.false_drains, line.autonomy) == (1, 1, Mode.APPROVE)
+    assert "no fault found" in line.why
