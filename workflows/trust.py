@@ -14,6 +14,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import Field
+
     from goodput.models import Frozen, Mode, OperatorDecision
     from goodput.recover.audit import GOODPUT_ACTOR, AuditAction, AuditRecord
     from goodput.recover.trust import (
@@ -47,7 +49,7 @@ class NoteRequest(Frozen):
 
 
 class PinRequest(Frozen):
-    rule: str
+    rule: str = Field(min_length=1, max_length=200)
     mode: Mode | None  # None: unpinned, back to what its record earns
     by: OperatorDecision
     bar: AutonomyPolicy = AutonomyPolicy()

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
 
 from activities.adapters.audit import JsonlAuditLog
 from goodput.demo.scheduler import FakeScheduler
@@ -24,6 +26,7 @@ from tests.helpers import eventually
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker, wait_for_state
 from workers.client import TemporalIncidentService
 from workflows.node_health import NodeHealthWorkflow, node_health_workflow_id
+from workflows.trust import TrustRecordWorkflow, trust_workflow_id
 
 pytestmark = pytest.mark.temporal
 S = IncidentState
@@ -89,6 +92,10 @@ async def test_wrong_three_of_five_falls_back_to_approval_and_a_pin_overrides_it
         audit = await eventually(
             lambda: [r for r in log.read() if r.action.startswith("autonomy-")],
             lambda records: len(records) == 3, what="three autonomy changes in the audit log")
+    # The record's own history replays on today's code (its pins, notes and audit writes).
+    history = await client.get_workflow_handle(trust_workflow_id(cluster)).fetch_history()
+    replayer = Replayer(workflows=[TrustRecordWorkflow], data_converter=pydantic_data_converter)
+    assert (await replayer.replay_workflow(history, raise_on_replay_failure=False)).replay_failure is None
     assert line == RuleSummary(rule=RULE, recommendations=8, agreed=2, disagreed=4, wrong=3, false_drains=0,
                                job_not_node=0, verified=4, autonomy=Mode.AUTONOMOUS, pinned=True,
                                why="pinned to autonomous by dave: fixed the loader")
@@ -125,6 +132,9 @@ async def test_a_drained_node_back_with_no_fault_found_is_a_false_drain_of_its_r
         assert (await asyncio.wait_for(handle.result(), 30)).phase is Phase.RETURNED
         [line] = await eventually(lambda: service.trust(a.cluster), lambda lines: lines and lines[0].false_drains,
                                   what="the false drain in the record")
+    replayer = Replayer(workflows=[NodeHealthWorkflow], data_converter=pydantic_data_converter)
+    assert (await replayer.replay_workflow(await handle.fetch_history(),
+                                           raise_on_replay_failure=False)).replay_failure is None
     assert report.attribution is not None and line.rule == report.attribution.rule
     assert (line.agreed, line.false_drains, line.autonomy) == (1, 1, Mode.APPROVE)
     assert "no fault found" in line.why
