@@ -68,6 +68,7 @@ from goodput.recover.node_health import (
 )
 from goodput.recover.notify import Notifier
 from goodput.recover.policy import Policy, ResumeStrategy
+from goodput.recover.trust import LocalTrustRecord, RuleAutonomy, TrustInput, TrustRecord
 from goodput.scheduler import (
     JobInfo,
     JobState,
@@ -97,8 +98,9 @@ class RecoveryActivities:
                  audit_log: AuditLog | None = None, kill_switch: KillSwitchReader | None = None,
                  node_check: NodeCheck | None = None, node_health: NodeHealthStarter | None = None,
                  meter: Meter | None = None, layouts: LayoutSource | None = None,
-                 policy: Policy | None = None) -> None:
+                 policy: Policy | None = None, trust: TrustRecord | None = None) -> None:
         self._scheduler = scheduler
+        self._trust = trust or LocalTrustRecord()
         self._policy = policy or Policy()
         self._layouts = layouts
         self._metrics = RecoveryMetrics(meter)
@@ -273,6 +275,11 @@ class RecoveryActivities:
         async with heartbeating():
             return await self._kill_switch.read(cluster) if self._kill_switch else KillSwitchState()
 
+    @activity.defn(name="consult_trust")
+    async def consult_trust(self, request: TrustInput) -> RuleAutonomy:
+        async with heartbeating():
+            return await self._trust.note(request.cluster, request.event, request.bar)
+
     @activity.defn(name="start_node_health")
     async def start_node_health(self, request: NodeHealthRequest) -> None:
         if self._node_health is None:
@@ -280,6 +287,7 @@ class RecoveryActivities:
         async with heartbeating():
             for node in request.nodes:
                 await self._node_health.drained(request.cluster, node, request.incident_id, request.policy,
+                                                rule=request.rule,
                                                 spares=request.spares)
 
     @activity.defn(name="check_node")
@@ -313,4 +321,4 @@ class RecoveryActivities:
     def all(self) -> list[Callable[..., Awaitable[object]]]:
         return [self.attribute, self.reserve_drain, self.consult_node_memory, self.find_checkpoint, self.isolate,
                 self.resume, self.verify, self.stop_job, self.notify, self.audit, self.consult_kill_switch,
-                self.service_policy, self.start_node_health, self.check_node, self.return_node]
+                self.service_policy, self.start_node_health, self.check_node, self.return_node, self.consult_trust]

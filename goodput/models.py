@@ -11,7 +11,7 @@ import hashlib
 import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -158,6 +158,9 @@ class Anomaly(Frozen):
     # Log push only (None for everything goodput observed itself): the record's claimed source file.
     # Such an anomaly may move goodput only once that file is the job's own output.
     pushed: PushedFrom | None = None
+    # How sure the verdict behind this anomaly was (goodput.diagnose.signatures.confidence), for
+    # log detectors; None for evidence that is not graded (agents, the scheduler, older histories).
+    confidence: Literal["high", "medium", "low"] | None = None
 
     @property
     def incident_key(self) -> IncidentKey:
@@ -202,6 +205,10 @@ class Attribution(Frozen):
     # Nodes that only job-controlled evidence (its logs) named and that Slurm does not list in the
     # job's allocation: reported so an operator can look, never drained or excluded.
     unverified_nodes: tuple[str, ...] = ()
+    # The rule that decided (its signature id, or `category:<category>` when none did) and how sure
+    # its verdict was: the track record and earned autonomy are kept per rule (goodput.recover.trust).
+    rule: str = Field(default="", max_length=200)
+    confidence: Literal["high", "medium", "low"] | None = None
 
     @property
     def culprit_nodes(self) -> tuple[str, ...]:

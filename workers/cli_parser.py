@@ -21,6 +21,7 @@ from typing import NoReturn
 
 PROG = "goodput"
 MODES = ("monitor", "approve", "autonomous")
+REASON_KINDS = ("wrong-diagnosis", "wrong-node", "not-needed", "other")
 CATEGORIES = ("gpu-hardware", "nvlink", "network", "nccl-timeout", "hang", "straggler", "oom", "app-error",
               "storage", "node-failure", "scheduler-policy", "unknown")
 KINDS = ("crash", "hang", "straggler", "gpu-fault", "node-failure", "oom", "storage", "job-failed", "other")
@@ -191,6 +192,9 @@ def _incidents(command: _Commands) -> None:
         p.add_argument("incident_id", help="the incident's id (from `goodput incidents`)")
         _decided(p, "required")
         _dry_run(p)
+        if verb == "cancel":
+            p.add_argument("--reason-kind", choices=REASON_KINDS,
+                           help="what was wrong, for the rule's track record (`goodput trust`)")
 
     p = command("audit", "incidents", "every action goodput took and every operator decision",
                 "Read from <data_dir>/audit.jsonl, so it works while Temporal is down; --from-histories also "
@@ -244,6 +248,18 @@ def _nodes_and_policy(command: _Commands) -> None:
                 "The token a node's agent sends with its heartbeats (agent.heartbeat_token_file), derived from "
                 "liveness.secret_file: it speaks for that node only.", "goodput agent-token --node gpu-017")
     p.add_argument("--node", required=True, help="the node's name as the scheduler knows it")
+
+    p = command("trust", "policy", "each rule's track record here and the autonomy it earned; pin a rule",
+                "Per rule: recommendations, agreed, disagreed, false drains, and whether it may act alone in an "
+                "autonomous partition, with why; `pin` overrides what the record earned (audited).",
+                "goodput trust pin xid-79 approve --reason 'new driver, watch it first'")
+    p.add_argument("action", choices=["show", "pin"], nargs="?", default="show", help="show the records (default) "
+                   "or pin a rule")
+    p.add_argument("rule", nargs="?", help="with pin: the rule (signature id, as `goodput trust` lists it)")
+    p.add_argument("mode", nargs="?", help="with pin: monitor, approve, autonomous, or none to unpin")
+    _cluster(p)
+    _decided(p, "required for pin")
+    _json(p, "one JSON object a line, one per rule")
 
     p = command("kill-switch", "policy", "put every partition of a cluster in monitor mode at once (and back)",
                 "`on` stops goodput acting anywhere in the cluster (it still detects and recommends); "

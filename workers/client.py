@@ -31,6 +31,7 @@ from temporalio.service import RPCStatusCode, TLSConfig
 
 from activities.adapters.entity_query import query_or_empty
 from activities.adapters.kill_switch import TemporalKillSwitch
+from activities.adapters.trust import TemporalTrustRecord
 from goodput.config import Settings, TemporalTlsSettings
 from goodput.diagnose.node_memory import NodeStanding
 from goodput.identifiers import validate_cluster
@@ -42,6 +43,7 @@ from goodput.recover.lifecycle import IncidentState
 from goodput.recover.node_health import NodeHealthState
 from goodput.recover.node_incident import NodeIncidentState, node_incident_id
 from goodput.recover.policy import Policy
+from goodput.recover.trust import AutonomyPolicy, RuleAutonomy, RuleSummary
 from goodput.service.incidents import (
     DecisionRejectedError,
     IncidentSummary,
@@ -56,6 +58,7 @@ from workflows.node_health import NodeHealthWorkflow, node_health_workflow_id
 from workflows.node_incident import NodeIncidentWorkflow
 from workflows.node_memory import NodeMemoryWorkflow, node_memory_workflow_id
 from workflows.recovery import RecoveryWorkflow
+from workflows.trust import trust_workflow_id
 
 RPC_TIMEOUT = timedelta(seconds=10)
 
@@ -279,6 +282,21 @@ class TemporalIncidentService:
             return await switch.set(cluster, engaged, by)
         except RPCError as err:
             raise _translate(err, kill_switch_workflow_id(cluster)) from err
+
+    async def trust(self, cluster: str) -> tuple[RuleSummary, ...]:
+        """Each rule's track record on the cluster (goodput.recover.trust)."""
+        try:
+            return await TemporalTrustRecord(self._client, self._task_queue).read(cluster)
+        except RPCError as err:
+            raise _translate(err, trust_workflow_id(cluster)) from err
+
+    async def trust_pin(self, cluster: str, rule: str, mode: Mode | None, by: OperatorDecision,
+                        bar: AutonomyPolicy) -> RuleAutonomy:
+        """Pins a rule to `mode` (None unpins); audited by the record."""
+        try:
+            return await TemporalTrustRecord(self._client, self._task_queue).pin(cluster, rule, mode, by, bar)
+        except RPCError as err:
+            raise _translate(err, trust_workflow_id(cluster)) from err
 
     async def breaker_reset(self, cluster: str, decision: OperatorDecision) -> None:
         handle = self._client.get_workflow_handle_for(DrainBreakerWorkflow.run, breaker_workflow_id(cluster))

@@ -29,6 +29,7 @@ from goodput.cli.anomaly_input import AnomalyInputError, from_flags, from_json_f
 from goodput.cli.audit import render as render_audit
 from goodput.cli.render import faults_table, incident_detail, incidents_table, lost_work_table, nodes_table
 from goodput.cli.terminal import error_line, terminal_text
+from goodput.cli.trust import pin_target, reason_with_kind, trust_json, trust_table
 from goodput.config import Settings
 from goodput.identifiers import validate_cluster
 from goodput.models import Anomaly, Mode, OperatorDecision
@@ -198,6 +199,26 @@ async def _kill_switch(args: argparse.Namespace, settings: Settings, console: Co
     return 0
 
 
+async def _trust(args: argparse.Namespace, settings: Settings, console: Console,
+                 service: TemporalIncidentService) -> int:
+    """Each rule's track record and autonomy; or pin a rule (goodput.cli.trust)."""
+    cluster = validate_cluster(args.cluster or settings.cluster)
+    bar = settings.policy.autonomy
+    if args.action == "pin":
+        rule, mode = pin_target(args.rule, args.mode, args.reason)
+        by = OperatorDecision(who=args.who, reason=args.reason, origin=CLI_ORIGIN)
+        now = await service.trust_pin(cluster, rule, mode, by, bar)
+        console.print(terminal_text(f"rule {rule} on {cluster}: {now.level} ({now.why})"), highlight=False)
+        return 0
+    summaries = await service.trust(cluster)
+    if args.json:
+        if summaries:
+            print(trust_json(summaries))
+    else:
+        console.print(trust_table(cluster, summaries))
+    return 0
+
+
 async def _breaker(args: argparse.Namespace, settings: Settings, console: Console,
                    service: TemporalIncidentService) -> int:
     """Show or reset a cluster's drain breaker."""
@@ -221,13 +242,14 @@ async def _breaker(args: argparse.Namespace, settings: Settings, console: Consol
 async def _decide(args: argparse.Namespace, settings: Settings, console: Console,
                   service: TemporalIncidentService) -> int:
     """An operator's decision on an incident (approve, reject, ...: the command is the verb)."""
+    reason = reason_with_kind(getattr(args, "reason_kind", None), args.reason)
     decision = Decision(verb=DecisionVerb(args.command),
-                        by=OperatorDecision(who=args.who, reason=args.reason, origin=CLI_ORIGIN))
+                        by=OperatorDecision(who=args.who, reason=reason, origin=CLI_ORIGIN))
     if args.dry_run:
         report = await service.get(args.incident_id)  # refuses an id that names nothing, as the decision would
         plan = "; ".join(f"{a.kind} {', '.join(a.nodes)}".strip() for a in report.plan.actions) if report.plan else ""
         console.print(terminal_text(f"would {args.command} incident {args.incident_id} (now {report.state}) as "
-                                    f"{args.who}: {args.reason}" + (f"; its plan: {plan}" if plan else "")),
+                                    f"{args.who}: {reason}" + (f"; its plan: {plan}" if plan else "")),
                       highlight=False)
         return 0
     state = await service.decide(args.incident_id, decision)
@@ -246,6 +268,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Settings, Console, TemporalInc
     "nodes": _nodes,
     "kill-switch": _kill_switch,
     "breaker": _breaker,
+    "trust": _trust,
 }
 
 async def readable_reports(service: TemporalIncidentService, limit: int,

@@ -31,6 +31,7 @@ from activities.adapters.slurm_pyslurm import PyslurmBackend
 from activities.adapters.slurm_rest import SlurmRestBackend
 from activities.adapters.slurm_runner import LocalRunner
 from activities.adapters.slurm_ssh import slurm_ssh_backend
+from activities.adapters.trust import TemporalTrustRecord
 from activities.node_incident import NodeIncidentActivities
 from activities.recovery import RecoveryActivities
 from activities.spares import SpareActivities
@@ -54,6 +55,7 @@ from workflows.node_health import NodeHealthWorkflow
 from workflows.node_incident import NodeIncidentWorkflow
 from workflows.node_memory import NodeMemoryWorkflow
 from workflows.recovery import RecoveryWorkflow
+from workflows.trust import TrustRecordWorkflow
 from workflows.watch import ClusterWatchWorkflow, JobWatchWorkflow
 
 log = logging.getLogger("goodput.worker")
@@ -115,7 +117,8 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
     recovery = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue),
                                   memory=TemporalNodeMemory(client, task_queue), audit_log=audit_log, layouts=layouts,
                                   kill_switch=TemporalKillSwitch(client, task_queue),
-                                  node_health=TemporalNodeHealth(client, task_queue), policy=policy)
+                                  node_health=TemporalNodeHealth(client, task_queue), policy=policy,
+                                  trust=TemporalTrustRecord(client, task_queue))
     # Anomalies the watchers find open incidents with the service's policy.
     sink = IncidentSink(TemporalIncidentService(client, task_queue), policy or Policy())
     watch = WatchActivities(scheduler, sink, TemporalWatchLauncher(client, task_queue))
@@ -124,7 +127,8 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
         client,
         task_queue=task_queue,
         workflows=[RecoveryWorkflow, DrainBreakerWorkflow, NodeMemoryWorkflow, JobWatchWorkflow,
-                   ClusterWatchWorkflow, KillSwitchWorkflow, NodeHealthWorkflow, NodeIncidentWorkflow],
+                   ClusterWatchWorkflow, KillSwitchWorkflow, NodeHealthWorkflow, NodeIncidentWorkflow,
+                   TrustRecordWorkflow],
         activities=[*recovery.all(), *node_incidents.all(),
                     watch.watch_job_logs, watch.watch_scheduler, *SpareActivities(scheduler).all()],
         # A dead worker's sticky workflows move to a live one after this, not the 10 s default.

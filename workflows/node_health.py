@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         drained,
     )
     from goodput.recover.spares import RefillInput, RefillResult, SparePolicy
+    from goodput.recover.trust import Fate, RuleAutonomy, TrustEvent, TrustInput
     from workflows.audit import write_audit
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
@@ -47,6 +48,8 @@ class NodeHealthStart(Frozen):
     policy: ReturnToServicePolicy
     # The hot-spare pool a returned node refills (goodput.recover.spares); None: no pool.
     spares: SparePolicy | None = None
+    # The rule whose verdict drained the node (goodput.recover.trust); "" from older starts.
+    rule: str = ""
 
 
 def node_health_workflow_id(cluster: str, node: str) -> str:
@@ -87,12 +90,26 @@ class NodeHealthWorkflow:
             if not back.returned:
                 return self._state  # someone else's node now (or already resumed): not goodput's to watch
             await self._audit(back.detail)
+            if start.rule and self._state.failures == 0 and workflow.patched("trust-false-drain"):
+                await self._false_drain()
             refilled = await self._refill()
             await self._notify(IncidentState.RECOVERED, f"node {start.node} returned to service: {back.detail}"
                                + (f"; {refilled}" if refilled else ""))
             # A node that comes back and fails again soon is a repeat offender: keep counting.
             if not await self._drained_again(policy.offence_window_s):
                 return self._state
+
+    async def _false_drain(self) -> None:
+        """The node passed its first health check after the drain: no fault found, a likely false
+        drain, counted against the rule that drained it (goodput.recover.trust)."""
+        event = TrustEvent(rule=self._start.rule, fate=Fate.FALSE_DRAIN, incident_id=self._start.incident_id,
+                           at=workflow.now(), nodes=(self._start.node,))
+        try:
+            await workflow.execute_activity("consult_trust", TrustInput(cluster=self._start.cluster, event=event),
+                                            result_type=RuleAutonomy, start_to_close_timeout=timedelta(seconds=60),
+                                            retry_policy=RETRY)
+        except ActivityError as err:
+            workflow.logger.warning("false drain of %s not recorded: %s", self._start.node, err.cause or err)
 
     async def _refill(self) -> str:
         """A returned node joins the hot-spare pool while it is below its target size. Histories

@@ -183,7 +183,8 @@ async def return_to_service(wf: Incident, nodes: tuple[str, ...]) -> None:
         spares = wf.start.policy.spares
         await wf.step("start_node_health", NodeHealthRequest(
             cluster=wf.start.key.cluster, nodes=nodes, incident_id=wf.id, policy=policy,
-            spares=spares if spares.enabled and spares.target_size else None), type(None))
+            spares=spares if spares.enabled and spares.target_size else None,
+            rule=wf.incident.trust_rule), type(None))
     except Escalation as why:  # the drain stands; only its automatic return is missing
         wf.record(wf.incident.state, f"return to service not started: {why}")
         return

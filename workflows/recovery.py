@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.recover.recovery_rules import cancel_requested, decide_refusal, follows_in_job, room_for
     from goodput.recover.recovery_state import RecoveryState, incident_report
     from goodput.recover.spares import SpareGrant
+    from goodput.recover.trust import incident_mode
     from goodput.scheduler import JobInfo
     from workflows import search
     from workflows.audit import audit_record, settled, write_audit
@@ -55,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.recovery_actions import execute, remember
     from workflows.recovery_follow import await_actionable, follow_launcher, let_the_job_end
     from workflows.recovery_steps import STEP_TIMEOUT, CancelledByOperator, Escalation, run_step, wait_for
+    from workflows.recovery_trust import closed, recommended
     from workflows.spares import end_spare_grants
 
 S = IncidentState
@@ -95,6 +97,8 @@ class RecoveryWorkflow:
         if self._s.state is S.CANCELLED:
             await self.notify(self._s.timeline[-1].detail)
         await self._flush_audit()
+        if self._s.trust_rule and workflow.patched("trust-record"):
+            await closed(self, self._s.trust_rule)
         if workflow.patched("linger-for-late-evidence") and start.policy.linger_s > 0:
             await self.wait(lambda: False, start.policy.linger_s)
         return self.report()
@@ -181,6 +185,8 @@ class RecoveryWorkflow:
             self._s.mode, why = effective_mode(self._s.mode, await self._kill_switch())
             if why:
                 self.record(self._s.state, why)
+        if workflow.patched("trust-record"):
+            await self._earned(start, attributed)
         if self._s.mode is Mode.MONITOR:
             await recommend(self)
             self.move(S.RECOMMENDED_ONLY, f"monitor mode: recommended — {plan.rationale}")
@@ -189,6 +195,20 @@ class RecoveryWorkflow:
         if self._s.mode is Mode.APPROVE:
             return await self._approved(start, plan)
         return True
+
+    async def _earned(self, start: RecoveryStart, attributed: AttributeResult) -> None:
+        """Records the recommendation with its rule's track record; an autonomous partition acts
+        alone only when the rule earned it (or an operator pinned it) and the verdict is high."""
+        answer = await recommended(self, attributed)
+        if answer is None:
+            return
+        self._s.trust_rule = answer.rule
+        mode, why = incident_mode(self._s.mode, answer.level, answer.why, pinned=answer.pinned,
+                                  confidence=attributed.attribution.confidence, bar=start.policy.autonomy)
+        if mode is not self._s.mode:
+            self._s.mode = mode
+            self.record(self._s.state, f"{mode} mode for this incident: {why}")
+            self.upsert()
 
     async def _approved(self, start: RecoveryStart, plan: RecoveryPlan) -> bool:
         """Waits for an operator's decision; True when approved and the kill switch still off."""

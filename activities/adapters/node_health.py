@@ -51,10 +51,10 @@ class TemporalNodeHealth:
         self._task_queue = task_queue
 
     async def drained(self, cluster: str, node: str, incident_id: str, policy: ReturnToServicePolicy, *,
-                      spares: SparePolicy | None = None) -> None:
+                      rule: str = "", spares: SparePolicy | None = None) -> None:
         await self._client.start_workflow(
             NodeHealthWorkflow.run, NodeHealthStart(cluster=cluster, node=node, incident_id=incident_id,
-                                                    policy=policy, spares=spares),
+                                                    policy=policy, spares=spares, rule=rule),
             id=node_health_workflow_id(cluster, node), task_queue=self._task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             start_signal="drained_again", start_signal_args=[incident_id])

@@ -39,6 +39,9 @@ class AuditAction(StrEnum):
     UNDRAIN = "undrain"
     BREAKER_TRIP = "breaker-trip"
     BREAKER_RESET = "breaker-reset"
+    AUTONOMY_EARNED = "autonomy-earned"  # a rule's record cleared the bar (goodput.recover.trust)
+    AUTONOMY_LOST = "autonomy-lost"
+    AUTONOMY_PINNED = "autonomy-pinned"  # an operator pinned (or unpinned) a rule
 
 
 class AuditRecord(Frozen):

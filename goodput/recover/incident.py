@@ -70,6 +70,8 @@ class NodeHealthRequest(Frozen):
     policy: ReturnToServicePolicy
     # Set when a spare pool is configured: the node refills it once back in service.
     spares: SparePolicy | None = None
+    # The rule whose verdict drained the nodes: a node back with no fault found counts against it.
+    rule: str = ""
 
 
 class AuditInput(Frozen):

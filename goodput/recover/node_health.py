@@ -95,8 +95,9 @@ class NodeHealthStarter(Protocol):
     """Hands a node goodput just drained to its return-to-service workflow."""
 
     async def drained(self, cluster: str, node: str, incident_id: str, policy: ReturnToServicePolicy, *,
-                      spares: SparePolicy | None = None) -> None:
-        """`spares`: the pool the node refills once back in service (None: no pool)."""
+                      rule: str = "", spares: SparePolicy | None = None) -> None:
+        """`spares`: the pool the node refills once back in service (None: no pool); `rule`: the
+        rule whose verdict drained it (goodput.recover.trust)."""
         ...
 
 

@@ -27,6 +27,7 @@ from goodput.recover.breaker import BreakerPolicy
 from goodput.recover.node_health import ReturnToServicePolicy
 from goodput.recover.node_incident import NodeIncidentPolicy
 from goodput.recover.spares import SparePolicy
+from goodput.recover.trust import AutonomyPolicy
 from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
 
 
@@ -92,6 +93,9 @@ class Policy(Frozen):
     linger_s: float = Field(default=30.0, ge=0.0, le=3600.0)
     # Hot spares: a restarted job starts on a node held in this reservation instead of queueing.
     spares: SparePolicy = Field(default_factory=SparePolicy)
+    # Earned autonomy (goodput.recover.trust): the bar a rule's record at this site must clear before
+    # it acts alone in an autonomous partition, and whether that bar applies at all.
+    autonomy: AutonomyPolicy = Field(default_factory=AutonomyPolicy)
 
     def mode_for(self, partition: str) -> Mode:
         """Sites trust goodput partition by partition; unknown partitions get the default."""

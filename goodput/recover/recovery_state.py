@@ -49,6 +49,7 @@ class RecoveryState:
     node_incidents: list[str] = field(default_factory=list)
     node_answers: dict[str, LinkAnswer] = field(default_factory=dict)  # per node, from `node_decision`
     spare_grants: dict[str, SpareGrant] = field(default_factory=dict)  # pool -> the owner it let in
+    trust_rule: str = ""  # the rule whose recommendation the cluster's track record holds (goodput.recover.trust)
 
 
 def incident_report(incident_id: str, key: IncidentKey, s: RecoveryState) -> IncidentReport:

@@ -56,6 +56,7 @@ def test_the_top_level_help_lists_every_command_under_what_operators_do() -> Non
 def test_the_written_out_choices_are_the_enums() -> None:
     """The parser spells them out to stay light; they must not drift from the models."""
     assert tuple(m.value for m in Mode) == cli_parser.MODES
+    assert REASON_KINDS == cli_parser.REASON_KINDS
     assert tuple(c.value for c in Category) == cli_parser.CATEGORIES
     assert tuple(k.value for k in AnomalyKind) == cli_parser.KINDS
     assert tuple(LAYOUTS) == cli_parser.LAYOUTS

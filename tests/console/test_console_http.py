@@ -233,3 +233,18 @@ async def test_one_node_fault_that_hit_two_jobs_is_shown_as_one(client: Client, 
     assert len(rows) == 1 and "node3" in rows[0]
     assert f"<b>2</b>: {console.cluster}/1002, {console.cluster}/1004" in rows[0]
     assert f"<code>node-incident/{console.cluster}/node3</code>" in rows[0]  # one linked fault
+
+
+async def test_the_trust_page_shows_each_rules_record_and_autonomy(client: Client, task_queue: str,
+                                                                   tmp_path: Path) -> None:
+    async with served_console(client, task_queue, tmp_path) as console, httpx.AsyncClient(
+            base_url=console.url, headers=console.bearer(VIEWER_TOKEN), timeout=30) as http:
+        empty = await http.get("/trust")
+        done = await inject(client, task_queue, anomaly("1001", cluster=console.cluster), mode=Mode.AUTONOMOUS)
+        assert (await result(client, done)).state is S.RECOVERED
+        page = await http.get("/trust")
+    assert empty.status_code == page.status_code == 200 and "no recommendation recorded yet" in empty.text
+    [row] = re.findall(r"<tr>\s*<td><code>(.*?)</tr>", page.text, re.S)
+    cells = re.findall(r"<td>(.*?)</td>", "<td><code>" + row, re.S)
+    assert cells[0] == "<code>category:gpu-hardware</code>" and cells[1:8] == ["1", "0", "0", "0", "0", "0", "1"]
+    assert "<b>approve</b>" in row and "0 operator decisions, 20 needed" in row

@@ -186,3 +186,16 @@ def test_without_process_group_ids_the_timeouts_form_one_group() -> None:
     lines.append(TIMEOUT.format(r=3).replace("OpType=ALLREDUCE", "OpType=BROADCAST"))
     v = classify_lines(lines)
     assert (v.category, v.culprit, v.restart) == (Category.APP_ERROR, "rank 3", False)
+
+
+def test_the_live_path_carries_the_deciding_rule_and_its_confidence_into_the_attribution() -> None:
+    from goodput.diagnose.attribution import attribute
+
+    v = classify_lines([TIMEOUT.format(r=0), XID79.format(host="hx-4", bus="3b")])
+    now = datetime(2026, 11, 29, tzinfo=UTC)
+    a = anomaly_from_verdict(v, anomaly_id="log-1", job_id="77", observed_at=now, detected_at=now)
+    att = attribute([a], JobInfo(job_id="77", state=JobState.FAILED, nodes=("hx-3", "hx-4")))
+    assert (att.rule, att.confidence) == (v.signatures[0], str(v.confidence))
+    assert att.rule.startswith("xid-") and att.confidence == "high"
+    unsigned = a.model_copy(update={"signature_ids": (), "confidence": None})
+    assert (attribute([unsigned]).rule, attribute([unsigned]).confidence) == ("category:gpu-hardware", None)

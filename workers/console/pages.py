@@ -1,4 +1,4 @@
-"""The console's overview pages: kill switch, nodes, jobs, why-didn't-it-recover, audit, goodput.
+"""The console's overview pages: kill switch, nodes, trust, jobs, why-didn't-it-recover, audit, goodput.
 
 Each reads a bounded window (the newest incidents by visibility query, the audit log) and hands
 it to the pure views in goodput.console; the kill switch is the one that acts, with the same
@@ -40,6 +40,7 @@ def routes(ctx: ConsoleContext) -> list[Route]:
         Route("/kill-switch", partial(flip_kill_switch, ctx), methods=["POST"]),
         Route("/nodes", partial(nodes, ctx)),
         Route("/faults", partial(faults, ctx)),
+        Route("/trust", partial(trust, ctx)),
         Route("/jobs", partial(jobs, ctx)),
         Route("/jobs/{cluster}/{job_id}/why", partial(why, ctx)),
         Route("/why", partial(why_form, ctx)),
@@ -107,6 +108,13 @@ async def faults(ctx: ConsoleContext, request: Request) -> Response:
     linked = await ctx.backend.service.node_incidents(ctx.cluster)
     return ctx.render(request, "faults.html", who, faults=all_faults(linked, rows), window=WINDOW,
                       window_min=int(DEFAULT_WINDOW.total_seconds() // 60))
+
+
+async def trust(ctx: ConsoleContext, request: Request) -> Response:
+    """Each rule's track record and the autonomy it earned (goodput.recover.trust)."""
+    who = require(request, ctx.auth)
+    rules = await ctx.backend.service.trust(ctx.cluster)
+    return ctx.render(request, "trust.html", who, rules=rules, bar=ctx.policy.autonomy)
 
 
 async def jobs(ctx: ConsoleContext, request: Request) -> Response:

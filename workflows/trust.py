@@ -1,0 +1,123 @@
+"""TrustRecordWorkflow: one long-lived entity workflow per cluster holding each rule's track record.
+
+Recovery workflows report each recommendation, the operator's decision on it and its outcome
+(the `consult_trust` activity's update-with-start) and get back the rule's autonomy
+(goodput.recover.trust). Operators pin a rule with an update (`goodput trust pin`). Being a
+workflow, the record survives every crash and its every change is in history; each change of a
+rule's autonomy (earned, lost, pinned) is also written to the audit log. `goodput trust` reads it
+with a query. It continues-as-new to keep its history short; what it carries is bounded per rule
+and in rules (goodput.recover.trust).
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import Field
+
+    from goodput.models import Frozen, Mode, OperatorDecision
+    from goodput.recover.audit import GOODPUT_ACTOR, AuditAction, AuditRecord
+    from goodput.recover.trust import (
+        AutonomyPolicy,
+        LevelChange,
+        RuleAutonomy,
+        RuleSummary,
+        TrustEvent,
+        TrustState,
+        note,
+        pinned,
+        standing_of,
+        summary,
+    )
+    from workflows.audit import write_audit
+
+CONTINUE_AS_NEW_AFTER = 500
+
+
+class TrustStart(Frozen):
+    cluster: str
+    bar: AutonomyPolicy = AutonomyPolicy()
+    state: TrustState = TrustState()
+
+
+class NoteRequest(Frozen):
+    event: TrustEvent
+    # The reporting incident's bar: an incident is judged by the policy it started with. None:
+    # the bar the record last used (return to service reports without an incident's policy).
+    bar: AutonomyPolicy | None = None
+
+
+class PinRequest(Frozen):
+    rule: str = Field(min_length=1, max_length=200)
+    mode: Mode | None  # None: unpinned, back to what its record earns
+    by: OperatorDecision
+    bar: AutonomyPolicy = AutonomyPolicy()
+
+
+def trust_workflow_id(cluster: str) -> str:
+    return f"trust-record-{cluster}"
+
+
+@workflow.defn
+class TrustRecordWorkflow:
+    @workflow.init
+    def __init__(self, start: TrustStart) -> None:
+        self._start = start
+        self._state = start.state
+        self._bar = start.bar
+        self._pending: list[AuditRecord] = []
+        self._changes = 0
+
+    @workflow.run
+    async def run(self, start: TrustStart) -> None:
+        while True:
+            await workflow.wait_condition(lambda: bool(self._pending) or self._changes >= CONTINUE_AS_NEW_AFTER
+                                          or workflow.info().is_continue_as_new_suggested())
+            while self._pending:
+                records, self._pending = tuple(self._pending), []
+                why_not = await write_audit(records)
+                if why_not:
+                    workflow.logger.warning("rule autonomy change: %s", why_not)
+            if self._changes >= CONTINUE_AS_NEW_AFTER or workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(start.model_copy(update={"state": self._state, "bar": self._bar}))
+
+    @workflow.update
+    def note(self, request: NoteRequest) -> RuleAutonomy:
+        self._bar = request.bar or self._bar
+        self._state, changes = note(self._state, request.event, self._bar, workflow.now())
+        self._audit(changes, incident_id=request.event.incident_id)
+        return standing_of(self._state.get(request.event.rule), self._bar, workflow.now())
+
+    @workflow.update
+    def pin(self, request: PinRequest) -> RuleAutonomy:
+        self._bar = request.bar
+        self._state, changes = pinned(self._state, request.rule, request.mode, request.by, request.bar,
+                                      workflow.now())
+        self._audit(changes)
+        return standing_of(self._state.get(request.rule), request.bar, workflow.now())
+
+    @workflow.query
+    def summaries(self) -> tuple[RuleSummary, ...]:
+        return tuple(summary(r, self._bar, workflow.now()) for r in sorted(self._state.rules, key=lambda r: r.rule))
+
+    def _audit(self, changes: tuple[LevelChange, ...], incident_id: str = "") -> None:
+        self._changes += 1
+        for change in changes:
+            if change.before is None and change.by is None:
+                continue  # a rule's first recommendation starts its record; nothing was taken or given
+            self._pending.append(AuditRecord(
+                id=f"{workflow.info().workflow_id}#{workflow.info().run_id}#{self._changes}#{change.rule}"[:300],
+                at=workflow.now(), actor=f"operator:{change.by.who}"[:160] if change.by else GOODPUT_ACTOR,
+                action=_action(change), incident_id=incident_id, cluster=self._start.cluster, job_id="",
+                reason=(change.by.reason if change.by else change.why)[:2000],
+                origin=change.by.origin if change.by else "",
+                result=f"rule {change.rule}: {change.before or 'new'} -> {change.after} ({change.why})"[:2000],
+                mode=str(change.after)))
+
+
+def _action(change: LevelChange) -> AuditAction:
+    if change.by is not None:
+        return AuditAction.AUTONOMY_PINNED
+    return AuditAction.AUTONOMY_EARNED if change.after is Mode.AUTONOMOUS else AuditAction.AUTONOMY_LOST
