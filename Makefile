@@ -33,7 +33,7 @@ test: $(E2E_STAMP)
 # The contract suite on newer Slurm, each in a lab inside a Debian root (built once, cached):
 # `make test-slurm-matrix SLURM_VERSIONS=24.11,26.05`. 22.05 (the host's Slurm) is `make test`.
 SLURM_VERSIONS ?= 24.11
-test-slurm-matrix: $(E2E_STAMP)
+test-slurm-matrix: $(STAMP)
 	SLURM_VERSIONS=$(SLURM_VERSIONS) bash scripts/test-slurm-matrix.sh
 
 # The hostile-input suites at full strength: >= 100k examples per parser, any input over 1 s fails;

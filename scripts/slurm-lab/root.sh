@@ -58,8 +58,18 @@ echo "root.sh: debootstrap --variant=minbase $SUITE: $((T1 - T0)) s" >&2
 # already refuses to start the daemons (an "exit 101" policy-rc.d, or installing the packages
 # through debootstrap --include, left munge's postinst failing on trixie).
 mount -t proc proc "$NEW/proc"
-chroot "$NEW" env DEBIAN_FRONTEND=noninteractive LC_ALL=C apt-get install -y -q --no-install-recommends \
-  $PACKAGES >"$NEW/var/log/goodput-apt.log" 2>&1 || { tail -n 20 "$NEW/var/log/goodput-apt.log" >&2; exit 1; }
+apt_in() {
+  chroot "$NEW" env DEBIAN_FRONTEND=noninteractive LC_ALL=C apt-get install -y -q --no-install-recommends "$@" \
+    >>"$NEW/var/log/goodput-apt.log" 2>&1 && return 0
+  cp "$NEW/var/log/goodput-apt.log" "$SLURMLAB_ROOTS/failed-$VERSION-apt.log"
+  grep -B 3 -A 12 -i 'error\|fail' "$NEW/var/log/goodput-apt.log" | tail -n 40 >&2
+  echo "root.sh: apt-get install $* failed; log: $SLURMLAB_ROOTS/failed-$VERSION-apt.log" >&2
+  return 1
+}
+# munge on its own first: installed in one transaction with the Slurm packages, its postinst
+# failed (trixie and sid); on its own it succeeds
+apt_in munge
+apt_in $PACKAGES
 chroot "$NEW" apt-get clean
 umount "$NEW/proc"
 T2=$(date +%s)

@@ -5,8 +5,8 @@ backend on the live lab, the same backend over SSH to a private sshd, slurmrestd
 CLI as fallback for what its API lacks), and the pyslurm backend on goodput's pyslurm stand-in
 (no lab needed; not the real library). The CLI backend also runs on newer Slurm
 (`slurm-cli-24.11`, `slurm-cli-26.05`: a lab inside a Debian root, the backend through a
-ChrootRunner), when this run selects that version (GOODPUT_SLURM_VERSIONS, `make
-test-slurm-matrix`) or such a lab is up; otherwise those cells skip, saying how. If they disagree, a
+ChrootRunner), when this run selects that version (GOODPUT_SLURM_VERSIONS, as `make
+test-slurm-matrix` does); otherwise those cells skip, saying how. If they disagree, a
 workflow green against the fake would misbehave on Slurm. Where the fake does not (yet) keep a
 rule, the test is an xfail(strict) naming the gap.
 """
