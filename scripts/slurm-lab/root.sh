@@ -41,6 +41,9 @@ fi
 
 T0=$(date +%s)
 NEW=$(mktemp -d "$SLURMLAB_ROOTS/.build-$VERSION.XXXXXX")
+# mktemp makes it 0700: the root's / must let every user in (munge's postinst runs `su munge`,
+# the lab submits jobs as unprivileged users), else "su: failed to execute /bin/sh: Permission denied"
+chmod 755 "$NEW"
 # never leave a mounted /proc behind in a failed build (rm -rf would then walk into the host's)
 cleanup() {
   mountpoint -q "$NEW/proc" && umount "$NEW/proc"
@@ -54,9 +57,8 @@ rm -f "$NEW.debootstrap.log"
 T1=$(date +%s)
 echo "root.sh: debootstrap --variant=minbase $SUITE: $((T1 - T0)) s" >&2
 
-# Then apt inside the root.  No policy-rc.d: with no init system in the chroot, invoke-rc.d
-# already refuses to start the daemons (an "exit 101" policy-rc.d, or installing the packages
-# through debootstrap --include, left munge's postinst failing on trixie).
+# Then apt inside the root.  No policy-rc.d needed: with no init system in the chroot,
+# invoke-rc.d already refuses to start the daemons.
 mount -t proc proc "$NEW/proc"
 apt_in() {
   chroot "$NEW" env DEBIAN_FRONTEND=noninteractive LC_ALL=C apt-get install -y -q --no-install-recommends "$@" \
@@ -66,9 +68,6 @@ apt_in() {
   echo "root.sh: apt-get install $* failed; log: $SLURMLAB_ROOTS/failed-$VERSION-apt.log" >&2
   return 1
 }
-# munge on its own first: installed in one transaction with the Slurm packages, its postinst
-# failed (trixie and sid); on its own it succeeds
-apt_in munge
 apt_in $PACKAGES
 chroot "$NEW" apt-get clean
 umount "$NEW/proc"
