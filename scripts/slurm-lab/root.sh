@@ -33,10 +33,16 @@ command -v debootstrap >/dev/null || { echo "root.sh: debootstrap not found (apt
 mkdir -p "$SLURMLAB_ROOTS"
 exec 9>"$SLURMLAB_ROOTS/.lock-$VERSION"
 flock 9
-if [ "$REBUILD" = 1 ]; then rm -rf --one-file-system "$ROOT"; fi
-if [ -r "$MARK" ] && grep -qx "suite=$SUITE" "$MARK"; then
+if [ "$REBUILD" = 0 ] && [ -r "$MARK" ] && grep -qx "suite=$SUITE" "$MARK"; then
   echo "$ROOT"
   exit 0
+fi
+# a stale or unfinished root is replaced, never while a lab has something mounted in it
+if [ -e "$ROOT" ]; then
+  if awk -v r="$ROOT/" 'index($5, r) == 1 { found = 1 } END { exit !found }' /proc/self/mountinfo; then
+    echo "root.sh: $ROOT is in use by a lab (mounts inside); run its down.sh first" >&2; exit 1
+  fi
+  rm -rf --one-file-system "$ROOT"
 fi
 
 T0=$(date +%s)
