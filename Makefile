@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PKGS := goodput workflows activities workers
 
-.PHONY: up test lint install clean bench fuzz
+.PHONY: up test lint install clean bench fuzz test-slurm-matrix
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ up: $(STAMP)
 
 test: $(E2E_STAMP)
 	bash scripts/test.sh
+
+# The contract suite on newer Slurm, each in a lab inside a Debian root (built once, cached):
+# `make test-slurm-matrix SLURM_VERSIONS=24.11,26.05`. 22.05 (the host's Slurm) is `make test`.
+SLURM_VERSIONS ?= 24.11
+test-slurm-matrix: $(STAMP)
+	SLURM_VERSIONS=$(SLURM_VERSIONS) bash scripts/test-slurm-matrix.sh
 
 # The hostile-input suites at full strength: >= 100k examples per parser, any input over 1 s fails;
 # the tallies per target (examples, rejections, slowest input) and the commit go to docs/results/fuzz.json.

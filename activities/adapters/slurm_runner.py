@@ -2,7 +2,8 @@
 
 `SlurmCliBackend` only builds argv lists and parses text; a `CommandRunner` runs them. The local
 runner here uses `asyncio.create_subprocess_exec` (never a shell) with a deadline; the SSH
-backend supplies a runner that executes the same argv on a login node; tests inject fakes.
+backend supplies a runner that executes the same argv on a login node; the chroot runner runs it
+with a Debian root's own (newer) Slurm, as the version-matrix lab does; tests inject fakes.
 """
 
 from __future__ import annotations
@@ -92,3 +93,39 @@ class LocalRunner:
         return CommandResult(argv=tuple(argv), returncode=process.returncode,
                              stdout=out[:MAX_OUTPUT].decode("utf-8", "replace"),
                              stderr=err[:MAX_OUTPUT].decode("utf-8", "replace"))
+
+
+class ChrootRunner:
+    """Runs Slurm commands from a Debian root's own binaries (`chroot ROOT argv…`) on this host.
+
+    The lab runs a newer Slurm than the host's inside such a root (scripts/slurm-lab/root.sh);
+    this runner lets the CLI backend speak to it with that Slurm's own clients, whose output is
+    what a site on that version sees. Accounts (id, getent) are the root's too, since they are
+    asked through the runner. Like `LocalRunner`, never a shell; root must be an absolute path.
+    """
+
+    def __init__(self, root: str, *, env: Mapping[str, str] | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, chroot: str = "/usr/sbin/chroot") -> None:
+        if not os.path.isabs(root) or "\x00" in root or not os.path.normpath(root).strip("/"):
+            raise PermanentSchedulerError(f"chroot root must be an absolute path other than /: {root!r}")
+        self._root = os.path.normpath(root)
+        self._chroot = chroot
+        self._local = LocalRunner(env=env, timeout_s=timeout_s)
+
+    @property
+    def root(self) -> str:
+        """The root the commands run in."""
+        return self._root
+
+    async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                  timeout_s: float | None = None) -> CommandResult:
+        """Run argv inside the root; the result names argv as given (not the chroot wrapper)."""
+        if not argv or any(not isinstance(a, str) or "\x00" in a for a in argv):
+            raise PermanentSchedulerError(f"refusing malformed argv {list(argv)[:3]!r}")
+        result = await self._local.run([self._chroot, self._root, *argv], stdin=stdin, timeout_s=timeout_s)
+        # chroot(1) exits 127 when the command is missing in the root, 125/126 when it cannot run it
+        first = result.stderr.partition("\n")[0]
+        if result.returncode in (125, 126, 127) and first.startswith(f"{self._chroot}: "):
+            raise PermanentSchedulerError(f"{argv[0]} in {self._root}: {first[:200]}")
+        return CommandResult(argv=tuple(argv), returncode=result.returncode, stdout=result.stdout,
+                             stderr=result.stderr)

@@ -254,10 +254,17 @@ def _stdio(job: Mapping[str, Any], job_id: int) -> tuple[str, str]:
     return stdio.output_paths(text(job.get("standard_output")), text(job.get("standard_error")), batch, names)
 
 
+def _as_submitted(job: Mapping[str, Any], stdout: str, stderr: str) -> bool:
+    """Whether the output paths are the submitted patterns, not the files: 22.05 (job_state a
+    string) and 26.05 print `out-%j.log` with an empty stderr; 24.11 prints the expanded files."""
+    return isinstance(job.get("job_state"), str) or "%" in stdout or "%" in stderr or not (stdout and stderr)
+
+
 def job_from_json(job: Mapping[str, Any], *, expand_output: bool = False) -> JobInfo:
     """A job object of `squeue --json`, `scontrol show job --json` or slurmrestd.
 
-    `expand_output` turns 22.05's output patterns (`out-%j.log`) into the files scontrol prints.
+    `expand_output` turns the output patterns 22.05 and 26.05 print (`out-%j.log`) into the files
+    scontrol prints.
     """
     if not isinstance(job, Mapping):
         _fail(f"a job entry that is not an object but {type(job).__name__}")
@@ -275,7 +282,7 @@ def job_from_json(job: Mapping[str, Any], *, expand_output: bool = False) -> Job
         held = reason in _HELD_REASONS or (number(job.get("priority"), 1) == 0
                                            and state is JobState.PENDING)
     stdout, stderr = text(job.get("standard_output")), text(job.get("standard_error"))
-    if expand_output and isinstance(job.get("job_state"), str):  # only 22.05 prints the patterns
+    if expand_output and _as_submitted(job, stdout, stderr):
         stdout, stderr = _stdio(job, job_id)
     return JobInfo(
         job_id=str(job_id),

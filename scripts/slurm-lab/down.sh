@@ -28,11 +28,11 @@ fi
 
 # 1. cancel jobs first so that slurmstepd processes end cleanly (bounded wait)
 if slurmlab_running; then
-  ids=$(timeout 5 squeue -h -o %i 2>/dev/null | tr '\n' ' ' || true)
+  ids=$(timeout 5 ${SLURMLAB_CHROOT:+chroot "$SLURMLAB_CHROOT"} squeue -h -o %i 2>/dev/null | tr '\n' ' ' || true)
   if [ -n "${ids// /}" ]; then
     # shellcheck disable=SC2086
-    timeout 5 scancel $ids 2>/dev/null || true
-    busy() { [ -n "$(timeout 5 squeue -h -t R,CG,S 2>/dev/null || true)" ]; }
+    timeout 5 ${SLURMLAB_CHROOT:+chroot "$SLURMLAB_CHROOT"} scancel $ids 2>/dev/null || true
+    busy() { [ -n "$(timeout 5 ${SLURMLAB_CHROOT:+chroot "$SLURMLAB_CHROOT"} squeue -h -t R,CG,S 2>/dev/null || true)" ]; }
     for _ in $(seq 50); do busy || break; sleep 0.2; done
     say "jobs cancelled: $ids"
   fi
@@ -86,6 +86,19 @@ for f in "${PIDFILES[@]}"; do
   [ -e "$f" ] || continue
   slurmlab_pid "$f" >/dev/null || rm -f "$f"
 done
+
+# 5. a lab inside a root: its directory's bind mount; /proc and /sys once no other lab uses the root
+if [ -n "$SLURMLAB_CHROOT" ]; then
+  R=$SLURMLAB_CHROOT
+  if mountpoint -q "$R$D"; then umount "$R$D" || umount -l "$R$D"; fi
+  others=$(awk -v r="$R/" 'index($5, r) == 1 && $5 != r "proc" && $5 != r "sys" { n++ } END { print n + 0 }' /proc/self/mountinfo)
+  if [ "$others" = 0 ]; then
+    for m in "$R/sys" "$R/proc"; do
+      if mountpoint -q "$m"; then umount "$m" || umount -l "$m"; fi
+    done
+  fi
+  say "root $R: lab directory unmounted ($others other lab mounts remain)"
+fi
 
 if [ "$PURGE" = 1 ]; then
   rm -rf "$D"

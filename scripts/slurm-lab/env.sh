@@ -34,15 +34,29 @@ fi
 : "${SLURMLAB_CRED_EXPIRE:=10}"          # requeued jobs become eligible after this + 1 s
 : "${SLURMLAB_SLURMD_TIMEOUT:=20}"       # a dead slurmd -> node DOWN after about this + 20 s
 : "${SLURMLAB_USERS:=goodput-alice goodput-mallory}"  # unprivileged users for hostile-user tests
+: "${SLURMLAB_SLURM:=host}"             # host: the installed Slurm (22.05); 24.11|26.05: a Debian root
+: "${SLURMLAB_ROOTS:=/var/cache/goodput-slurmlab}"  # where root.sh caches those roots
 
 export SLURMLAB_HOME SLURMLAB_DIR SLURMLAB_NODES SLURMLAB_CPUS SLURMLAB_MEM SLURMLAB_GPUS \
   SLURMLAB_UTS SLURMLAB_CTL_PORT SLURMLAB_SLURMD_BASEPORT SLURMLAB_REST_PORT SLURMLAB_REST_USER \
-  SLURMLAB_CRED_EXPIRE SLURMLAB_SLURMD_TIMEOUT SLURMLAB_USERS
+  SLURMLAB_CRED_EXPIRE SLURMLAB_SLURMD_TIMEOUT SLURMLAB_USERS SLURMLAB_SLURM SLURMLAB_ROOTS
 export SLURM_CONF="$SLURMLAB_DIR/etc/slurm.conf"
 
 # Marker put into the environment of every daemon the lab starts.  down.sh only signals a pid
 # whose /proc/PID/environ carries it, so a stale pid file can never make it kill a stranger.
 SLURMLAB_TAG="$SLURMLAB_DIR"
+
+# A lab on a newer Slurm runs every Slurm and munge binary inside its root (root.sh), with the
+# lab's directory bind-mounted at the same path there, so paths in slurm.conf mean the same file
+# on both sides.  `slurmlab_x CMD ...` runs CMD from the lab's Slurm, wherever that lives.
+case "$SLURMLAB_SLURM" in
+  host|22.05) SLURMLAB_CHROOT="" ;;   # Debian 12's own Slurm, installed by install.sh
+  *) SLURMLAB_CHROOT="$SLURMLAB_ROOTS/slurm-$SLURMLAB_SLURM" ;;
+esac
+export SLURMLAB_CHROOT
+slurmlab_x() {
+  if [ -n "$SLURMLAB_CHROOT" ]; then chroot "$SLURMLAB_CHROOT" "$@"; else "$@"; fi
+}
 
 # pid exists and is not a zombie (kill -0 succeeds on zombies)
 slurmlab_alive() {
@@ -60,9 +74,9 @@ slurmlab_running() { slurmlab_pid "$SLURMLAB_DIR/slurmctld.pid" >/dev/null; }
 
 # "22.05" / "24.11" from the installed slurmd: daemons print -V without reading a config, while
 # client commands without a config would try a DNS SRV lookup ("configless") first.
-slurmlab_slurm_version() { slurmd -V 2>/dev/null | awk '{print $2}' | cut -d. -f1,2; }
+slurmlab_slurm_version() { slurmlab_x slurmd -V 2>/dev/null | awk '{print $2}' | cut -d. -f1,2; }
 
-slurmlab_ctld_up() { grep -q 'is UP' <<<"$(scontrol ping 2>/dev/null)"; }
+slurmlab_ctld_up() { grep -q 'is UP' <<<"$(slurmlab_x scontrol ping 2>/dev/null)"; }
 
 # Start one node's slurmd (it daemonizes; pid in $SLURMLAB_DIR/slurmd-nodeX.pid).  With
 # SLURMLAB_UTS=1 it runs in its own UTS + mount namespace -- never a network namespace -- so
@@ -71,12 +85,14 @@ slurmlab_start_slurmd() {
   local n=$1
   mkdir -p "$SLURMLAB_DIR/spool/$n"
   if [ "$SLURMLAB_UTS" = 1 ]; then
-    # shellcheck disable=SC2016  # $1..$3 are expanded by sh -c
+    # shellcheck disable=SC2016  # $1..$4 are expanded by sh -c
     env SLURMLAB_TAG="$SLURMLAB_TAG" SLURMLAB_NODE="$n" unshare --uts --mount -- sh -c \
-      'mount --bind "$1" /etc/hosts && hostname "$2" && exec slurmd -N "$2" -f "$3"' \
-      sh "$SLURMLAB_DIR/etc/hosts" "$n" "$SLURM_CONF"
+      'mount --bind "$1" "$4/etc/hosts" && hostname "$2" &&
+       if [ -n "$4" ]; then exec chroot "$4" slurmd -N "$2" -f "$3"; else exec slurmd -N "$2" -f "$3"; fi' \
+      sh "$SLURMLAB_DIR/etc/hosts" "$n" "$SLURM_CONF" "$SLURMLAB_CHROOT"
   else
-    env SLURMLAB_TAG="$SLURMLAB_TAG" SLURMLAB_NODE="$n" slurmd -N "$n" -f "$SLURM_CONF"
+    env SLURMLAB_TAG="$SLURMLAB_TAG" SLURMLAB_NODE="$n" ${SLURMLAB_CHROOT:+chroot "$SLURMLAB_CHROOT"} \
+      slurmd -N "$n" -f "$SLURM_CONF"
   fi
 }
 

@@ -1,8 +1,9 @@
 #!/bin/bash
 # Record the Slurm output goodput's parser tests read (tests/fixtures/slurm), from a running lab,
-# named after the installed Slurm version (e.g. squeue-24.11.json).  Run it on a new Slurm
-# release (Debian 13: 24.11) to replace the synthetic fixtures with real ones:
+# named after the lab's Slurm version (e.g. squeue-24.11.json).  A lab on a newer Slurm (in its
+# Debian root) is recorded with that root's own clients:
 #   bash scripts/slurm-lab/up.sh && bash scripts/slurm-lab/record-fixtures.sh [OUTDIR]
+#   SLURMLAB_DIR=/tmp/lab-2411 ... bash scripts/slurm-lab/record-fixtures.sh tests/fixtures/slurm/24.11
 # It submits a few jobs, drains node3, downs node4, records, then cancels and resumes them.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -11,7 +12,10 @@ OUT=${1:-$HERE/../../tests/fixtures/slurm}
 mkdir -p "$OUT"
 slurmlab_running || { echo "record-fixtures.sh: no lab running in $SLURMLAB_DIR (run up.sh)" >&2; exit 1; }
 V=$(slurmlab_slurm_version)
-work=$(mktemp -d)
+# the lab's Slurm commands, from its root when it has one
+for c in sbatch squeue scontrol scancel sinfo; do eval "$c() { slurmlab_x $c \"\$@\"; }"; done
+# inside the lab's directory: the same path exists inside a root
+work=$(mktemp -d "$SLURMLAB_DIR/work/record.XXXXXX")
 chmod 755 "$work"
 trap 'scancel $(squeue -h -o %i) 2>/dev/null || true; scontrol update NodeName=node3,node4 State=RESUME 2>/dev/null || true; rm -rf "$work"' EXIT
 cat > "$work/train.sbatch" <<'JOB'
@@ -42,6 +46,9 @@ scontrol show node -o > "$OUT/scontrol-nodes-all-$V.txt"
 squeue --json > "$OUT/squeue-$V.json"
 sinfo --json > "$OUT/sinfo-$V.json"
 scontrol --json show nodes > "$OUT/scontrol-nodes-$V.json" 2>/dev/null || rm -f "$OUT/scontrol-nodes-$V.json"
+scontrol --json show job "$r" > "$OUT/scontrol-job-running-$V.json" 2>/dev/null || rm -f "$OUT/scontrol-job-running-$V.json"
+scontrol --json show job "$h" > "$OUT/scontrol-job-held-$V.json" 2>/dev/null || rm -f "$OUT/scontrol-job-held-$V.json"
+scontrol --json show job "$q" > "$OUT/scontrol-job-requeued-$V.json" 2>/dev/null || rm -f "$OUT/scontrol-job-requeued-$V.json"
 scontrol write batch_script "$r" - > "$OUT/batch-script-running-$V.sh"
 { scontrol show job -o 99999 2>&1 || true; scontrol requeue 99999 2>&1 || true; } > "$OUT/errors-unknown-job-$V.txt"
 { scontrol show node -o nodeX 2>&1 || true; scontrol update NodeName=nodeX State=DRAIN Reason=x 2>&1 || true; } > "$OUT/errors-unknown-node-$V.txt"

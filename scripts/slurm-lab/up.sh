@@ -4,6 +4,8 @@
 # 127.0.0.1 and unix sockets.  Everything goes to $SLURMLAB_DIR (default /tmp/goodput-slurmlab).
 #
 #   bash scripts/slurm-lab/up.sh          # knobs: see env.sh
+#   bash scripts/slurm-lab/up.sh --slurm 24.11   # the same lab on Debian trixie's Slurm, in a root
+#                                                # built and cached by root.sh (26.05: sid's)
 #   . scripts/slurm-lab/env.sh; sinfo     # use it
 #   bash scripts/slurm-lab/down.sh        # stop it
 #
@@ -11,6 +13,16 @@
 # anything else = failure (whatever was started is stopped again, logs are kept).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --slurm) SLURMLAB_SLURM=${2:?--slurm needs 22.05, 24.11 or 26.05}; shift 2 ;;
+    *) echo "usage: up.sh [--slurm 22.05|24.11|26.05]" >&2; exit 2 ;;
+  esac
+done
+case "${SLURMLAB_SLURM:-host}" in
+  host|22.05|24.11|26.05) ;;
+  *) echo "up.sh: unknown Slurm '$SLURMLAB_SLURM' (22.05, 24.11 or 26.05)" >&2; exit 2 ;;
+esac
 SLURMLAB_FRESH=1
 . "$HERE/env.sh"
 unset SLURMLAB_FRESH
@@ -20,10 +32,14 @@ SLURMLAB_T0=$(date +%s%N)
 say() { slurmlab_say up "$@"; }
 die() { echo "up.sh: $*" >&2; exit 1; }
 
-for c in munged munge unmunge slurmctld slurmd scontrol sinfo; do
-  command -v "$c" >/dev/null || die "$c not found (run scripts/slurm-lab/install.sh as root)"
-done
 [ "$(id -u)" = 0 ] || die "run as root (SlurmUser=root, mknod, unshare)"
+if [ -n "$SLURMLAB_CHROOT" ]; then
+  # builds the root on first use (about a minute), then reuses it
+  [ "$(bash "$HERE/root.sh" "$SLURMLAB_SLURM" | tail -n 1)" = "$SLURMLAB_CHROOT" ] || die "root.sh failed"
+fi
+for c in munged munge unmunge slurmctld slurmd scontrol sinfo; do
+  slurmlab_x sh -c "command -v $c" >/dev/null || die "$c not found (run scripts/slurm-lab/install.sh as root)"
+done
 case "$D" in /*/*) ;; *) die "SLURMLAB_DIR must be an absolute path below a top-level directory: '$D'" ;; esac
 case "$D" in *[[:space:]]*) die "SLURMLAB_DIR must not contain spaces" ;; esac
 [[ "$N" =~ ^[1-9][0-9]*$ ]] || die "SLURMLAB_NODES must be a positive integer"
@@ -72,6 +88,16 @@ trap cleanup_on_failure EXIT
 
 mkdir -p "$D"/{etc,state,spool,log,munge,munge-key,dev,work}
 chmod 755 "$D" "$D/munge" "$D/work"
+if [ -n "$SLURMLAB_CHROOT" ]; then
+  # the lab's directory at the same path inside the root; /proc and /sys for slurmd (shared by
+  # every lab on this root; down.sh unmounts them with the last one)
+  R=$SLURMLAB_CHROOT
+  mkdir -p "$R$D"
+  mountpoint -q "$R$D" || mount --bind "$D" "$R$D"
+  mountpoint -q "$R/proc" || mount -t proc proc "$R/proc"
+  mountpoint -q "$R/sys" || mount -t sysfs -o ro sysfs "$R/sys"
+  say "root $R: lab directory, /proc and /sys mounted"
+fi
 
 # ------------------------------------------------------------------ unprivileged users
 # Hostile-user tests submit as real, unprivileged accounts: goodput-mallory (the attacker) and
@@ -86,6 +112,11 @@ for u in $SLURMLAB_USERS; do
   chown "$u:$u" "$home" "$D/work/$u"
   chmod 700 "$home"
   chmod 755 "$D/work/$u"
+  # the same account, same uid, inside the root: slurmctld there resolves job owners by its passwd
+  if [ -n "$SLURMLAB_CHROOT" ] && ! grep -q "^$u:" "$SLURMLAB_CHROOT/etc/passwd"; then
+    getent passwd "$u" >> "$SLURMLAB_CHROOT/etc/passwd"
+    getent group "$u" >> "$SLURMLAB_CHROOT/etc/group"
+  fi
 done
 chmod 700 "$D/munge-key"
 for v in $(compgen -v SLURMLAB_); do
@@ -99,12 +130,12 @@ echo "SLURMLAB_SLURM_VERSION=$VERSION" >> "$D/lab.env"
 
 # ------------------------------------------------------------------ munge (own key + socket)
 MUNGE_SOCK=$D/munge/munge.socket
-mungekey -c -k "$D/munge-key/munge.key" 2>/dev/null ||
+slurmlab_x mungekey -c -k "$D/munge-key/munge.key" 2>/dev/null ||
   dd if=/dev/urandom of="$D/munge-key/munge.key" bs=1 count=1024 status=none
 chmod 600 "$D/munge-key/munge.key"
-env SLURMLAB_TAG="$SLURMLAB_TAG" munged --force -S "$MUNGE_SOCK" --key-file="$D/munge-key/munge.key" \
+env SLURMLAB_TAG="$SLURMLAB_TAG" ${SLURMLAB_CHROOT:+chroot "$SLURMLAB_CHROOT"} munged --force -S "$MUNGE_SOCK" --key-file="$D/munge-key/munge.key" \
   --log-file="$D/log/munged.log" --pid-file="$D/munge/munged.pid" --seed-file="$D/munge-key/munged.seed"
-munge_ok() { munge -S "$MUNGE_SOCK" -n 2>/dev/null | unmunge -S "$MUNGE_SOCK" >/dev/null 2>&1; }
+munge_ok() { slurmlab_x munge -S "$MUNGE_SOCK" -n 2>/dev/null | slurmlab_x unmunge -S "$MUNGE_SOCK" >/dev/null 2>&1; }
 slurmlab_wait 5 munge_ok || die "munged is not answering on $MUNGE_SOCK"
 say "munged up"
 
@@ -125,7 +156,8 @@ fi
 
 # ------------------------------------------------------------------ JWT key (slurmrestd)
 JWT_LINES="# auth/jwt plugin not installed: no slurmrestd with JWT"
-if compgen -G '/usr/lib*/*/slurm-wlm/auth_jwt.so' >/dev/null || compgen -G '/usr/lib*/slurm*/auth_jwt.so' >/dev/null; then
+R=${SLURMLAB_CHROOT:-}
+if compgen -G "$R/usr/lib*/*/slurm-wlm/auth_jwt.so" >/dev/null || compgen -G "$R/usr/lib*/slurm*/auth_jwt.so" >/dev/null; then
   dd if=/dev/urandom of="$D/etc/jwt_hs256.key" bs=32 count=1 status=none
   chmod 600 "$D/etc/jwt_hs256.key"
   JWT_LINES="AuthAltTypes=auth/jwt
@@ -137,7 +169,12 @@ fi
 # slurmd gives a prolog no environment of its own, so a wrapper names the lab's settings file.
 # By default that points at a closed port: every lab job shows the scripts fail open, and fast;
 # tests/slurm/test_prolog_epilog_on_slurm.py points it at a real push endpoint.
+# A lab in a root has no prolog: the scripts live in this checkout and need curl, neither in the root.
 REPO=$(cd "$HERE/../.." && pwd)
+PROLOG_LINES="# no goodput prolog/epilog in a lab inside a Debian root"
+[ -n "$SLURMLAB_CHROOT" ] || PROLOG_LINES="Prolog=$D/etc/goodput-prolog
+Epilog=$D/etc/goodput-epilog
+PrologFlags=Alloc"
 for event in prolog epilog; do
   printf '#!/bin/bash\nGOODPUT_PROLOG_ENV=%q exec %q\n' "$D/etc/goodput-prolog.env" \
     "$REPO/deploy/slurm/goodput-$event.sh" > "$D/etc/goodput-$event"
@@ -200,9 +237,7 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/filetxt
 JobCompLoc=$D/log/jobcomp.txt
 # goodput's prolog and epilog; Alloc: every node's prolog runs when the job starts, not at its first step
-Prolog=$D/etc/goodput-prolog
-Epilog=$D/etc/goodput-epilog
-PrologFlags=Alloc
+$PROLOG_LINES
 $GRES_TYPES
 NodeName=$nodes NodeHostname=localhost NodeAddr=127.0.0.1 Port=$node_ports CPUs=$SLURMLAB_CPUS RealMemory=$SLURMLAB_MEM $GRES_NODE State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
@@ -213,12 +248,12 @@ if [ "$MAJOR" -ge 23 ] 2>/dev/null; then
   echo "CgroupPlugin=disabled" > "$D/etc/cgroup.conf"
 fi
 if [ "$SLURMLAB_UTS" = 1 ]; then
-  { cat /etc/hosts; for i in $(seq "$N"); do printf '127.0.0.1 node%s\n' "$i"; done; } > "$D/etc/hosts"
+  { cat "${SLURMLAB_CHROOT:-}/etc/hosts"; for i in $(seq "$N"); do printf '127.0.0.1 node%s\n' "$i"; done; } > "$D/etc/hosts"
 fi
 say "config written: $SLURM_CONF (Slurm $VERSION)"
 
 # ------------------------------------------------------------------ slurmctld
-env SLURMLAB_TAG="$SLURMLAB_TAG" slurmctld -f "$SLURM_CONF"
+env SLURMLAB_TAG="$SLURMLAB_TAG" ${SLURMLAB_CHROOT:+chroot "$SLURMLAB_CHROOT"} slurmctld -f "$SLURM_CONF"
 slurmlab_wait 15 slurmlab_ctld_up || die "slurmctld is not answering"
 say "slurmctld up (pid $(cat "$D/slurmctld.pid"))"
 
@@ -226,11 +261,11 @@ say "slurmctld up (pid $(cat "$D/slurmctld.pid"))"
 for i in $(seq "$N"); do slurmlab_start_slurmd "node$i"; done
 say "slurmd x$N started"
 
-all_idle() { [ "$(sinfo -h -N -o '%T' 2>/dev/null | sort -u | tr '\n' ' ')" = "idle " ]; }
+all_idle() { [ "$(slurmlab_x sinfo -h -N -o '%T' 2>/dev/null | sort -u | tr '\n' ' ')" = "idle " ]; }
 if ! slurmlab_wait 30 all_idle; then
-  sinfo -N -l >&2 || true
+  slurmlab_x sinfo -N -l >&2 || true
   die "nodes did not become idle"
 fi
 say "all $N nodes idle"
-sinfo -N -o '%N %P %T %c %m %G'
+slurmlab_x sinfo -N -o '%N %P %T %c %m %G'
 trap - EXIT

@@ -2,7 +2,9 @@
 
 `slurm_lab` runs scripts/slurm-lab/up.sh (or reuses a lab that is already up, e.g. one CI
 started), exports SLURM_CONF for this process and the Slurm commands it runs, and runs down.sh
-at the end only if it started the lab. Without the Slurm packages (or root) the tests skip, unless
+at the end only if it started the lab. `version_labs` does the same for a lab on a newer Slurm
+(24.11, 26.05) inside a Debian root, on its own directory and ports (see `version_lab_env`), for
+the version-matrix cells of the contract suite. Without the Slurm packages (or root) the tests skip, unless
 GOODPUT_REQUIRE_SLURM=1 (CI) makes that a failure: a CI run that silently skips its only
 real-Slurm coverage would look green while testing nothing.
 """
@@ -40,9 +42,15 @@ class Lab:
     dir: Path
     conf: Path
     started_here: bool
+    version: str = "22.05"
+    chroot: str | None = None  # the Debian root the lab's Slurm runs in; None: the host's Slurm
+
+    @property
+    def prefix(self) -> list[str]:
+        return ["/usr/sbin/chroot", self.chroot] if self.chroot else []
 
     def run(self, *argv: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(list(argv), input=stdin, text=True, capture_output=True, timeout=60,
+        result = subprocess.run([*self.prefix, *argv], input=stdin, text=True, capture_output=True, timeout=60,
                                 env={**os.environ, "SLURM_CONF": str(self.conf)})
         if check and result.returncode != 0:
             raise AssertionError(f"{argv} failed ({result.returncode}): {result.stderr.strip()}")
@@ -62,8 +70,11 @@ class Lab:
         path = home / f"job-{time.monotonic_ns()}.sh"
         path.write_text(script)
         path.chmod(0o755)
-        result = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", f"SLURM_CONF={self.conf}",
-                                 "/usr/sbin/runuser", "-u", user, "--", "sbatch", "--parsable", *args, str(path)],
+        # chroot(1) always starts in the root's /: change to the user's directory there, as runuser
+        in_dir = ["sh", "-c", 'cd "$0" && exec "$@"', str(home)] if self.chroot else []
+        result = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", f"SLURM_CONF={self.conf}", *self.prefix,
+                                 "/usr/sbin/runuser", "-u", user, "--", *in_dir, "sbatch", "--parsable", *args,
+                                 str(path)],
                                 cwd=home, text=True, capture_output=True, timeout=60)
         if result.returncode != 0:
             raise AssertionError(f"sbatch as {user} failed ({result.returncode}): {result.stderr.strip()}")
@@ -127,6 +138,73 @@ def lab(slurm_lab: Lab) -> Iterator[Lab]:
     """The lab, reset (no jobs, no drains) after the test."""
     yield slurm_lab
     slurm_lab.reset()
+
+
+# Slurm versions a lab runs in a Debian root (scripts/slurm-lab/root.sh), each on its own ports:
+# the 22.05 lab's plus this offset, in the 22.05 lab's directory plus "-<version>".
+VERSION_PORT_OFFSET = {"24.11": 1000, "26.05": 2000}
+
+
+def selected_versions() -> set[str]:
+    """The newer Slurm versions this run starts labs for (GOODPUT_SLURM_VERSIONS=24.11,26.05)."""
+    return {v.strip() for v in os.environ.get("GOODPUT_SLURM_VERSIONS", "").split(",") if v.strip()}
+
+
+def version_lab_env(version: str) -> dict[str, str]:
+    """The SLURMLAB_* settings of the lab on Slurm `version`: distinct directory and ports."""
+    offset = VERSION_PORT_OFFSET[version]
+    ports = {"SLURMLAB_CTL_PORT": 16817, "SLURMLAB_SLURMD_BASEPORT": 16900, "SLURMLAB_REST_PORT": 16820}
+    env = {key: str(int(os.environ.get(key, default)) + offset) for key, default in ports.items()}
+    return {**env, "SLURMLAB_DIR": f"{LAB_DIR}-{version}", "SLURMLAB_SLURM": version}
+
+
+class VersionLabs:
+    """Labs on newer Slurm, only for the versions this run selected: started on first use (a lab
+    of that version already up is reused) and torn down at the end if started here."""
+
+    def __init__(self) -> None:
+        self.labs: dict[str, Lab] = {}
+        self.envs: dict[str, dict[str, str]] = {}
+
+    def get(self, version: str) -> Lab:
+        if version in self.labs:
+            return self.labs[version]
+        env = {**os.environ, **version_lab_env(version)}
+        lab_dir = Path(env["SLURMLAB_DIR"])
+        # Only when selected, even if such a lab is up: CI runs the main suite beside
+        # `make test-slurm-matrix`, whose lab this run must not reset under it.
+        if version not in selected_versions():
+            pytest.skip(f"Slurm {version} not selected: `make test-slurm-matrix`, or GOODPUT_SLURM_VERSIONS="
+                        f"{version} (builds its Debian root once, about two minutes)")
+        running = _lab_pid(Lab(dir=lab_dir, conf=lab_dir, started_here=False), lab_dir / "slurmctld.pid")
+        if running is None and (os.geteuid() != 0 or shutil.which("debootstrap") is None):
+            _unavailable(f"Slurm {version} lab needs root and debootstrap (apt-get install debootstrap)")
+        up = subprocess.run(["bash", str(SCRIPTS / "up.sh")], env=env, text=True, capture_output=True,
+                            timeout=900)  # the first run builds the root
+        if up.returncode not in (0, 3):
+            pytest.fail(f"up.sh --slurm {version} failed ({up.returncode}):\n{up.stdout}\n{up.stderr}",
+                        pytrace=False)
+        settings = dict(line.split("=", 1) for line in (lab_dir / "lab.env").read_text().splitlines() if "=" in line)
+        lab = Lab(dir=lab_dir, conf=lab_dir / "etc" / "slurm.conf", started_here=up.returncode == 0,
+                  version=version, chroot=settings.get("SLURMLAB_CHROOT") or None)
+        self.labs[version], self.envs[version] = lab, env
+        lab.reset()
+        return lab
+
+    def close(self) -> None:
+        for version, lab in self.labs.items():
+            if lab.started_here:
+                subprocess.run(["bash", str(SCRIPTS / "down.sh")], env=self.envs[version], capture_output=True,
+                               timeout=120)
+
+
+@pytest.fixture(scope="session")
+def version_labs() -> Iterator[VersionLabs]:
+    labs = VersionLabs()
+    try:
+        yield labs
+    finally:
+        labs.close()
 
 
 

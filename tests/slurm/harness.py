@@ -16,7 +16,7 @@ from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_owner import OwnerSubmission
 from activities.adapters.slurm_pyslurm import PyslurmBackend
 from activities.adapters.slurm_rest import SlurmRestBackend
-from activities.adapters.slurm_runner import CommandResult, LocalRunner
+from activities.adapters.slurm_runner import ChrootRunner, CommandResult, CommandRunner, LocalRunner
 from activities.adapters.slurm_ssh import SshRunner
 from goodput.demo.scheduler import FakeClusterState, FakeScheduler
 from goodput.scheduler import JobInfo, JobState, NodeInfo, Scheduler
@@ -156,13 +156,32 @@ class RecordingRunner(LocalRunner):
         return await super().run(argv, stdin=stdin, timeout_s=timeout_s)
 
 
+class RecordingChrootRunner(ChrootRunner):
+    """The CLI backend's commands, run with the clients of the lab's own (newer) Slurm in its root."""
+
+    def __init__(self, lab: Lab) -> None:
+        assert lab.chroot is not None
+        super().__init__(lab.chroot, env={"SLURM_CONF": str(lab.conf)})
+        self.argvs: list[tuple[str, ...]] = []
+
+    async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                  timeout_s: float | None = None) -> CommandResult:
+        self.argvs.append(tuple(argv))
+        return await super().run(argv, stdin=stdin, timeout_s=timeout_s)
+
+
 class SlurmCliHarness:
     name = "slurm-cli"
 
     def __init__(self, lab: Lab) -> None:
         self.lab = lab
-        self.runner = RecordingRunner()
-        self.backend: Scheduler = SlurmCliBackend(self.runner, resubmit_key=KEY)
+        self.runner: RecordingRunner | RecordingChrootRunner = (
+            RecordingChrootRunner(lab) if lab.chroot else RecordingRunner())
+        runner: CommandRunner = self.runner
+        # a copy's sbatch runs with nothing of goodput's environment but what is carried: this lab's
+        # SLURM_CONF (the process's own names the 22.05 lab's, or none)
+        carried = OwnerSubmission(carried={"SLURM_CONF": str(lab.conf)}) if lab.chroot else None
+        self.backend: Scheduler = SlurmCliBackend(runner, resubmit_key=KEY, submission=carried)
         self.node_names: Sequence[str] = [f"node{i}" for i in range(1, 5)]
 
     async def running_job(self, *, opted_in: bool = True) -> JobInfo:

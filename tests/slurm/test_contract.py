@@ -3,7 +3,10 @@
 Parametrised over the in-memory FakeScheduler (what workflows are tested against), the CLI
 backend on the live lab, the same backend over SSH to a private sshd, slurmrestd (with the
 CLI as fallback for what its API lacks), and the pyslurm backend on goodput's pyslurm stand-in
-(no lab needed; not the real library): if they disagree, a
+(no lab needed; not the real library). The CLI backend also runs on newer Slurm
+(`slurm-cli-24.11`, `slurm-cli-26.05`: a lab inside a Debian root, the backend through a
+ChrootRunner), when this run selects that version (GOODPUT_SLURM_VERSIONS, as `make
+test-slurm-matrix` does); otherwise those cells skip, saying how. If they disagree, a
 workflow green against the fake would misbehave on Slurm. Where the fake does not (yet) keep a
 rule, the test is an xfail(strict) naming the gap.
 """
@@ -45,6 +48,8 @@ REASON = drain_reason("inc-contract", "xid 79 on GPU 3")
 @pytest_asyncio.fixture(params=[
     "fake",
     pytest.param("slurm-cli", marks=pytest.mark.slurm),
+    pytest.param("slurm-cli-24.11", marks=pytest.mark.slurm),
+    pytest.param("slurm-cli-26.05", marks=pytest.mark.slurm),
     pytest.param("slurm-ssh", marks=[pytest.mark.slurm, pytest.mark.ssh]),
     pytest.param("slurm-rest", marks=pytest.mark.slurm),
     "pyslurm",
@@ -56,6 +61,12 @@ async def harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
         yield PyslurmHarness()
     elif request.param == "slurm-cli":
         yield SlurmCliHarness(request.getfixturevalue("lab"))
+    elif request.param.startswith("slurm-cli-"):
+        lab = request.getfixturevalue("version_labs").get(request.param.removeprefix("slurm-cli-"))
+        try:
+            yield SlurmCliHarness(lab)
+        finally:
+            lab.reset()
     elif request.param == "slurm-rest":
         rest = SlurmRestHarness(request.getfixturevalue("lab"), request.getfixturevalue("slurmrestd"))
         try:
