@@ -104,8 +104,9 @@ fi
 # goodput-alice (a victim). They are ordinary system users with a home of their own in the lab.
 for u in $SLURMLAB_USERS; do
   if ! id -u "$u" >/dev/null 2>&1; then
+    # another lab starting beside this one (CI's Slurm matrix) may create it first
     useradd --system --user-group --no-create-home --home-dir "/var/tmp/$u" --shell /bin/bash "$u" \
-      || die "cannot create user $u"
+      || id -u "$u" >/dev/null 2>&1 || die "cannot create user $u"
   fi
   home=$(getent passwd "$u" | cut -d: -f6)
   mkdir -p "$home" "$D/work/$u"

@@ -89,7 +89,7 @@ async def test_json_is_one_object_for_one_thing_and_json_lines_for_lists(
                 parsed = []
             ok = parsed and all(isinstance(p, dict) for p in parsed) and (shape == LINES or len(parsed) == 1)
             if name in ("nodes", "trust") and not lines:
-                ok = True  # no node memory yet: an empty list is no lines (test_cli.py and test_trust_cli.py check rows)
+                ok = True  # nothing recorded yet: an empty list is no lines (rows: test_cli, test_trust_cli)
             if not ok:
                 wrong.append(f"{name} (rc {done.returncode}): not {shape}: {done.stdout[:200]!r} {done.stderr[:200]!r}")
     assert not wrong, "\n".join(wrong)

@@ -16,6 +16,7 @@ import pytest
 from goodput.checkpoints import LAYOUTS
 from goodput.checkpoints.model import DEFAULT_SETTLE_S
 from goodput.cli.grammar import commands, options
+from goodput.cli.trust import REASON_KINDS
 from goodput.models import AnomalyKind, Category, Mode
 from tests.helpers import free_port
 from workers import cli_docs, cli_parser, main
