@@ -1,0 +1,55 @@
+"""Exclude before drain on the real dev server: one job's log excludes, the node's own word drains.
+
+A GPU verdict read off the job's log alone requeues the job with the node excluded for that job,
+drains nothing, and marks the node suspect in the cluster's node memory (`goodput nodes`). The
+same verdict with the node agent's Xid on that node (an anomaly from the GPU source) drains it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+from temporalio.client import Client
+
+from goodput.models import Anomaly, AnomalyKind, AnomalySource, Mode
+from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
+from goodput.recover.lifecycle import IncidentState
+from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
+from workers.client import TemporalIncidentService
+
+TWO_SIGNALS = FAST.model_copy(update={"exclude_before_drain": ExcludeBeforeDrainPolicy(enabled=True)})
+
+
+async def test_a_single_log_gpu_verdict_excludes_the_node_and_marks_it_suspect(client: Client,
+                                                                               task_queue: str) -> None:
+    cluster = f"ebd{uuid.uuid4().hex[:6]}"
+    async with running_worker(client, task_queue) as fake:
+        incident = await inject(client, task_queue, anomaly(cluster=cluster), TWO_SIGNALS, Mode.AUTONOMOUS)
+        report = await result(client, incident)
+        standing = await TemporalIncidentService(client, task_queue).node_standing(cluster)
+    assert report.state is IncidentState.RECOVERED, report.timeline
+    assert fake.journal("drain") == []
+    job = await fake.get_job("1001")
+    assert job.excluded_nodes == ("node2",) and "node2" not in job.nodes
+    assert report.plan is not None and report.plan.suspect_nodes == ("node2",)
+    assert "only the job's log blames it" in report.plan.rationale
+    assert {s.node: s.marked_by for s in standing}["node2"] == (incident,)
+
+
+async def test_the_agents_xid_on_the_node_makes_the_same_verdict_drain(client: Client, task_queue: str) -> None:
+    cluster = f"ebd{uuid.uuid4().hex[:6]}"
+    # The job's log and the agent's report arrive as one burst (one incident).
+    policy = TWO_SIGNALS.model_copy(update={"coalesce_window_s": 5.0})
+    now = datetime.now(UTC)
+    agent = Anomaly(id=f"agent-{uuid.uuid4().hex[:8]}", source=AnomalySource.GPU, kind=AnomalyKind.GPU_FAULT,
+                    cluster=cluster, job_id="1001", nodes=("node2",), evidence=["NVRM: Xid (PCI:0000:3b:00): 79"],
+                    observed_at=now, detected_at=now)
+    async with running_worker(client, task_queue) as fake:
+        incident = await inject(client, task_queue, anomaly(cluster=cluster), policy, Mode.AUTONOMOUS)
+        assert await inject(client, task_queue, agent, policy, Mode.AUTONOMOUS) == incident
+        report = await result(client, incident)
+    assert report.state is IncidentState.RECOVERED, report.timeline
+    assert [d.target for d in fake.journal("drain")] == ["node2"]
+    assert report.plan is not None and report.plan.suspect_nodes == ()
+    assert "corroborated (job-log, node-agent)" in report.plan.rationale
