@@ -212,6 +212,23 @@ class RecoveryWorkflow:
                 raise Escalation(f"approved, but not carried out: {why}")
         return True
 
+    async def approval_past_limit(self, why: str) -> None:
+        """A drain past a switch's or rack's limit: whatever the mode, an operator decides. An
+        approval of the plan (approve mode) did not approve this, so it is asked for again."""
+        if self._s.decision is not None and self._s.decision.verb is DecisionVerb.APPROVE:
+            self._s.decision = None
+        self.move(S.AWAITING_APPROVAL, f"{why}; approve to drain anyway, or cancel")
+        self.upsert()
+        await self.notify(f"approval needed: {why}")
+        policy = self._start.policy
+        if not await self.wait(lambda: self._s.decision is not None, policy.approval_timeout_s):
+            raise Escalation(f"{why}; no decision within {policy.approval_timeout_s:.0f}s")
+        if self.cancelled_here():
+            raise CancelledByOperator
+        _, engaged = effective_mode(self._s.mode, await self._kill_switch())
+        if engaged:  # engaged while the drain waited: it wins over the approval
+            raise Escalation(f"approved, but not carried out: {engaged}")
+
     async def attribute(self) -> AttributeResult:
         self._s.weighed = self._s.anomaly_count
         result = await self.step("attribute", AttributeInput(incident_id=self.id, key=self._start.key,

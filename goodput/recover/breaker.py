@@ -9,9 +9,10 @@ escalates to a person) until the cool-down passes or an operator resets it.
 The breaker also limits drains per switch and per rack (`switches`, `racks`: a configured map of
 the site's topology, Slurm hostlist expressions). Nodes under one switch failing together are
 more often the switch than N bad nodes: a drain that would pass a group's limit trips that group,
-and further drains under it are refused (the incident goes to a person, told the switch is the
-likelier culprit) until the cool-down passes or an operator resets the breaker; the rest of the
-cluster drains as before.
+and further drains under it are refused until the cool-down passes or an operator resets the
+breaker: the incident waits for an operator's approval, told the switch is the likelier culprit,
+and an approved drain passes the group's limit (not the cluster's). The rest of the cluster
+drains as before.
 
 Pure: the breaker workflow holds the state and calls `decide` with `workflow.now()`.
 """
@@ -86,10 +87,12 @@ class BreakerState(Frozen):
 
 
 class DrainRequest(Frozen):
-    """An incident asking to drain `nodes`."""
+    """An incident asking to drain `nodes`; `approved_past_groups` when an operator approved the
+    drain after a switch's or rack's limit refused it (the cluster's own limit still applies)."""
 
     incident_id: str
     nodes: tuple[str, ...]
+    approved_past_groups: bool = False
 
 
 class DrainVerdict(Frozen):
@@ -126,7 +129,7 @@ def decide(state: BreakerState, request: DrainRequest, now: datetime,
 
     drained = {n for g in grants for n in g.nodes}
     groups = _open_groups(state, now, policy)
-    refused = _group_refusal(groups, drained, request, now, policy)
+    refused = None if request.approved_past_groups else _group_refusal(groups, drained, request, now, policy)
     if refused is not None:
         group, verdict = refused
         return (state.model_copy(update={"grants": grants, "tripped_groups": {**groups, group: groups.get(group, now)},
@@ -158,15 +161,14 @@ def _group_refusal(open_groups: dict[str, datetime], drained: set[str], request:
             if group in open_groups:
                 return group, DrainVerdict(allowed=False, group=group, reason=(
                     f"{group} drain limit tripped at {open_groups[group].isoformat()}: drains under it wait "
-                    f"for a person; the {group.split()[0]} is the likelier culprit than its nodes "
-                    "(or `goodput breaker reset`)"))
+                    f"for an operator's approval; the {group.split()[0]} is the likelier culprit than its nodes"))
             under = sorted(n for n in drained | set(request.nodes)
                            if any(g == group for g, _ in policy.groups_of(n)))
             if len(under) > limit:
                 return group, DrainVerdict(allowed=False, group=group, reason=(
                     f"{group} drain limit tripped: {len(under)} of its nodes would be drained within "
                     f"{policy.window_s:.0f}s ({', '.join(under)}; limit {limit}); the {group.split()[0]} is "
-                    "the likelier culprit than that many bad nodes: a person must look"))
+                    "the likelier culprit than that many bad nodes: the drain waits for an operator's approval"))
     return None
 
 

@@ -4,7 +4,7 @@ A GPU verdict read off one job's log alone requeues the job with the node exclud
 leaves the node in service and marks it suspect in node memory; the same verdict with the node
 agent's Xid on that node (an anomaly from the GPU source) drains it. Three drains under one
 switch of the configured topology map trip its limit: the third is refused, the incident goes to
-a person and says the switch is the likelier culprit.
+an operator's approval, saying the switch is the likelier culprit, and drains once approved.
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ from temporalio.client import Client
 
 from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_runner import LocalRunner
-from goodput.models import Anomaly, AnomalyKind, AnomalySource, Mode
+from goodput.models import Anomaly, AnomalyKind, AnomalySource, Mode, OperatorDecision
 from goodput.recover.breaker import BreakerPolicy, TopologyGroup
 from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
-from goodput.recover.incident import IncidentReport
+from goodput.recover.incident import Decision, DecisionVerb, IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import anomaly, inject
+from tests.workflows.helpers import anomaly, inject, wait_for_state
 from workers.client import TemporalIncidentService
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
@@ -128,13 +128,15 @@ async def test_three_drains_under_one_switch_trip_the_switch_limit(
                                                      cluster=cluster, evidence=(XID,)), policy, Mode.AUTONOMOUS)
             await eventually(partial(_state, lab, node), lambda s: "DRAIN" in s, what=f"{node} drained")
         job_id, node = jobs[2]
-        third = await _outcome(client, await inject(client, task_queue, anomaly(
-            job_id, kind=AnomalyKind.GPU_FAULT, nodes=(node,), cluster=cluster, evidence=(XID,)),
-            policy, Mode.AUTONOMOUS))
-
-    (_, first), (_, second), (_, last) = jobs
-    assert records.drains(first) != [] and records.drains(second) != []
-    assert records.drains(last) == [] and "DRAIN" not in lab.node(last)["State"]
-    assert third.state is IncidentState.ESCALATED, third.timeline
-    assert "switch leaf1 drain limit tripped" in third.timeline[-1].detail
-    assert "switch is the likelier culprit" in third.timeline[-1].detail
+        incident = await inject(client, task_queue, anomaly(job_id, kind=AnomalyKind.GPU_FAULT, nodes=(node,),
+                                                            cluster=cluster, evidence=(XID,)), policy, Mode.AUTONOMOUS)
+        waiting = await wait_for_state(client, incident, IncidentState.AWAITING_APPROVAL, timeout_s=60)
+        (_, first), (_, second), (_, last) = jobs
+        assert records.drains(first) != [] and records.drains(second) != []
+        assert records.drains(last) == [] and "DRAIN" not in lab.node(last)["State"]
+        said = waiting.timeline[-1].detail
+        assert "switch leaf1 drain limit tripped" in said and "switch is the likelier culprit" in said, said
+        # An operator who looked at the switch and still wants the node out approves the drain.
+        await TemporalIncidentService(client, task_queue).decide(incident, Decision(
+            verb=DecisionVerb.APPROVE, by=OperatorDecision(who="ops", reason="switch checked, node is bad")))
+        await eventually(partial(_state, lab, last), lambda s: "DRAIN" in s, what=f"{last} drained once approved")

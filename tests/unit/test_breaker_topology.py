@@ -74,3 +74,15 @@ def test_no_limit_without_a_map_or_with_limit_zero() -> None:
 def test_a_malformed_topology_map_is_a_settings_error() -> None:
     with pytest.raises(ValidationError):
         TopologyGroup(name="s1", nodes="node[1-")
+
+
+def test_an_operators_approval_passes_the_switch_limit_but_not_the_clusters() -> None:
+    state = BreakerState()
+    for i, node in enumerate(("node1", "node3", "node4")):
+        state, _ = ask(state, f"i{i}", node)
+    state, approved = decide(state, DrainRequest(incident_id="i2", nodes=("node4",), approved_past_groups=True),
+                             T0, POLICY)
+    assert approved.allowed
+    tight = POLICY.model_copy(update={"max_drained_nodes": 3})
+    _, refused = decide(state, DrainRequest(incident_id="i5", nodes=("node2",), approved_past_groups=True), T0, tight)
+    assert not refused.allowed and refused.open
