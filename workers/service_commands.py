@@ -185,7 +185,9 @@ async def _breaker(args: argparse.Namespace, settings: Settings, console: Consol
         opened = status.tripped_at.isoformat() if status.tripped_at else "closed"
         drained = sorted({n for g in status.grants for n in g.nodes})
         console.print(terminal_text(f"drain breaker of {cluster}: {opened}; trips={status.trips} "
-                                    f"refused={status.refused}; drained in window: {', '.join(drained) or 'none'}"))
+                                    f"refused={status.refused}; drained in window: {', '.join(drained) or 'none'}"
+                                    + "".join(f"; {group} tripped at {at.isoformat()}"
+                                              for group, at in sorted(status.tripped_groups.items()))))
     return 0
 
 
