@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 
 from temporalio.client import Client
 
+from goodput.diagnose.node_memory import NodeMemoryPolicy
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Mode
 from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
 from goodput.recover.lifecycle import IncidentState
-from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
+from tests.workflows.helpers import FAST, anomaly, cluster_with_three_users, inject, result, running_worker
 from workers.client import TemporalIncidentService
 
 TWO_SIGNALS = FAST.model_copy(update={"exclude_before_drain": ExcludeBeforeDrainPolicy(enabled=True)})
@@ -53,3 +54,20 @@ async def test_the_agents_xid_on_the_node_makes_the_same_verdict_drain(client: C
     assert [d.target for d in fake.journal("drain")] == ["node2"]
     assert report.plan is not None and report.plan.suspect_nodes == ()
     assert "corroborated (job-log, node-agent)" in report.plan.rationale
+
+
+async def test_a_second_jobs_log_on_a_suspect_node_is_the_second_signal(client: Client, task_queue: str) -> None:
+    cluster = f"ebd{uuid.uuid4().hex[:6]}"
+    # Not enough for the memory to hold node1 suspect on its own: only the first job's mark counts.
+    policy = TWO_SIGNALS.model_copy(update={"node_memory": NodeMemoryPolicy(min_users=3)})
+    reports = []
+    async with running_worker(client, task_queue, cluster_with_three_users()) as fake:
+        for job_id in ("2001", "2002"):  # alice's and mallory's jobs share node1 only
+            incident = await inject(client, task_queue, anomaly(job_id, nodes=("node1",), cluster=cluster),
+                                    policy, Mode.AUTONOMOUS)
+            reports.append(await result(client, incident))
+    first, second = reports
+    assert first.plan is not None and first.plan.suspect_nodes == ("node1",)
+    assert second.plan is not None and second.plan.nodes_to_drain() == ("node1",)
+    assert "corroborated (job-log, node-memory)" in second.plan.rationale
+    assert [d.target for d in fake.journal("drain")] == ["node1"]
