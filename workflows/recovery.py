@@ -53,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search
     from workflows.audit import audit_record, settled, write_audit
     from workflows.node_link import recommend
-    from workflows.recovery_actions import execute, mark_suspects, remember
+    from workflows.recovery_actions import execute, mark_suspects, probe_suspects, remember
     from workflows.recovery_follow import await_actionable, follow_launcher, let_the_job_end
     from workflows.recovery_steps import STEP_TIMEOUT, CancelledByOperator, Escalation, run_step, wait_for
     from workflows.spares import end_spare_grants
@@ -135,6 +135,11 @@ class RecoveryWorkflow:
         corroboration = None
         if start.policy.exclude_before_drain.enabled and attribution.drain and workflow.patched("exclude-before-drain"):
             corroboration = corroborate(attribution, self._s.anomalies, self._s.memory)
+            # Lines not shown to be the job's own output may not make goodput run commands on nodes.
+            if (corroboration.suspect and start.policy.exclude_before_drain.probe_command
+                    and not attributed.evidence_only):
+                probes = await probe_suspects(self, corroboration.suspect)
+                corroboration = corroborate(attribution, self._s.anomalies, self._s.memory, probes)
         plan = self._s.plan = plan_recovery(attribution, job, start.policy, corroboration)
         self.move(S.PLANNED, plan.rationale)
         self.upsert()

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         VerifyResult,
     )
     from goodput.recover.lifecycle import IncidentState
+    from goodput.recover.node_health import CheckResult, NodeCheckInput, check_argv
     from goodput.recover.policy import ResumeStrategy
     from goodput.recover.recovery_rules import (
         lost_work_note,
@@ -144,6 +145,25 @@ async def remember(wf: Incident, attribution: Attribution, job: JobInfo) -> tupl
     except Escalation as why:  # a recovery never waits on, or fails for, the memory
         return memory_unavailable(attribution, str(why)), None
     return memory_weighed(attribution, verdict, job), verdict
+
+
+async def probe_suspects(wf: Incident, nodes: tuple[str, ...]) -> dict[str, CheckResult]:
+    """The site's health probe on each node only the job's log blames, run now (the `check_node`
+    step); a probe that cannot be run is a note, never a signal."""
+    policy = wf.start.policy.exclude_before_drain
+    found: dict[str, CheckResult] = {}
+    for node in nodes:
+        try:
+            probe = await wf.step("check_node", NodeCheckInput(argv=check_argv(policy.probe_command, node),
+                                                               timeout_s=policy.probe_timeout_s),
+                                  CheckResult, timeout=timedelta(seconds=policy.probe_timeout_s + 60))
+        except Escalation as why:
+            wf.record(wf.incident.state, f"health probe of {node} not run: {why}")
+            continue
+        found[node] = probe
+        outcome = "passed" if probe.passed else "failed" if probe.ran else "could not run"
+        wf.record(wf.incident.state, f"health probe of {node} {outcome}: {probe.detail[:300]}")
+    return found
 
 
 async def mark_suspects(wf: Incident, attribution: Attribution, job: JobInfo, nodes: tuple[str, ...]) -> None:

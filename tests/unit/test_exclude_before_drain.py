@@ -15,6 +15,7 @@ from goodput.diagnose.node_memory import (
 )
 from goodput.models import ActionKind, Anomaly, AnomalyKind, AnomalySource, Attribution, Category, Culprit, CulpritKind
 from goodput.recover.corroboration import Signal, corroborate
+from goodput.recover.node_health import CheckResult
 from goodput.recover.policy import Policy, plan_recovery
 from goodput.scheduler import JobInfo, JobState
 
@@ -74,3 +75,12 @@ def test_another_jobs_named_failure_or_suspect_mark_is_witnessed_in_memory() -> 
     second = Observation(incident_id="i2", job_id="2", user="bob", nodes=("node2",), ambiguous=False, at=NOW)
     _, verdict = consult(state, second, NOW, policy)
     assert verdict.witnessed == ("node2",)
+
+
+def test_a_failed_health_probe_corroborates_but_one_that_could_not_run_does_not() -> None:
+    log = [anomaly(AnomalySource.LOG, "node2")]
+    failed = corroborate(GPU_VERDICT, log, None, {"node2": CheckResult(passed=False, detail="exit 1: ECC DBE")})
+    assert failed.drain == ("node2",) and failed.signals["node2"] == (Signal.JOB_LOG, Signal.HEALTH_PROBE)
+    unrun = CheckResult(passed=False, ran=False, detail="timed out after 120 s")
+    assert corroborate(GPU_VERDICT, log, None, {"node2": unrun}).suspect == ("node2",)
+    assert corroborate(GPU_VERDICT, log, None, {"node2": CheckResult(passed=True)}).suspect == ("node2",)

@@ -71,3 +71,22 @@ async def test_a_second_jobs_log_on_a_suspect_node_is_the_second_signal(client: 
     assert second.plan is not None and second.plan.nodes_to_drain() == ("node1",)
     assert "corroborated (job-log, node-memory)" in second.plan.rationale
     assert [d.target for d in fake.journal("drain")] == ["node1"]
+
+
+async def test_the_sites_health_probe_run_on_request_settles_it(client: Client, task_queue: str) -> None:
+    # The site's probe fails on node2 only (`{node}` is the node's name), as `dcgmi diag` would on a bad GPU.
+    probe = ExcludeBeforeDrainPolicy(enabled=True, probe_command=("sh", "-c", "test {node} != node2"))
+    policy = FAST.model_copy(update={"exclude_before_drain": probe})
+    cluster = f"ebd{uuid.uuid4().hex[:6]}"
+    reports = []
+    async with running_worker(client, task_queue) as fake:
+        for job_id, node in (("1001", "node2"), ("1002", "node3")):
+            incident = await inject(client, task_queue, anomaly(job_id, nodes=(node,), cluster=cluster), policy,
+                                    Mode.AUTONOMOUS)
+            reports.append(await result(client, incident))
+    bad, good = reports
+    assert bad.plan is not None and bad.plan.nodes_to_drain() == ("node2",)
+    assert "corroborated (job-log, health-probe)" in bad.plan.rationale
+    assert good.plan is not None and good.plan.suspect_nodes == ("node3",)
+    assert any("health probe of node3 passed" in e.detail for e in good.timeline)
+    assert [d.target for d in fake.journal("drain")] == ["node2"]
