@@ -222,9 +222,13 @@ class RecoveryWorkflow:
         approval of the plan (approve mode) did not approve this, so it is asked for again."""
         if self._s.decision is not None and self._s.decision.verb is DecisionVerb.APPROVE:
             self._s.decision = None
+        if self._s.state is S.AWAITING_APPROVAL:
+            # The plan's approval is answered first (the `decide` update returns on a new state),
+            # while the notification goes out; then the drain is asked for on its own.
+            self.move(S.ISOLATING, f"{why}; the plan's approval does not cover a drain past this limit")
+        await self.notify(f"approval needed: {why}")
         self.move(S.AWAITING_APPROVAL, f"{why}; approve to drain anyway, or cancel")
         self.upsert()
-        await self.notify(f"approval needed: {why}")
         policy = self._start.policy
         if not await self.wait(lambda: self._s.decision is not None, policy.approval_timeout_s):
             raise Escalation(f"{why}; no decision within {policy.approval_timeout_s:.0f}s")

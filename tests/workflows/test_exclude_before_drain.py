@@ -13,10 +13,21 @@ from datetime import UTC, datetime
 from temporalio.client import Client
 
 from goodput.diagnose.node_memory import NodeMemoryPolicy
-from goodput.models import Anomaly, AnomalyKind, AnomalySource, Mode
+from goodput.models import Anomaly, AnomalyKind, AnomalySource, Mode, OperatorDecision
+from goodput.recover.breaker import BreakerPolicy, TopologyGroup
 from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
+from goodput.recover.incident import Decision, DecisionVerb
 from goodput.recover.lifecycle import IncidentState
-from tests.workflows.helpers import FAST, anomaly, cluster_with_three_users, inject, result, running_worker
+from tests.helpers import eventually
+from tests.workflows.helpers import (
+    FAST,
+    anomaly,
+    cluster_with_three_users,
+    inject,
+    result,
+    running_worker,
+    wait_for_state,
+)
 from workers.client import TemporalIncidentService
 
 TWO_SIGNALS = FAST.model_copy(update={"exclude_before_drain": ExcludeBeforeDrainPolicy(enabled=True)})
@@ -90,3 +101,28 @@ async def test_the_sites_health_probe_run_on_request_settles_it(client: Client, 
     assert good.plan is not None and good.plan.suspect_nodes == ("node3",)
     assert any("health probe of node3 passed" in e.detail for e in good.timeline)
     assert [d.target for d in fake.journal("drain")] == ["node2"]
+
+
+async def test_in_approve_mode_a_drain_past_the_switch_limit_is_asked_for_again(client: Client,
+                                                                                 task_queue: str) -> None:
+    policy = FAST.model_copy(update={"breaker": BreakerPolicy(max_drains_per_switch=1, switches=(
+        TopologyGroup(name="leaf1", nodes="node[1-8]"),))})
+    cluster = f"sw{uuid.uuid4().hex[:6]}"
+    service = TemporalIncidentService(client, task_queue)
+    approve = Decision(verb=DecisionVerb.APPROVE, by=OperatorDecision(who="ops", reason="looks right"))
+    async with running_worker(client, task_queue) as fake:
+        first = await inject(client, task_queue, anomaly("1001", nodes=("node2",), cluster=cluster), policy,
+                             Mode.APPROVE)
+        await wait_for_state(client, first, IncidentState.AWAITING_APPROVAL)
+        await service.decide(first, approve)
+        assert (await result(client, first)).state is IncidentState.RECOVERED
+        second = await inject(client, task_queue, anomaly("1002", nodes=("node3",), cluster=cluster), policy,
+                              Mode.APPROVE)
+        await wait_for_state(client, second, IncidentState.AWAITING_APPROVAL)
+        await service.decide(second, approve)  # approves the plan; the switch limit then asks again
+        asked = await eventually(lambda: service.get(second), lambda r: "switch leaf1 drain limit tripped" in
+                                 r.timeline[-1].detail, what="the switch limit's question")
+        assert asked.state is IncidentState.AWAITING_APPROVAL and fake.journal("drain")[-1].target == "node2"
+        await service.decide(second, approve)
+        assert (await result(client, second)).state is IncidentState.RECOVERED
+    assert [d.target for d in fake.journal("drain")] == ["node2", "node3"]
