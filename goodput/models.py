@@ -236,6 +236,9 @@ class RecoveryPlan(Frozen):
     actions: tuple[RecoveryAction, ...]
     rationale: str
     blocked_by_blast_radius: bool = False
+    # Nodes blamed on the job's log alone: excluded from the job, not drained, marked suspect in
+    # node memory (goodput.recover.corroboration).
+    suspect_nodes: tuple[str, ...] = ()
 
     def has(self, kind: ActionKind) -> bool:
         return any(a.kind is kind for a in self.actions)

@@ -294,7 +294,9 @@ def warn(message: str) -> None:
 def breaker_line(status: BreakerState) -> str:
     opened = status.tripped_at.isoformat() if status.tripped_at else "closed"
     drained = sorted({n for g in status.grants for n in g.nodes})
-    return f"{opened}; trips={status.trips} refused={status.refused}; drained in window: {', '.join(drained) or 'none'}"
+    groups = "".join(f"; {group} tripped at {at.isoformat()}" for group, at in sorted(status.tripped_groups.items()))
+    return (f"{opened}; trips={status.trips} refused={status.refused}; drained in window: "
+            f"{', '.join(drained) or 'none'}{groups}")
 
 
 def kill_switch_line(switch: KillSwitchState) -> str:

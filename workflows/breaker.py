@@ -76,10 +76,10 @@ class DrainBreakerWorkflow:
         return self._reserve(request)
 
     def _reserve(self, request: DrainRequest) -> DrainVerdict:
-        trips = self._state.trips
+        trips, groups = self._state.trips, set(self._state.tripped_groups)
         self._state, verdict = decide(self._state, request, workflow.now(), self._start.policy)
         self._decisions += 1
-        if self._state.trips > trips:
+        if self._state.trips > trips or (verdict.group and verdict.group not in groups):
             self._audit(GOODPUT_ACTOR, AuditAction.BREAKER_TRIP, request.incident_id, request.nodes,
                         verdict.reason, "drains refused until the window passes or an operator resets it")
         return verdict

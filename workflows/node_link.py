@@ -162,6 +162,12 @@ async def drain(wf: Incident, nodes: tuple[str, ...], reason: str) -> IsolateRes
     verdict = await wf.step("reserve_drain", ReserveInput(
         cluster=wf.start.key.cluster, policy=wf.start.policy.breaker,
         request=DrainRequest(incident_id=wf.id, nodes=nodes)), DrainVerdict)
+    if not verdict.allowed and verdict.group and workflow.patched("switch-limit-approval"):
+        # Past a switch's or rack's limit the drain is a person's call, not a refusal for good.
+        await wf.approval_past_limit(verdict.reason)
+        verdict = await wf.step("reserve_drain", ReserveInput(
+            cluster=wf.start.key.cluster, policy=wf.start.policy.breaker,
+            request=DrainRequest(incident_id=wf.id, nodes=nodes, approved_past_groups=True)), DrainVerdict)
     if not verdict.allowed:
         raise Refused(verdict.reason)
     wf.move(S.ISOLATING, f"draining {', '.join(nodes)} ({verdict.reason})")

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.detect.log_marks import merge
     from goodput.models import Anomaly, Attribution, LogMark, Mode, OperatorDecision, RecoveryPlan
     from goodput.recover.audit import GOODPUT_ACTOR, AuditAction
+    from goodput.recover.corroboration import corroborate
     from goodput.recover.incident import (
         AttributeInput,
         AttributeResult,
@@ -53,7 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search
     from workflows.audit import audit_record, settled, write_audit
     from workflows.node_link import recommend
-    from workflows.recovery_actions import execute, remember
+    from workflows.recovery_actions import execute, mark_suspects, probe_suspects, remember
     from workflows.recovery_follow import await_actionable, follow_launcher, let_the_job_end
     from workflows.recovery_steps import STEP_TIMEOUT, CancelledByOperator, Escalation, run_step, wait_for
     from workflows.recovery_trust import closed, recommended
@@ -135,7 +136,15 @@ class RecoveryWorkflow:
         """Plan and act once; True when the plan left the job to its own launcher's in-job
         restart and the incident goes on following the job."""
         attribution, job = await self._stand_on(start, attributed)
-        plan = self._s.plan = plan_recovery(attribution, job, start.policy)
+        corroboration = None
+        if start.policy.exclude_before_drain.enabled and attribution.drain and workflow.patched("exclude-before-drain"):
+            corroboration = corroborate(attribution, self._s.anomalies, self._s.memory)
+            # Lines not shown to be the job's own output may not make goodput run commands on nodes.
+            if (corroboration.suspect and start.policy.exclude_before_drain.probe_command
+                    and not attributed.evidence_only):
+                probes = await probe_suspects(self, corroboration.suspect)
+                corroboration = corroborate(attribution, self._s.anomalies, self._s.memory, probes)
+        plan = self._s.plan = plan_recovery(attribution, job, start.policy, corroboration)
         self.move(S.PLANNED, plan.rationale)
         self.upsert()
         if self.cancelled_here():
@@ -146,6 +155,8 @@ class RecoveryWorkflow:
             raise Escalation(attributed.note or "the scheduler has no record of this job")
         if not await self._may_act(start, attributed, plan):
             return False
+        if plan.suspect_nodes:  # only ever set under the exclude-before-drain patch
+            await mark_suspects(self, attribution, job, plan.suspect_nodes)
         follow = follows_in_job(attribution, start.policy) and workflow.patched("follow-in-job-restarts")
         await execute(self, plan, job.job_id, job.restart_count, follow=follow)
         return follow and self._s.state is S.FOLLOWING_LAUNCHER
@@ -157,8 +168,8 @@ class RecoveryWorkflow:
         # Evidence that may not act may not teach the node memory either (it would drain later).
         if (job is not None and start.policy.node_memory.enabled and not attributed.evidence_only
                 and workflow.patched("node-memory")):
-            attribution, answered = await remember(self, attribution, job)
-            if answered:
+            attribution, self._s.memory = await remember(self, attribution, job)
+            if self._s.memory is not None:
                 self._s.attributed = attributed.model_copy(update={"attribution": attribution})
         if job is not None and (start.mode is None or start.policy_from_service):
             self._s.mode = governing_mode(start.policy.mode_for(job.partition), start.mode)
@@ -225,6 +236,27 @@ class RecoveryWorkflow:
             if why:  # engaged while the plan waited: it wins over the approval
                 raise Escalation(f"approved, but not carried out: {why}")
         return True
+
+    async def approval_past_limit(self, why: str) -> None:
+        """A drain past a switch's or rack's limit: whatever the mode, an operator decides. An
+        approval of the plan (approve mode) did not approve this, so it is asked for again."""
+        if self._s.decision is not None and self._s.decision.verb is DecisionVerb.APPROVE:
+            self._s.decision = None
+        if self._s.state is S.AWAITING_APPROVAL:
+            # The plan's approval is answered first (the `decide` update returns on a new state),
+            # while the notification goes out; then the drain is asked for on its own.
+            self.move(S.ISOLATING, f"{why}; the plan's approval does not cover a drain past this limit")
+        await self.notify(f"approval needed: {why}")
+        self.move(S.AWAITING_APPROVAL, f"{why}; approve to drain anyway, or cancel")
+        self.upsert()
+        policy = self._start.policy
+        if not await self.wait(lambda: self._s.decision is not None, policy.approval_timeout_s):
+            raise Escalation(f"{why}; no decision within {policy.approval_timeout_s:.0f}s")
+        if self.cancelled_here():
+            raise CancelledByOperator
+        _, engaged = effective_mode(self._s.mode, await self._kill_switch())
+        if engaged:  # engaged while the drain waited: it wins over the approval
+            raise Escalation(f"approved, but not carried out: {engaged}")
 
     async def attribute(self) -> AttributeResult:
         self._s.weighed = self._s.anomaly_count

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         VerifyResult,
     )
     from goodput.recover.lifecycle import IncidentState
+    from goodput.recover.node_health import CheckResult, NodeCheckInput, check_argv
     from goodput.recover.policy import ResumeStrategy
     from goodput.recover.recovery_rules import (
         lost_work_note,
@@ -130,17 +131,52 @@ async def resume(wf: Incident, kind: ActionKind, job_id: str, exclude: tuple[str
     raise Escalation(f"job did not run again after {policy.max_resume_attempts} attempt(s)")
 
 
-async def remember(wf: Incident, attribution: Attribution, job: JobInfo) -> tuple[Attribution, bool]:
+async def remember(wf: Incident, attribution: Attribution, job: JobInfo) -> tuple[Attribution, MemoryVerdict | None]:
     """The cluster's memory of nodes weighs in on what this incident could not settle alone.
-    Returns the attribution to plan on, and whether the memory answered (then the incident
-    stands on it too; an unavailable memory is only a note in the explanation)."""
+    Returns the attribution to plan on, and the memory's verdict when it answered (then the
+    incident stands on it too; an unavailable memory is only a note in the explanation)."""
     observation = observation_of(wf.id, attribution, job, workflow.now())
     if observation is None:
-        return attribution, False
+        return attribution, None
     try:
         verdict = await wf.step("consult_node_memory", MemoryInput(
             cluster=wf.start.key.cluster, observation=observation, policy=wf.start.policy.node_memory),
             MemoryVerdict)
     except Escalation as why:  # a recovery never waits on, or fails for, the memory
-        return memory_unavailable(attribution, str(why)), False
-    return memory_weighed(attribution, verdict, job), True
+        return memory_unavailable(attribution, str(why)), None
+    return memory_weighed(attribution, verdict, job), verdict
+
+
+async def probe_suspects(wf: Incident, nodes: tuple[str, ...]) -> dict[str, CheckResult]:
+    """The site's health probe on each node only the job's log blames, run now (the `check_node`
+    step); a probe that cannot be run is a note, never a signal."""
+    policy = wf.start.policy.exclude_before_drain
+    found: dict[str, CheckResult] = {}
+    for node in nodes:
+        try:
+            probe = await wf.step("check_node", NodeCheckInput(argv=check_argv(policy.probe_command, node),
+                                                               timeout_s=policy.probe_timeout_s),
+                                  CheckResult, timeout=timedelta(seconds=policy.probe_timeout_s + 60))
+        except Escalation as why:
+            wf.record(wf.incident.state, f"health probe of {node} not run: {why}")
+            continue
+        found[node] = probe
+        outcome = "passed" if probe.passed else "failed" if probe.ran else "could not run"
+        wf.record(wf.incident.state, f"health probe of {node} {outcome}: {probe.detail[:300]}")
+    return found
+
+
+async def mark_suspects(wf: Incident, attribution: Attribution, job: JobInfo, nodes: tuple[str, ...]) -> None:
+    """Marks `nodes` suspect in the cluster's node memory: this incident's observation again,
+    with the nodes it excluded without draining. A memory that cannot be reached is a note."""
+    observation = observation_of(wf.id, attribution, job, workflow.now())
+    if observation is None or not wf.start.policy.node_memory.enabled:
+        return
+    try:
+        await wf.step("consult_node_memory", MemoryInput(
+            cluster=wf.start.key.cluster, observation=observation.model_copy(update={"suspects": nodes}),
+            policy=wf.start.policy.node_memory), MemoryVerdict)
+    except Escalation as why:
+        wf.record(wf.incident.state, f"could not mark {', '.join(nodes)} suspect in node memory ({why})")
+        return
+    wf.done(f"marked {', '.join(nodes)} suspect in node memory (excluded from job {job.job_id}, not drained)")

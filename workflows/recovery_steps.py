@@ -144,3 +144,7 @@ class Incident(Protocol):
 
     def resumed(self, job_id: str) -> None:
         """The job id the resume produced (a resubmit's new id, or the same job's)."""
+
+    async def approval_past_limit(self, why: str) -> None:
+        """Waits for an operator to approve a drain a switch's or rack's limit refused; raises
+        CancelledByOperator on a cancel and Escalation when no decision comes in time."""

@@ -25,21 +25,21 @@ from workflows.node_health import NodeHealthStart, NodeHealthWorkflow, node_heal
 class CommandNodeCheck:
     async def run(self, argv: tuple[str, ...], timeout_s: float) -> CheckResult:
         if not argv:
-            return CheckResult(passed=False,
+            return CheckResult(passed=False, ran=False,
                                detail="no health check configured (policy.return_to_service.check_command)")
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT, start_new_session=True)
         except OSError as err:
-            return CheckResult(passed=False, detail=f"cannot run {argv[0]}: {err.strerror or err}")
+            return CheckResult(passed=False, ran=False, detail=f"cannot run {argv[0]}: {err.strerror or err}")
         try:
             output, _ = await asyncio.wait_for(process.communicate(), timeout=timeout_s)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, 9)
             await process.wait()
-            return CheckResult(passed=False, detail=f"timed out after {timeout_s:.0f} s")
+            return CheckResult(passed=False, ran=False, detail=f"timed out after {timeout_s:.0f} s")
         tail = output.decode("utf-8", "replace")[-MAX_OUTPUT + 40:].strip()
         status = process.returncode
         return CheckResult(passed=status == 0, detail=f"exit {status}" + (f": {tail}" if tail else ""))

@@ -106,8 +106,11 @@ def nodes_table(cluster: str, standings: Sequence[NodeStanding]) -> Table:
     for column in ("node", "score", "jobs", "users", "last", "suspect"):
         table.add_column(column, justify="right" if column == "score" else "left")
     for s in standings:
+        # A suspect mark: incidents excluded the node from their job on their log alone, not drained.
+        marked = f"excluded, not drained ({len(s.marked_by)})" if s.marked_by else ""
         table.add_row(t(s.node), f"{s.score:.2f}", t(", ".join(s.jobs)), t(", ".join(s.users)), _when(s.last_at),
-                      Text("yes", style="bold red") if s.suspect else "no")
+                      Text("yes" + (f"; {marked}" if marked else ""), style="bold red") if s.suspect
+                      else Text(marked, style="yellow") if marked else "no")
     return table
 
 

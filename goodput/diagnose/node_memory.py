@@ -59,6 +59,9 @@ class Observation(Frozen):
     # culprits attribution named; recorded with full weight.
     ambiguous: bool
     at: datetime
+    # Those of `nodes` the incident excluded from its job without draining them, since only its
+    # log blamed them (goodput.recover.corroboration): shown as a suspect mark on the node.
+    suspects: tuple[str, ...] = ()
 
 
 class NodeMemoryState(Frozen):
@@ -76,6 +79,8 @@ class NodeStanding(Frozen):
     users: tuple[str, ...]
     last_at: datetime
     suspect: bool
+    # Incidents that excluded the node from their job on their log alone, pending a second signal.
+    marked_by: tuple[str, ...] = ()
 
 
 class MemoryVerdict(Frozen):
@@ -84,6 +89,9 @@ class MemoryVerdict(Frozen):
     suspects: tuple[NodeStanding, ...] = ()
     roaming_job: bool = False
     note: str = ""
+    # Nodes of this allocation that another job's incident named as its culprit within the window:
+    # a second, independent signal for a drain (goodput.recover.corroboration).
+    witnessed: tuple[str, ...] = ()
 
 
 class NodeMemory(Protocol):
@@ -144,7 +152,10 @@ def standing(state: NodeMemoryState, now: datetime, policy: NodeMemoryPolicy) ->
     jobs: dict[str, dict[str, float]] = {}
     users: dict[str, set[str]] = {}
     last: dict[str, datetime] = {}
+    marked: dict[str, list[str]] = {}
     for o in state.observations:
+        for node in o.suspects:
+            marked.setdefault(node, []).append(o.incident_id)
         if o.job_id in roaming:
             continue
         weight = _weight(o, now, policy)
@@ -160,7 +171,8 @@ def standing(state: NodeMemoryState, now: datetime, policy: NodeMemoryPolicy) ->
     found = [NodeStanding(node=node, score=round(scores[node], 4), jobs=tuple(sorted(jobs[node])),
                           users=tuple(sorted(users.get(node, ()))), last_at=last[node],
                           suspect=(scores[node] >= policy.threshold and len(jobs[node]) >= policy.min_jobs
-                                   and len(users.get(node, ())) >= policy.min_users))
+                                   and len(users.get(node, ())) >= policy.min_users),
+                          marked_by=tuple(marked.get(node, ())))
              for node in jobs]
     return tuple(sorted(found, key=lambda s: (-s.score, s.node)))
 
@@ -175,16 +187,20 @@ def consult(state: NodeMemoryState, observation: Observation, now: datetime,
             f"job {observation.job_id} failed on a different set of nodes {failures} times: the job, not the "
             "nodes, is the common cause"))
     mine = set(observation.nodes)
+    # A suspect mark counts: the next job's log on a node another job's log named settles it.
+    witnessed = tuple(sorted({n for o in state.observations if o.job_id != observation.job_id and not o.ambiguous
+                              for n in o.nodes} & mine))
     suspects = tuple(s for s in standing(state, now, policy) if s.suspect and s.node in mine)
     if not suspects:
-        return state, MemoryVerdict()
+        return state, MemoryVerdict(witnessed=witnessed)
     if len(suspects) > policy.max_suspects:
-        return state, MemoryVerdict(note=(
+        return state, MemoryVerdict(witnessed=witnessed, note=(
             f"{len(suspects)} nodes of this allocation share the same history of unrelated failures; "
             "not enough to single one out"))
     described = "; ".join(f"{s.node} (score {s.score:g}: jobs {', '.join(s.jobs)} of users {', '.join(s.users)})"
                           for s in suspects)
-    return state, MemoryVerdict(suspects=suspects, note=f"implicated by unrelated incidents: {described}")
+    return state, MemoryVerdict(suspects=suspects, witnessed=witnessed,
+                                note=f"implicated by unrelated incidents: {described}")
 
 
 def with_memory(attribution: Attribution, verdict: MemoryVerdict, job: JobInfo) -> Attribution:

@@ -50,7 +50,8 @@ TRANSITIONS: dict[IncidentState, frozenset[IncidentState]] = {
         | _ALWAYS
     ),
     S.AWAITING_APPROVAL: frozenset({S.ISOLATING, S.RESUMING, S.STOPPED, S.FOLLOWING_LAUNCHER} | _ALWAYS),
-    S.ISOLATING: frozenset({S.RESUMING, S.STOPPED, S.FOLLOWING_LAUNCHER} | _ALWAYS),
+    # A drain past a switch's or rack's limit waits for an operator (goodput.recover.breaker).
+    S.ISOLATING: frozenset({S.AWAITING_APPROVAL, S.RESUMING, S.STOPPED, S.FOLLOWING_LAUNCHER} | _ALWAYS),
     # Later evidence (the launcher gave up, exit code 93, the job ended) is weighed again; a
     # launcher that keeps the job running past the policy's window closes the incident.
     S.FOLLOWING_LAUNCHER: frozenset({S.ATTRIBUTED, S.STOPPED} | _ALWAYS),

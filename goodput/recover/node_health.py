@@ -68,6 +68,9 @@ class CheckResult(Frozen):
 
     passed: bool
     detail: str = Field(default="", max_length=MAX_OUTPUT)
+    # False when the check could not run (none configured, not found, timed out): not passing then
+    # says nothing about the node, which matters where a failed check is evidence against it.
+    ran: bool = True
 
 
 class NodeCheckInput(Frozen):

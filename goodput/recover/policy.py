@@ -24,6 +24,7 @@ from goodput.models import (
     RestartEffect,
 )
 from goodput.recover.breaker import BreakerPolicy
+from goodput.recover.corroboration import Corroboration, ExcludeBeforeDrainPolicy
 from goodput.recover.node_health import ReturnToServicePolicy
 from goodput.recover.node_incident import NodeIncidentPolicy
 from goodput.recover.spares import SparePolicy
@@ -96,17 +97,43 @@ class Policy(Frozen):
     # Earned autonomy (goodput.recover.trust): the bar a rule's record at this site must clear before
     # it acts alone in an autonomous partition, and whether that bar applies at all.
     autonomy: AutonomyPolicy = Field(default_factory=AutonomyPolicy)
+    # A drain needs a second signal from the node itself; a node only the job's log blames is
+    # excluded from that job and marked suspect instead (goodput.recover.corroboration).
+    exclude_before_drain: ExcludeBeforeDrainPolicy = Field(default_factory=ExcludeBeforeDrainPolicy)
 
     def mode_for(self, partition: str) -> Mode:
         """Sites trust goodput partition by partition; unknown partitions get the default."""
         return self.partition_modes.get(partition, self.mode)
 
 
-def plan_recovery(attribution: Attribution, job: JobInfo | None, policy: Policy) -> RecoveryPlan:
+def _corroborated(corroboration: Corroboration) -> str:
+    """What the plan says about the signals it found, node by node."""
+    return "; ".join([*(f"drain {n}: corroborated ({corroboration.described(n)})" for n in corroboration.drain),
+                      *(f"{n} excluded from the job, not drained, marked suspect: only the job's log blames it "
+                        f"(signals: {corroboration.described(n)}; a drain needs a second, independent one)"
+                        for n in corroboration.suspect)])
+
+
+def plan_recovery(attribution: Attribution, job: JobInfo | None, policy: Policy,
+                  corroboration: Corroboration | None = None) -> RecoveryPlan:
+    """The plan for `attribution`. With `corroboration` (exclude before drain), only its
+    corroborated nodes are drained; its suspects are excluded from the resumed job alone."""
     handled = attribution.restart_effect in (RestartEffect.IN_JOB, RestartEffect.NEVER)
     restart = not handled and (attribution.restart or (
         attribution.category is Category.APP_ERROR and policy.restart_on_app_error))
     drain = tuple(dict.fromkeys(attribution.culprit_nodes)) if attribution.drain else ()
+    suspects: tuple[str, ...] = ()
+    if corroboration is not None and (corroboration.drain or corroboration.suspect):
+        drain, suspects = corroboration.drain, corroboration.suspect
+        plan = _plan(attribution, job, policy, drain, suspects, restart)
+        why = _corroborated(corroboration)
+        return plan.model_copy(update={"rationale": f"{plan.rationale} ({why})", "suspect_nodes": suspects})
+    return _plan(attribution, job, policy, drain, suspects, restart)
+
+
+def _plan(attribution: Attribution, job: JobInfo | None, policy: Policy, drain: tuple[str, ...],
+          suspects: tuple[str, ...], restart: bool) -> RecoveryPlan:
+    exclude = (*drain, *suspects)
 
     if drain:
         limit = policy.max_drain_nodes_per_incident
@@ -142,14 +169,15 @@ def plan_recovery(attribution: Attribution, job: JobInfo | None, policy: Policy)
         return RecoveryPlan(actions=tuple(actions), rationale=rationale)
 
     if policy.resume is ResumeStrategy.RESUBMIT:
-        actions.append(RecoveryAction(kind=ActionKind.RESUBMIT, exclude=drain,
+        actions.append(RecoveryAction(kind=ActionKind.RESUBMIT, exclude=exclude,
                                       reason="resubmit excluding isolated nodes"))
     else:
-        actions.append(RecoveryAction(kind=ActionKind.REQUEUE, exclude=drain,
+        actions.append(RecoveryAction(kind=ActionKind.REQUEUE, exclude=exclude,
                                       reason="requeue on healthy nodes"))
     actions.append(RecoveryAction(kind=ActionKind.NOTIFY, reason=attribution.explanation))
     verb = "resubmit" if policy.resume is ResumeStrategy.RESUBMIT else "requeue"
     rationale = (f"{attribution.category}: "
-                 + (f"drain {', '.join(drain)}, then " if drain else "no node blamed; ")
+                 + (f"drain {', '.join(drain)}, then " if drain else "")
+                 + (f"exclude {', '.join(suspects)}, " if suspects else "" if drain else "no node blamed; ")
                  + f"{verb} the job")
     return RecoveryPlan(actions=tuple(actions), rationale=rationale)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from goodput.checkpoints import Checkpoint, LostWork
+from goodput.diagnose.node_memory import MemoryVerdict
 from goodput.models import Anomaly, IncidentKey, LogMark, Mode, RecoveryPlan
 from goodput.recover.audit import AuditRecord
 from goodput.recover.incident import AttributeResult, Decision, IncidentReport, TimelineEvent
@@ -36,6 +37,7 @@ class RecoveryState:
     # The operator's word, and what the incident made of the evidence.
     decision: Decision | None = None
     attributed: AttributeResult | None = None
+    memory: MemoryVerdict | None = None  # what the node memory said of the latest attribution
     plan: RecoveryPlan | None = None
     # What it did.
     timeline: list[TimelineEvent] = field(default_factory=list)

@@ -90,3 +90,9 @@ def test_visible_keeps_ordinary_text_and_spells_out_the_rest() -> None:
     assert visible("node07: Xid 79 — GPU has fallen off the bus ✓") == "node07: Xid 79 — GPU has fallen off the bus ✓"
     assert visible("a\tb\x00c\x7f\u200bd") == "a\\x09b\\x00c\\x7f\\u200bd"
     assert visible("two\nlines") == "two\\x0alines" and visible("two\nlines", keep_newlines=True) == "two\nlines"
+
+
+def test_goodput_nodes_shows_a_suspect_mark() -> None:
+    marked = NodeStanding(node="node2", score=1.0, jobs=("1001",), users=("alice",), last_at=T0, suspect=False,
+                          marked_by=("incident-a",))
+    assert "excluded, not drained (1)" in printed(nodes_table("lab", [marked]))
