@@ -22,9 +22,9 @@ import pytest
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Mode
 from goodput.recover.lifecycle import IncidentState
-from tests.helpers import free_port
+from tests.helpers import eventually, free_port
 from tests.workflows.helpers import FAST, anomaly, inject, result
-from tests.workflows.test_durability import start_worker, wait_until
+from tests.workflows.test_durability import start_worker
 from workers import devserver
 from workers.client import connect
 
@@ -43,7 +43,7 @@ async def test_a_server_killed_mid_recovery_and_restarted_on_its_database_finish
     try:
         worker = start_worker(address, task_queue, tmp_path, delay_s=8.0)
         incident = await inject(await connect(address), task_queue, anomaly(), FAST, Mode.AUTONOMOUS)
-        await wait_until(lambda: fake.journal("drain"), timeout_s=60)
+        await eventually(lambda: fake.journal("drain"), timeout=60, interval=0.05, what="the drain")
         os.kill(server.pid, signal.SIGKILL)
         server.wait(timeout=10)
         server = devserver.start(port=port, ui_port=None, db_file=db, log_file=log)
