@@ -7,7 +7,8 @@ the very first transfer after NCCL connected is a fabric that was never configur
 that broke. The watchdog stuck on several ranks at once is the program deadlocked, not one bad
 GPU; a stack dump whose main thread waits on its data loader is the input pipeline. A step
 cancelled before anything failed was cancelled by someone. Tasks Slurm terminated are teardown,
-and the one task missing from their list is the one that failed.
+and the one task missing from their list is the one that failed. A CUDA OOM's own figures say whether
+the process filled the device, the free memory was fragmented, or another process held it (`cuda_oom`).
 
 `Circumstances` watches the hits of one log in line order (bounded memory, like the locator) and
 `synthesize` turns what it saw into hits of the synthetic signatures below, which then compete
@@ -19,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+from goodput.diagnose.signatures.cuda_oom import OomReader
 from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, LineContext, Match, Role, Signature
 from goodput.models import Category, CulpritKind, RestartEffect
 from goodput.untrusted_text import bounded_int
@@ -93,8 +95,10 @@ class Circumstances:
         self.owner_cancel: Match | None = None
         # (host, first task, the rest of the task list) of tasks Slurm terminated or killed.
         self._terminated: list[tuple[str | None, str, str]] = []
+        self._oom = OomReader()
 
     def observe(self, match: Match) -> None:
+        self._oom.observe(match)
         sig = match.signature
         sig_id = sig.id
         line = match.line_no
@@ -141,7 +145,7 @@ class Circumstances:
             found.append(_as(JOB_WIDE_WATCHDOG, stuck[0]))
         if self.data_wait is not None:
             found.append(_as(INPUT_PIPELINE_HANG, self.data_wait))
-        return found
+        return found + self._oom.synthesize()
 
     def failed_task(self) -> tuple[int, str | None] | None:
         """The one task missing from the tasks Slurm terminated, and their host if they share one."""
