@@ -91,6 +91,15 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool]] = [
      Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
     ("lightning-single-process-is-benign", ["Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/1"],
      Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
+    # Ray: a worker the Linux OOM killer killed cannot report why; Ray's memory guide documents this
+    # worker-exit message as how such a kill shows. Host memory, not the network the EOF suggests.
+    ("ray-worker-killed-by-oom-killer", [
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: "
+        "Worker unexpectedly exits with a connection error code 2. End of file. There are some potential root causes. "
+        "(1) The process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. "
+        "(3) The worker is crashed unexpectedly due to SIGSEGV or other unexpected errors."],
+     Category.OOM, CulpritKind.APP, False, False),
     # A real failure after a completed rendezvous still decides.
     ("lightning-then-cuda-oom", [
         "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2",
@@ -125,7 +134,8 @@ def test_oom_figures_refuse_what_is_not_a_device(text: str) -> None:
 
 
 def test_new_rules_cite_their_documented_source_and_never_drain() -> None:
-    for sig_id in ("torch-store-server-alone", "lightning-rendezvous-incomplete", "lightning-rendezvous-complete"):
+    for sig_id in ("torch-store-server-alone", "lightning-rendezvous-incomplete", "lightning-rendezvous-complete",
+                   "ray-worker-exit-oom-killer", "torch-cuda-oom-figures"):
         sig = CAT.get(sig_id)
         assert sig is not None, sig_id
         assert sig.source, sig_id

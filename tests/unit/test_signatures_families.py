@@ -452,6 +452,16 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("[ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', '--local_rank=3', '--zero', "
      "'2'] exits with return code = -9", "deepspeed-exit-sigkill", {"detail": "3"}),
     ("RuntimeError: write(): fd 29 failed with Input/output error", "storage-write-eio", {}),
+    # Round 3, application (diag-app).
+    ("142.76 MiB already allocated; 6.32 GiB free; 158.00 MiB reserved in total by PyTorch)",
+     "torch-cuda-oom-figures", {}),
+    ("torch.distributed.DistStoreError: Timed out after 3601 seconds waiting for clients. 1/16 clients joined.",
+     "torch-store-server-alone", {}),
+    ("Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4", "lightning-rendezvous-incomplete", {}),
+    ("All distributed processes registered. Starting with 4 processes", "lightning-rendezvous-complete", {}),
+    ("Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. "
+     "End of file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to "
+     "high memory usage.", "ray-worker-exit-oom-killer", {}),
 ]
 
 
