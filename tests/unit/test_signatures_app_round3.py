@@ -41,6 +41,11 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool]] = [
     ("oom-free-exceeds-request-old", [OLD.format(tried="304.00 MiB", total="8.00 GiB", alloc="142.76 MiB",
                                                  free="6.32 GiB", reserved="158.00 MiB")],
      Category.OOM, CulpritKind.APP, False, True),
+    # The process hit its own cap (set_per_process_memory_fraction): the device's free memory was never its.
+    ("oom-at-the-process-cap", [
+        "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity; 38.00 GiB "
+        "already allocated; 40.00 GiB free; 39.58 GiB allowed; 39.00 GiB reserved in total by PyTorch)"],
+     Category.OOM, CulpritKind.APP, False, False),
     # The same message wrapped by a terminal or a collector: the figures are on the next line.
     ("oom-free-exceeds-request-wrapped", [
         "RuntimeError: CUDA out of memory. Tried to allocate 304.00 MiB (GPU 0; 8.00 GiB total capacity;",

@@ -86,6 +86,7 @@ def _bytes(number: str | None, unit: str | None) -> int | None:
 def read_figures(text: str) -> OomFigures | None:
     """The figures of a CUDA OOM message (either PyTorch format), or None if it has none that make sense."""
     found = _OLD.search_text(text)
+    old = found is not None
     if found is not None:
         # Groups: tried, total, already allocated, free, allowed (optional), reserved; two per size.
         picks = (1, 3, 7, 11)
@@ -98,6 +99,10 @@ def read_figures(text: str) -> OomFigures | None:
     tried, total, free, mine = sizes
     if tried is None or total is None or free is None or mine is None or total == 0 or free > total:
         return None
+    if old and found.group(9) is not None:
+        # A per-process cap (set_per_process_memory_fraction): only what is left under it is free to this process.
+        allowed = _bytes(found.group(9), found.group(10))
+        free = min(free, max(0, allowed - mine)) if allowed is not None else 0
     return OomFigures(tried=tried, total=total, free=free, mine=mine)
 
 
