@@ -105,6 +105,25 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool]] = [
         "(1) The process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. "
         "(3) The worker is crashed unexpectedly due to SIGSEGV or other unexpected errors."],
      Category.OOM, CulpritKind.APP, False, False),
+    # A child killed by SIGKILL with no traceback, as the OOM killer does, told by other launchers:
+    # Python's CalledProcessError (accelerate, torch.distributed.launch), Open MPI's mpirun, bash.
+    ("subprocess-died-with-sigkill", [
+        "subprocess.CalledProcessError: Command '['/usr/bin/python3', 'train.py', '--bs', '64']' died with "
+        "<Signals.SIGKILL: 9>."],
+     Category.OOM, CulpritKind.APP, False, False),
+    ("mpirun-rank-exited-on-signal-9", [
+        "mpirun noticed that process rank 3 with PID 41822 on node gpu-node-07 exited on signal 9 (Killed)."],
+     Category.OOM, CulpritKind.APP, False, False),
+    ("bash-job-killed", [
+        "/var/spool/slurmd/job4711/slurm_script: line 23: 51234 Killed                  python train.py --bs 64"],
+     Category.OOM, CulpritKind.APP, False, False),
+    # Other signals keep their own meaning.
+    ("subprocess-died-with-sigsegv-is-not-oom", [
+        "subprocess.CalledProcessError: Command '['python', 'train.py']' died with <Signals.SIGSEGV: 11>."],
+     Category.APP_ERROR, CulpritKind.APP, False, False),
+    ("mpirun-signal-15-is-not-oom", [
+        "mpirun noticed that process rank 3 with PID 41822 on node gpu-node-07 exited on signal 15 (Terminated)."],
+     Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
     # A real failure after a completed rendezvous still decides.
     ("lightning-then-cuda-oom", [
         "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2",
@@ -140,7 +159,7 @@ def test_oom_figures_refuse_what_is_not_a_device(text: str) -> None:
 
 def test_new_rules_cite_their_documented_source_and_never_drain() -> None:
     for sig_id in ("torch-store-server-alone", "lightning-rendezvous-incomplete", "lightning-rendezvous-complete",
-                   "ray-worker-exit-oom-killer", "torch-cuda-oom-figures"):
+                   "ray-worker-exit-oom-killer", "torch-cuda-oom-figures", "child-killed-sigkill"):
         sig = CAT.get(sig_id)
         assert sig is not None, sig_id
         assert sig.source, sig_id

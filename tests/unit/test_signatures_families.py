@@ -462,6 +462,8 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. "
      "End of file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to "
      "high memory usage.", "ray-worker-exit-oom-killer", {}),
+    ("mpirun noticed that process rank 3 with PID 41822 on node gpu-node-07 exited on signal 9 (Killed).",
+     "child-killed-sigkill", {"rank": "3", "host": "gpu-node-07"}),
 ]
 
 
