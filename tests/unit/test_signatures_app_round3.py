@@ -124,6 +124,22 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool]] = [
     ("mpirun-signal-15-is-not-oom", [
         "mpirun noticed that process rank 3 with PID 41822 on node gpu-node-07 exited on signal 15 (Terminated)."],
      Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
+    # The dynamic loader (ld.so) refusing the program: version skew between built binaries, or a
+    # library missing from the environment. The software environment, deterministic.
+    ("ld-so-undefined-symbol", [
+        "python: symbol lookup error: /opt/conda/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so: undefined "
+        "symbol: ncclCommRegister"],
+     Category.APP_ERROR, CulpritKind.APP, False, False),
+    ("ld-so-missing-library", [
+        "python3: error while loading shared libraries: libcudart.so.12: cannot open shared object file: No such file "
+        "or directory"],
+     Category.APP_ERROR, CulpritKind.APP, False, False),
+    # The driver's own libraries come with the node's driver (or the container runtime's GPU hook): the
+    # loader's message alone does not say which, so it decides nothing.
+    ("ld-so-missing-driver-library-decides-nothing", [
+        "python3: error while loading shared libraries: libcuda.so.1: cannot open shared object file: No such file "
+        "or directory"],
+     Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
     # A real failure after a completed rendezvous still decides.
     ("lightning-then-cuda-oom", [
         "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2",
@@ -159,7 +175,8 @@ def test_oom_figures_refuse_what_is_not_a_device(text: str) -> None:
 
 def test_new_rules_cite_their_documented_source_and_never_drain() -> None:
     for sig_id in ("torch-store-server-alone", "lightning-rendezvous-incomplete", "lightning-rendezvous-complete",
-                   "ray-worker-exit-oom-killer", "torch-cuda-oom-figures", "child-killed-sigkill"):
+                   "ray-worker-exit-oom-killer", "torch-cuda-oom-figures", "child-killed-sigkill",
+                   "dynamic-loader-error", "dynamic-loader-driver-library"):
         sig = CAT.get(sig_id)
         assert sig is not None, sig_id
         assert sig.source, sig_id

@@ -464,6 +464,10 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
      "high memory usage.", "ray-worker-exit-oom-killer", {}),
     ("mpirun noticed that process rank 3 with PID 41822 on node gpu-node-07 exited on signal 9 (Killed).",
      "child-killed-sigkill", {"rank": "3", "host": "gpu-node-07"}),
+    ("python: symbol lookup error: /x/libtorch_cuda.so: undefined symbol: ncclCommRegister",
+     "dynamic-loader-error", {}),
+    ("python3: error while loading shared libraries: libnvidia-ml.so.1: cannot open shared object file",
+     "dynamic-loader-driver-library", {}),
 ]
 
 
