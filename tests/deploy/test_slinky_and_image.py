@@ -129,10 +129,24 @@ def test_dockerfile_copies_what_the_wheel_packages() -> None:
     """The packages the build copies are those pyproject.toml puts in the wheel, so a new package
     cannot be silently left out of the image."""
     build, _ = stages(DOCKERFILE.read_text())
-    copied = {i.split()[1] for i in build if i.startswith("COPY ") and not i.startswith("COPY pyproject")}
+    copied = {i.split()[1] for i in build
+              if i.startswith("COPY ") and not i.startswith(("COPY pyproject", "COPY deploy"))}
     packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"][
         "packages"]
     assert copied == set(packages)
     assert all((REPO / p).is_dir() for p in copied)
     ignore = (DOCKERFILE.parent / "Dockerfile.dockerignore").read_text().split()
     assert {f"!{p}/" for p in packages} <= set(ignore)
+
+
+def test_dockerfile_installs_the_lock_and_no_dev_server() -> None:
+    """Every package at the lock's version and hash; the image's extras never include the dev server."""
+    text = DOCKERFILE.read_text()
+    build, _ = stages(text)
+    (extras,) = re.findall(r"^ARG EXTRAS=(\S*)$", text, flags=re.M)
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(extras.split(",")) <= set(declared) - {"devserver", "all", "dev", "bench", "e2e"}
+    install = [i for i in build if "pip install" in i]
+    assert install and all("-c deploy/requirements.lock" in i for i in install)
+    assert "COPY deploy/requirements.lock ./deploy/requirements.lock" in build
+    assert "!deploy/requirements.lock" in (DOCKERFILE.parent / "Dockerfile.dockerignore").read_text().split()
