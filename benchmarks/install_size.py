@@ -1,29 +1,31 @@
 """`python -m benchmarks install-size [--json]`: what each install of goodput puts on disk.
 
-The claim "a lean install" is a number: the bytes of every distribution pulled in by goodput's
-requirements with a given set of extras, walked through the installed packages' own metadata
-(`importlib.metadata`, their RECORD files), so it measures the environment it runs in and needs no
-download. Packages outside the closure (test tools) are not counted; goodput's own code is.
+The claim "a lean install" is a number: the bytes of every distribution this checkout's
+pyproject.toml pulls in with a given set of extras, walked through the installed packages' own
+metadata (`importlib.metadata`, their RECORD files), so it measures the environment it runs in
+and needs no download. Packages outside the closure (test tools) and goodput's own code (about
+the same in every install) are not counted.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Iterable, Sequence
+import tomllib
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from benchmarks._harness import emit
-from goodput.extras import EXTRAS
 
 INSTALLS: dict[str, tuple[str, ...]] = {
-    "lean (CLI backend, REST, console)": (),
-    "image default (+ nvsentinel)": ("nvsentinel",),
-    "+ ssh": ("nvsentinel", "ssh"),
-    "all runtime (+ devserver)": tuple(EXTRAS),
+    "lean: no extras (CLI/REST backends, console)": (),
+    "the image: ssh, nvsentinel, otlp": ("ssh", "nvsentinel", "otlp"),
+    "all runtime: + embedded dev server": ("ssh", "nvsentinel", "otlp", "embedded"),
+    "before the extras (every package required)": ("ssh", "nvsentinel", "otlp", "embedded", "bench"),
 }
+ROOT = Path(__file__).resolve().parents[1]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
 _EXTRA_MARKER = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
 
@@ -32,39 +34,41 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _requirements(dist: metadata.Distribution, extras: Iterable[str]) -> list[str]:
-    """Names `dist` requires with `extras` on; other markers (platform, python) are taken as true."""
-    wanted, names = set(extras), []
+def _requirements(dist: metadata.Distribution) -> list[str]:
+    """Names `dist` requires, its own extras off; other markers (platform, python) are taken as true."""
+    names = []
     for req in dist.requires or []:
         spec, _, marker = req.partition(";")
-        found = _EXTRA_MARKER.search(marker)
-        if found and found.group(1) not in wanted:
+        if _EXTRA_MARKER.search(marker):
             continue
-        head = _NAME.match(spec.strip())
-        if head:
-            names.append(head.group(0))
-            if "[" in spec:  # "goodput[ssh]" style self-references carry their own extras
-                names += [f"{head.group(0)}[{x.strip()}]" for x in spec.split("[", 1)[1].split("]")[0].split(",")]
+        names.append(_spec_name(spec))
     return names
 
 
-def closure(root: str, extras: Sequence[str]) -> dict[str, metadata.Distribution]:
+def closure(extras: Sequence[str]) -> dict[str, metadata.Distribution]:
+    """Every installed distribution this checkout's pyproject.toml pulls in with `extras` on."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    specs = list(project["dependencies"])
+    for extra in extras:
+        specs += [s for s in project["optional-dependencies"][extra] if not s.startswith("goodput[")]
     seen: dict[str, metadata.Distribution] = {}
-    pending: list[tuple[str, tuple[str, ...]]] = [(root, tuple(extras))]
+    pending = [_spec_name(s) for s in specs]
     while pending:
-        name, with_extras = pending.pop()
-        base = name.split("[", 1)[0]
+        name = pending.pop()
+        key = _canonical(name)
+        if key in seen:
+            continue
         try:
-            dist = metadata.distribution(base)
+            seen[key] = metadata.distribution(name)
         except metadata.PackageNotFoundError:
             continue
-        key = _canonical(base)
-        extra_here = with_extras + (tuple(name.split("[", 1)[1].rstrip("]").split(",")) if "[" in name else ())
-        if key in seen and not extra_here:
-            continue
-        seen[key] = dist
-        pending += [(n, ()) for n in _requirements(dist, extra_here)]
+        pending += _requirements(seen[key])
     return seen
+
+
+def _spec_name(spec: str) -> str:
+    head = _NAME.match(spec.strip())
+    return head.group(0) if head else spec
 
 
 def size_of(dist: metadata.Distribution) -> int:
@@ -79,7 +83,7 @@ def size_of(dist: metadata.Distribution) -> int:
 def measure() -> dict[str, Any]:
     rows = {}
     for label, extras in INSTALLS.items():
-        dists = closure("goodput", extras)
+        dists = closure(extras)
         sizes = {name: size_of(d) for name, d in dists.items()}
         rows[label] = {"extras": list(extras), "mib": round(sum(sizes.values()) / 2**20, 1),
                        "distributions": len(sizes),
@@ -94,5 +98,5 @@ def run(argv: Sequence[str]) -> None:
     rows = measure()
     for label, row in rows.items():
         largest = ", ".join(f"{n} {m}" for m, n in row["largest"])
-        print(f"  {label:<36} {row['mib']:>7.1f} MiB in {row['distributions']:>3} distributions  ({largest})")
+        print(f"  {label:<46} {row['mib']:>7.1f} MiB in {row['distributions']:>3} distributions  ({largest})")
     emit({"benchmark": "install-size", "installs": rows}, args.json)

@@ -2,7 +2,7 @@
 
 Most deployments run the CLI Slurm backend on a head node with no NVSentinel and no embedded
 Temporal server, so the packages only other modes need are extras (pyproject.toml): SSH mode's
-asyncssh, NVSentinel's gRPC runtime, the embedded dev server's `temporal` binary. A module that
+asyncssh, NVSentinel's gRPC runtime, the OTLP exporters, the embedded dev server's `temporal` binary. A module that
 needs one imports it through `require`, at the moment the mode is chosen, so a lean install starts
 and a missing extra names itself and the command that installs it instead of a bare ImportError.
 """
@@ -26,11 +26,15 @@ class Extra(NamedTuple):
         return f"the optional package {self.module!r}" if self.module else "the `temporal` CLI"
 
 
-EXTRAS: dict[str, Extra] = {e.name: e for e in (
-    Extra("ssh", "asyncssh", "scheduler slurm-ssh (slurm.ssh_host)"),
-    Extra("nvsentinel", "grpc", "NVSentinel's gRPC receiver and push-back"),
-    Extra("devserver", "", "the embedded Temporal dev server (`goodput up`, the tests)"),
-)}
+_OTLP = "opentelemetry.exporter.otlp.proto.http"
+# Keyed by what a caller asks for; `name` is the pip extra (one extra may serve several keys).
+EXTRAS: dict[str, Extra] = {
+    "ssh": Extra("ssh", "asyncssh", "scheduler slurm-ssh (slurm.ssh_host)"),
+    "nvsentinel": Extra("nvsentinel", "grpc", "NVSentinel's gRPC receiver and push-back"),
+    "otlp-metrics": Extra("otlp", f"{_OTLP}.metric_exporter", "metrics to an OTLP collector (telemetry.otlp_endpoint)"),
+    "otlp-traces": Extra("otlp", f"{_OTLP}.trace_exporter", "traces to an OTLP collector (telemetry.otlp_endpoint)"),
+    "embedded": Extra("embedded", "", "the embedded Temporal dev server (`goodput up`, the tests)"),
+}
 
 
 class MissingExtraError(ImportError):
@@ -44,7 +48,7 @@ class MissingExtraError(ImportError):
 
 
 def require(name: str) -> ModuleType:
-    """Import extra `name`'s module, or raise `MissingExtraError` saying how to install it."""
+    """Import the module behind `EXTRAS[name]`, or raise `MissingExtraError` saying how to install it."""
     extra = EXTRAS[name]
     if not extra.module:
         raise ValueError(f"extra {name!r} installs a program, not a module")

@@ -47,7 +47,7 @@ def temporal_binary() -> str:
         return str(beside)
     found = shutil.which("temporal")
     if not found:
-        raise DevServerError(str(MissingExtraError(EXTRAS["devserver"])))
+        raise DevServerError(str(MissingExtraError(EXTRAS["embedded"])))
     return found
 
 

@@ -17,10 +17,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = textwrap.dedent("""
     import importlib.abc, sys
-    BLOCKED = {"asyncssh", "grpc", "hyperscan"}
+    BLOCKED = ("asyncssh", "grpc", "hyperscan", "opentelemetry.exporter.otlp")
     class Refuse(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in BLOCKED:
+            if any(name == b or name.startswith(b + ".") for b in BLOCKED):
                 raise ModuleNotFoundError(f"No module named {name!r} (lean install)")
             return None
     sys.meta_path.insert(0, Refuse())
@@ -64,6 +64,8 @@ def test_every_module_but_the_extras_own_imports_without_them() -> None:
     ("from goodput.config import Settings\n"
      "from workers.worker import scheduler_from\n"
      "scheduler_from(Settings(scheduler='slurm-ssh', slurm={'ssh_host': 'login1'}))", "ssh"),
+    ("from workers.telemetry import setup_tracing\n"
+     "setup_tracing('http://127.0.0.1:4318')", "otlp"),
     ("from goodput.detect.nvsentinel import NvSentinelPushBack\n"
      "from activities.adapters.nvsentinel import VerdictPushBack\n"
      "VerdictPushBack(None, NvSentinelPushBack(enabled=True, target='127.0.0.1:1'))", "nvsentinel"),
