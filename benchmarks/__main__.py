@@ -17,6 +17,7 @@ BENCHMARKS = {
     "diagnosis": "benchmarks.diagnosis",
     "checkpoints": "benchmarks.checkpoint_cost",
     "console": "benchmarks.console_scale",
+    "install-size": "benchmarks.install_size",
 }
 
 

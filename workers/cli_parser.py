@@ -231,10 +231,17 @@ def _since(text: str) -> str:
 
 
 def _nodes_and_policy(command: _Commands) -> None:
-    p = command("nodes", "nodes", "what unrelated incidents say about each node",
+    p = command("nodes", "nodes", "what unrelated incidents say about each node; return one to service now",
                 "The node memory: a decayed score per node from incidents of unrelated jobs, and the nodes on "
-                "their way back to service.", "goodput nodes --cluster prod --json")
+                "their way back to service. `return NODE` ends a quarantined node's wait: its health check runs "
+                "now, and only a pass puts it back (audited).",
+                "goodput nodes return gpu-017 --reason 'PSU replaced, ticket 4711'")
+    p.add_argument("action", choices=["show", "return"], nargs="?", default="show",
+                   help="show the nodes (default) or return one to service now")
+    p.add_argument("node", nargs="?", help="with return: the node, as Slurm names it")
     _cluster(p)
+    _decided(p, "required for return")
+    _dry_run(p)
     _json(p, "one JSON object a line, one per node")
 
     p = command("agent", "nodes", "run the node agent",

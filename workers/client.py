@@ -34,13 +34,13 @@ from activities.adapters.kill_switch import TemporalKillSwitch
 from activities.adapters.trust import TemporalTrustRecord
 from goodput.config import Settings, TemporalTlsSettings
 from goodput.diagnose.node_memory import NodeStanding
-from goodput.identifiers import validate_cluster
+from goodput.identifiers import validate_cluster, validate_node_name
 from goodput.models import Anomaly, Mode, OperatorDecision
 from goodput.recover.breaker import BreakerState
 from goodput.recover.incident import Decision, IncidentReport, RecoveryStart, WaitingStep
 from goodput.recover.kill_switch import KillSwitchState
 from goodput.recover.lifecycle import IncidentState
-from goodput.recover.node_health import NodeHealthState
+from goodput.recover.node_health import NodeHealthState, return_refusal
 from goodput.recover.node_incident import NodeIncidentState, node_incident_id
 from goodput.recover.policy import Policy
 from goodput.recover.trust import AutonomyPolicy, RuleAutonomy, RuleSummary
@@ -255,6 +255,26 @@ class TemporalIncidentService:
                 if closed:
                     raise DecisionRejectedError(f"{incident_id}: incident is already {closed}") from err
             raise _translate(err, incident_id) from err
+
+    async def request_node_return(self, cluster: str, node: str, by: OperatorDecision) -> str:
+        """Ends the quarantine of a node goodput drained: its health check runs now and decides."""
+        workflow_id = node_health_workflow_id(validate_cluster(cluster), validate_node_name(node))
+        handle = self._client.get_workflow_handle_for(NodeHealthWorkflow.run, workflow_id)
+        try:
+            answer: str = await handle.execute_update(NodeHealthWorkflow.request_return, by,
+                                                      rpc_timeout=RPC_TIMEOUT)
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            raise DecisionRejectedError(cause.message if isinstance(cause, ApplicationError) else str(cause)) from err
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:  # its workflow is over, or never was: say which
+                ended = [h for h in await self.node_health(cluster) if h.node == node]
+                if ended and return_refusal(ended[0]):
+                    raise DecisionRejectedError(return_refusal(ended[0])) from err
+                raise UnknownIncidentError(f"goodput is not returning node {node} on {cluster} to service (it never "
+                                           "drained it); `goodput nodes` lists them") from err
+            raise _translate(err, workflow_id) from err
+        return answer
 
     async def breaker_status(self, cluster: str) -> BreakerState:
         """The cluster's drain breaker; closed and empty when no drain was ever requested."""

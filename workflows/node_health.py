@@ -17,7 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from goodput.models import Frozen
+    from goodput.models import Frozen, OperatorDecision
     from goodput.recover.audit import AuditAction, AuditRecord
     from goodput.recover.incident import Notification
     from goodput.recover.lifecycle import IncidentState
@@ -32,6 +32,8 @@ with workflow.unsafe.imports_passed_through():
         check_argv,
         checked,
         drained,
+        return_refusal,
+        return_requested,
     )
     from goodput.recover.spares import RefillInput, RefillResult, SparePolicy
     from goodput.recover.trust import Fate, RuleAutonomy, TrustEvent, TrustInput
@@ -63,6 +65,7 @@ class NodeHealthWorkflow:
         self._start = start
         self._state = NodeHealthState(cluster=start.cluster, node=start.node)
         self._drained_by: list[str] = []
+        self._return_now = False
         self._records = 0
 
     @workflow.run
@@ -128,10 +131,15 @@ class NodeHealthWorkflow:
         return detail
 
     async def _drained_again(self, seconds: float) -> bool:
-        """Waits `seconds`; True (and the offence counted) if goodput drained the node meanwhile."""
+        """Waits `seconds`; True (and the offence counted) if goodput drained the node meanwhile.
+        An operator's `request_return` ends the wait early (False: go on to the check)."""
         try:
-            await workflow.wait_condition(lambda: bool(self._drained_by), timeout=timedelta(seconds=seconds))
+            await workflow.wait_condition(lambda: bool(self._drained_by) or self._return_now,
+                                          timeout=timedelta(seconds=seconds))
         except TimeoutError:
+            return False
+        if not self._drained_by:
+            self._return_now = False
             return False
         incident = self._drained_by.pop(0)
         self._state = drained(self._state, incident, workflow.now(), self._start.policy)
@@ -155,11 +163,16 @@ class NodeHealthWorkflow:
         record = AuditRecord(id=f"{info.workflow_id}#{info.run_id}#{self._records}", at=workflow.now(),
                              actor="goodput", action=AuditAction.UNDRAIN, incident_id=self._state.incident_id,
                              cluster=self._start.cluster, job_id="", nodes=(self._start.node,),
-                             reason=f"quarantine over and health check passed: {self._state.last_check}"[:2000],
+                             reason=self._return_reason()[:2000],
                              result=result[:2000])
         why_not = await write_audit((record,))
         if why_not:
             workflow.logger.warning("node return: %s", why_not)
+
+    def _return_reason(self) -> str:
+        asked = self._state.requested_by
+        opening = f"return requested by {asked}" if asked else "quarantine over"
+        return f"{opening} and health check passed: {self._state.last_check}"
 
     async def _notify(self, state: IncidentState, summary: str) -> None:
         try:
@@ -173,6 +186,20 @@ class NodeHealthWorkflow:
     @workflow.signal
     def drained_again(self, incident_id: str) -> None:
         self._drained_by.append(incident_id)
+
+    @workflow.update
+    def request_return(self, by: OperatorDecision) -> str:
+        """An operator ends the node's quarantine now (`goodput nodes return`); the health check
+        still decides, and the return's audit record names who asked."""
+        self._state = return_requested(self._state, by.who, by.reason)
+        self._return_now = True
+        return f"node {self._start.node}: quarantine ended by {by.who}; the health check runs now"
+
+    @request_return.validator
+    def _may_return(self, by: OperatorDecision) -> None:
+        refusal = return_refusal(self._state)
+        if refusal:
+            raise ValueError(refusal)
 
     @workflow.query
     def status(self) -> NodeHealthState:

@@ -61,6 +61,8 @@ class NodeHealthState(Frozen):
     failures: int = 0
     last_check: str = ""
     why: str = ""
+    # An operator asked for the check now (`goodput nodes return`): who, and why; "" otherwise.
+    requested_by: str = Field(default="", max_length=2200)
 
 
 class CheckResult(Frozen):
@@ -123,7 +125,7 @@ def drained(state: NodeHealthState, incident_id: str, now: datetime,
     """goodput drained the node (again): quarantine it, or escalate a repeat offender."""
     horizon = now - timedelta(seconds=policy.offence_window_s)
     drains = (*(d for d in state.drains if d > horizon), now)
-    base = state.model_copy(update={"incident_id": incident_id, "drains": drains, "failures": 0})
+    base = state.model_copy(update={"incident_id": incident_id, "drains": drains, "failures": 0, "requested_by": ""})
     if len(drains) >= policy.max_offences:
         return base.model_copy(update={
             "phase": Phase.ESCALATED,
@@ -131,6 +133,28 @@ def drained(state: NodeHealthState, incident_id: str, now: datetime,
                    "stays drained until a person looks at it"})
     return base.model_copy(update={"phase": Phase.QUARANTINED,
                                    "why": f"quarantined for {policy.quarantine_s:.0f} s after incident {incident_id}"})
+
+
+_NO_RETURN = {
+    Phase.CHECKING: "its health check is running now",
+    Phase.RETURNED: "it is back in service already",
+    Phase.ESCALATED: "it was escalated to a person: resume it with scontrol once it is fixed",
+    Phase.NOT_OURS: "its drain is someone else's now",
+}
+
+
+def return_refusal(state: NodeHealthState) -> str:
+    """Why an operator's request to end the quarantine now cannot be taken ("" when it can).
+
+    Only a quarantined node can be asked for: the request skips the wait, never the health check,
+    so a person's impatience cannot put a faulty node back."""
+    return "" if state.phase is Phase.QUARANTINED else f"node {state.node}: {_NO_RETURN[state.phase]}"
+
+
+def return_requested(state: NodeHealthState, who: str, reason: str) -> NodeHealthState:
+    """An operator ended the quarantine: the health check runs now."""
+    by = f"{who} ({reason})"[:2200]
+    return state.model_copy(update={"requested_by": by, "why": f"return requested by {by}: checking now"[:2000]})
 
 
 def checked(state: NodeHealthState, result: CheckResult, policy: ReturnToServicePolicy) -> NodeHealthState:
@@ -144,5 +168,6 @@ def checked(state: NodeHealthState, result: CheckResult, policy: ReturnToService
             "phase": Phase.ESCALATED, "failures": failures, "last_check": detail,
             "why": f"failed its health check {failures} time(s): stays drained until a person looks at it"})
     return state.model_copy(update={"phase": Phase.QUARANTINED, "failures": failures, "last_check": detail,
+                                    "requested_by": "",  # the next try is goodput's own again
                                     "why": f"failed its health check ({failures} of {policy.max_check_failures}); "
                                            f"checking again in {policy.retry_after_s:.0f} s"})

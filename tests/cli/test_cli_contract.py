@@ -110,6 +110,10 @@ async def test_dry_run_prints_what_would_be_done_and_changes_nothing(
         assert engaged.returncode == 0 and engaged.stdout.startswith("would engage the kill switch"), engaged.stderr
         reset = await arun("breaker", "reset", "--reason", "drill", "--dry-run", env=cli_env)
         assert reset.returncode == 0 and reset.stdout.startswith("would reset the drain breaker"), reset.stderr
+        returned = await arun("nodes", "return", "node2", "--reason", "drill", "--dry-run", env=cli_env)
+        assert returned.returncode == 0 and returned.stdout.startswith("would end the quarantine of node2"), \
+            returned.stderr
+        assert (await arun("nodes", "return", "node2", env=cli_env)).returncode == 2  # no --reason: refused
         before = (await arun("incidents", "--json", env=cli_env)).stdout
         submitted = await arun("inject", "--job", "1002", "--node", "node3", "--dry-run", env=cli_env)
         assert submitted.returncode == 0 and submitted.stdout.startswith("would submit anomaly"), submitted.stderr

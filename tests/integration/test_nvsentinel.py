@@ -30,7 +30,8 @@ from goodput.demo.scheduler import FakeScheduler
 from goodput.detect.nvsentinel import NvSentinelPushBack, NvSentinelSettings, parse_event
 from goodput.recover.audit import AuditAction, AuditRecord
 from tests.fakes.sink import RecordingSink
-from workers.nvsentinel.server import REJECTED_KEY, REJECTION_KEY, NvSentinelReceivers, serve_nvsentinel
+from workers.nvsentinel.grpc_receiver import REJECTED_KEY, REJECTION_KEY
+from workers.nvsentinel.server import NvSentinelReceivers, serve_nvsentinel
 
 TOKEN = "nvsentinel-token-0123456789"
 AUTH = (("authorization", f"Bearer {TOKEN}"),)

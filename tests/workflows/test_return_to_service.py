@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 from activities.adapters.audit import JsonlAuditLog
 from goodput.demo.scheduler import FakeScheduler
-from goodput.models import Mode
+from goodput.models import Mode, OperatorDecision
 from goodput.recover.audit import AuditAction
 from goodput.recover.node_health import (
     CheckResult,
@@ -23,7 +23,9 @@ from goodput.recover.node_health import (
     check_argv,
     checked,
     drained,
+    return_refusal,
 )
+from goodput.service.incidents import DecisionRejectedError, UnknownIncidentError
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
 from workers.client import TemporalIncidentService
 from workflows.node_health import NodeHealthWorkflow, node_health_workflow_id
@@ -101,3 +103,47 @@ async def test_someone_elses_drain_is_left_alone(client: Client, task_queue: str
     assert final.phase is Phase.NOT_OURS and "drained by someone else" in final.why
     node = await fake.get_node("node2")
     assert node.drained and node.reason == "bad PSU, ticket 4711"
+
+
+async def test_an_operator_ends_the_quarantine_and_the_check_still_decides(
+        client: Client, task_queue: str, tmp_path: Path) -> None:
+    """`goodput nodes return`: the long quarantine ends at once, the check runs, the audit names who asked;
+    a node whose return is not goodput's to shorten (escalated, unknown) is refused with why."""
+    marker = tmp_path / "checked"
+    policy = FAST.model_copy(update={"return_to_service": QUICK.model_copy(update={
+        "quarantine_s": 3600.0, "offence_window_s": 0.5,
+        "check_command": (sys.executable, "-c", f"open({str(marker)!r}, 'w').write('{{node}}')")})})
+    log = JsonlAuditLog(tmp_path / "audit.jsonl")
+    service = TemporalIncidentService(client, task_queue)
+    async with running_worker(client, task_queue, audit_log=log) as fake:
+        a = anomaly()
+        await result(client, await inject(client, task_queue, a, policy, Mode.AUTONOMOUS))
+        handle = client.get_workflow_handle_for(NodeHealthWorkflow.run, node_health_workflow_id(a.cluster, "node2"))
+        assert (await handle.query(NodeHealthWorkflow.status)).phase is Phase.QUARANTINED
+        answer = await service.request_node_return(a.cluster, "node2",
+                                                   OperatorDecision(who="erin", reason="PSU replaced"))
+        assert "quarantine ended by erin" in answer
+        final = await asyncio.wait_for(handle.result(), 30)  # well inside the hour's quarantine
+        assert final.phase is Phase.RETURNED and marker.read_text() == "node2"
+        assert not (await fake.get_node("node2")).drained
+        with pytest.raises(UnknownIncidentError):
+            await service.request_node_return(a.cluster, "node9", OperatorDecision(who="erin", reason="x"))
+    [undrain] = [r for r in log.read() if r.action is AuditAction.UNDRAIN]
+    assert undrain.reason.startswith("return requested by erin (PSU replaced) and health check passed")
+
+
+async def test_an_escalated_node_cannot_be_asked_back(client: Client, task_queue: str) -> None:
+    policy = FAST.model_copy(update={"return_to_service": QUICK.model_copy(update={
+        "quarantine_s": 0.1, "max_check_failures": 1,
+        "check_command": (sys.executable, "-c", "import sys; sys.exit(3)")})})
+    async with running_worker(client, task_queue):
+        a = anomaly()
+        await result(client, await inject(client, task_queue, a, policy, Mode.AUTONOMOUS))
+        handle = client.get_workflow_handle_for(NodeHealthWorkflow.run, node_health_workflow_id(a.cluster, "node2"))
+        assert (await asyncio.wait_for(handle.result(), 30)).phase is Phase.ESCALATED
+        with pytest.raises(DecisionRejectedError, match="node node2: it was escalated to a person"):
+            await TemporalIncidentService(client, task_queue).request_node_return(
+                a.cluster, "node2", OperatorDecision(who="erin", reason="looks fine"))
+    assert return_refusal(NodeHealthState(cluster="c", node="n1", phase=Phase.ESCALATED)).startswith(
+        "node n1: it was escalated")
+    assert return_refusal(NodeHealthState(cluster="c", node="n1")) == ""

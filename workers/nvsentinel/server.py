@@ -18,13 +18,17 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from activities.adapters.nvsentinel import NvSentinelIntake, TokenReviewer
 from goodput.detect.nvsentinel import NvSentinelSettings, read_token_file
 from goodput.detect.watch import AnomalySink, OptInRule
+from goodput.extras import require
 from goodput.scheduler import Scheduler
-from workers.nvsentinel.grpc_receiver import REJECTED_KEY, REJECTION_KEY, NvSentinelGrpcServer
 from workers.nvsentinel.http_receiver import NvSentinelHttpServer
+
+if TYPE_CHECKING:
+    from workers.nvsentinel.grpc_receiver import NvSentinelGrpcServer
 
 log = logging.getLogger("goodput.nvsentinel")
 
@@ -57,6 +61,14 @@ class NvSentinelReceivers:
         return "NVSentinel receivers: " + ", ".join(parts)
 
 
+def _grpc_server(settings: NvSentinelSettings, intake: NvSentinelIntake, tokens: tuple[str, ...],
+                 reviewer: TokenReviewer | None) -> NvSentinelGrpcServer:
+    require("nvsentinel")  # gRPC is an extra: a lean install names it instead of failing on import
+    from workers.nvsentinel.grpc_receiver import NvSentinelGrpcServer
+
+    return NvSentinelGrpcServer(settings, intake, tokens, reviewer)
+
+
 @contextlib.asynccontextmanager
 async def serve_nvsentinel(settings: NvSentinelSettings, scheduler: Scheduler, sink: AnomalySink, cluster: str,
                            opt_in: OptInRule | None = None, *,
@@ -73,7 +85,7 @@ async def serve_nvsentinel(settings: NvSentinelSettings, scheduler: Scheduler, s
         if settings.grpc_enabled and settings.token_review.enabled:
             reviewer = TokenReviewer(settings.token_review)
             stack.push_async_callback(reviewer.aclose)
-        grpc_server = NvSentinelGrpcServer(settings, intake, tokens, reviewer) if settings.grpc_enabled else None
+        grpc_server = _grpc_server(settings, intake, tokens, reviewer) if settings.grpc_enabled else None
         http_server = NvSentinelHttpServer(settings, intake, tokens) if settings.http_enabled else None
         for server in (grpc_server, http_server):
             if server is not None:
@@ -83,9 +95,6 @@ async def serve_nvsentinel(settings: NvSentinelSettings, scheduler: Scheduler, s
 
 
 __all__ = [
-    "REJECTED_KEY",
-    "REJECTION_KEY",
-    "NvSentinelGrpcServer",
     "NvSentinelHttpServer",
     "NvSentinelReceivers",
     "receiver_tokens",

@@ -10,12 +10,12 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
-import grpc
 from google.protobuf import empty_pb2
 
 from activities.adapters.nvsentinel.messages import METHOD, PLATFORM_CONNECTOR, event_to_proto
 from activities.adapters.nvsentinel.proto import health_event_pb2 as pb
 from goodput.detect.nvsentinel import NvSentinelPushBack, read_token_file, verdict_event
+from goodput.extras import require
 from goodput.recover.audit import AuditAction, AuditLog, AuditRecord
 
 log = logging.getLogger("goodput.nvsentinel")
@@ -45,7 +45,8 @@ class VerdictPushBack:
         # goodput drains Slurm names; NVSentinel knows the Kubernetes ones
         self._k8s_names = {slurm: k8s for k8s, slurm in (node_names or {}).items()}
         self._clock = clock
-        self._channel = grpc.insecure_channel(settings.target)
+        self._grpc = require("nvsentinel")  # imported when push-back is on, so a lean install never needs it
+        self._channel = self._grpc.insecure_channel(settings.target)
         self._call = self._channel.unary_unary(f"/{PLATFORM_CONNECTOR}/{METHOD}",
                                                request_serializer=pb.HealthEvents.SerializeToString,
                                                response_deserializer=empty_pb2.Empty.FromString)
@@ -67,7 +68,7 @@ class VerdictPushBack:
         except Exception as err:  # any failure to reach NVSentinel: logged, never the audit's failure
             self.failures += 1
             log.warning("could not send %d verdicts to NVSentinel at %s: %s", len(events), self._settings.target,
-                        err.code() if isinstance(err, grpc.RpcError) else err)
+                        err.code() if isinstance(err, self._grpc.RpcError) else err)
             return
         self.sent += len(events)
 
