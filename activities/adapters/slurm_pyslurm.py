@@ -202,8 +202,11 @@ class PyslurmBackend:
             raise UnknownNodeError(f"unknown node {name}")
         return node_info(node)
 
-    async def list_nodes(self) -> Sequence[NodeInfo]:
-        return [node_info(node) for node in _each(await self._call("Nodes.load", self._m.Nodes.load))]
+    async def list_nodes(self, partition: str = "") -> Sequence[NodeInfo]:
+        # pyslurm loads every node either way; the partition only narrows what is returned
+        wanted = set(partition.split(",")) if partition else None
+        return [node_info(node) for node in _each(await self._call("Nodes.load", self._m.Nodes.load))
+                if wanted is None or wanted & set(getattr(node, "partitions", None) or wanted)]
 
     # -- node actions ---------------------------------------------------------------------
 
