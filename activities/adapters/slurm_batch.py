@@ -13,7 +13,9 @@ result:
 * a batch whose failure names no job (the controller unreachable, a node list refused whole):
   every item is sent again alone, so each caller gets the error its own command gets.
 
-Bounded: at most `cap` items per batch; a full batch is sent at once and the next one opens.
+A batch is sent once a tick (50 ms) passes without a new item, or 500 ms after its first item,
+whichever is first: a calm incident's command waits one tick. Bounded: at most `cap` items per
+batch; a full batch is sent at once and the next one opens.
 Each result carries its `Share` (the batch size and the command), which the backend writes into
 the action's detail, so the incident's timeline says it was batched.
 """
@@ -28,7 +30,8 @@ from activities.adapters.slurm_runner import CommandResult, CommandRunner
 from goodput.scheduler import TransientSchedulerError
 from goodput.slurm.batch import MAX_BATCH, job_errors
 
-DEFAULT_TICK_S = 0.03
+DEFAULT_TICK_S = 0.05
+DEFAULT_MAX_WAIT_S = 0.5  # the most a storm's first requeue waits for its batch-mates
 MAX_SHOWN = 160  # characters of the batched command a result's detail quotes
 
 
@@ -76,11 +79,13 @@ class _Batch:
 class Coalescer:
     """Groups same-kind commands within `tick_s` into one; one per worker process (per backend)."""
 
-    def __init__(self, runner: CommandRunner, *, tick_s: float = DEFAULT_TICK_S, cap: int = MAX_BATCH) -> None:
-        if not 1 <= cap <= MAX_BATCH or tick_s < 0:
-            raise ValueError(f"cap must be 1..{MAX_BATCH} and tick_s >= 0")
+    def __init__(self, runner: CommandRunner, *, tick_s: float = DEFAULT_TICK_S, cap: int = MAX_BATCH,
+                 max_wait_s: float = DEFAULT_MAX_WAIT_S) -> None:
+        if not 1 <= cap <= MAX_BATCH or tick_s < 0 or max_wait_s < tick_s:
+            raise ValueError(f"cap must be 1..{MAX_BATCH}, 0 <= tick_s <= max_wait_s")
         self._runner = runner
         self._tick_s = tick_s
+        self._max_wait_s = max_wait_s
         self._cap = cap
         self._open: dict[tuple[str, ...], _Batch] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -109,7 +114,13 @@ class Coalescer:
         task.add_done_callback(self._tasks.discard)
 
     async def _flush_later(self, group: tuple[str, ...], batch: _Batch) -> None:
-        await asyncio.sleep(self._tick_s)
+        # Sent once a tick passes with no new item, or `max_wait_s` after the first: a storm's
+        # incidents arrive spread over their own reads, a calm incident waits one tick only.
+        loop = asyncio.get_running_loop()
+        last_seen, give_up = 0, loop.time() + self._max_wait_s
+        while len(batch.waiters) > last_seen and loop.time() < give_up and self._open.get(group) is batch:
+            last_seen = len(batch.waiters)
+            await asyncio.sleep(min(self._tick_s, max(0.0, give_up - loop.time())))
         if self._open.get(group) is batch:  # not sent already for being full
             del self._open[group]
             await self._flush(batch)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from activities.adapters.slurm_action import act_unless_done, change_node
-from activities.adapters.slurm_batch import DEFAULT_TICK_S, Coalescer, Kind, Outcome, Share
+from activities.adapters.slurm_batch import DEFAULT_MAX_WAIT_S, DEFAULT_TICK_S, Coalescer, Kind, Outcome, Share
 from activities.adapters.slurm_owner import (
     AccountDirectory,
     OwnerSubmission,
@@ -95,7 +95,8 @@ class SlurmCliBackend:
         self._runner = runner if runner is not None else LocalRunner()
         # One per backend, and a worker process builds one backend: requeues, releases and drains
         # of one tick go to Slurm as one command (0 turns it off)
-        self._coalescer = Coalescer(self._runner, tick_s=coalesce_tick_s)
+        self._coalescer = Coalescer(self._runner, tick_s=coalesce_tick_s,
+                                    max_wait_s=max(coalesce_tick_s, DEFAULT_MAX_WAIT_S))
         self._allow_partitions = frozenset(allow_partitions)
         self._marker = comment_marker
         self._enforce_opt_in = enforce_opt_in

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from activities.adapters.slurm_cli import SlurmCliBackend
+from activities.adapters.slurm_batch import Coalescer, Outcome
+from activities.adapters.slurm_cli import REQUEUE, SlurmCliBackend
 from activities.adapters.slurm_runner import CommandResult
 from goodput.identifiers import InvalidIdentifierError
 from goodput.scheduler import ActionResult, TransientSchedulerError, UnknownJobError
@@ -135,3 +136,18 @@ async def test_a_cancelled_caller_does_not_cancel_its_batch_mates() -> None:
     assert slurm.acted == [("scontrol", "requeue", "81,82")]
     with pytest.raises(asyncio.CancelledError):
         await doomed
+
+
+async def test_a_batch_waits_for_stragglers_while_they_keep_coming() -> None:
+    # a storm's incidents reach the requeue spread over their own reads; each arrives well within
+    # a tick of the one before, so all go together though together they span two ticks
+    slurm = SlurmStandIn()
+    coalescer = Coalescer(slurm, tick_s=0.2, max_wait_s=5.0)
+
+    async def later(job_id: str, delay: float) -> Outcome:
+        await asyncio.sleep(delay)
+        return await coalescer.run(REQUEUE, (), job_id)
+
+    outcomes = await asyncio.gather(*(later(str(90 + i), 0.05 * i) for i in range(8)))
+    assert slurm.acted == [("scontrol", "requeue", ",".join(str(90 + i) for i in range(8)))]
+    assert {o.share.size for o in outcomes} == {8}
