@@ -97,6 +97,7 @@ class SlurmCliBackend:
         # of one tick go to Slurm as one command (0 turns it off)
         self._coalescer = Coalescer(self._runner, tick_s=coalesce_tick_s,
                                     max_wait_s=max(coalesce_tick_s, DEFAULT_MAX_WAIT_S))
+        self._draining: dict[str, str] = {}  # node -> reason of a drain this process is sending
         self._allow_partitions = frozenset(allow_partitions)
         self._marker = comment_marker
         self._enforce_opt_in = enforce_opt_in
@@ -219,13 +220,28 @@ class SlurmCliBackend:
 
     async def drain_node(self, name: str, reason: str) -> ActionResult:
         shares: list[Share] = []
+        lost: list[str] = []
 
         async def act() -> None:
-            outcome = await self._coalescer.run(_drain(reason), (reason,), name)
+            # Two incidents that read the node undrained in one tick: the first drains it, the
+            # second finds it being drained (as it would find it drained a moment later), so the
+            # tick never turns that race into a second reason replacing the first.
+            other = self._draining.get(name)
+            if other is not None and other != reason:
+                lost.append(other)
+                return
+            self._draining[name] = reason
+            try:
+                outcome = await self._coalescer.run(_drain(reason), (reason,), name)
+            finally:
+                if self._draining.get(name) == reason:
+                    del self._draining[name]
             self._ok(outcome.result)
             shares.append(outcome.share)
 
         result = await change_node(name, reason, read=self.get_node, noop=rules.drain_noop, act=act, done="drained")
+        if lost:
+            return ActionResult(changed=False, detail=f"{name} already being drained by goodput: {lost[0]}")
         return result.model_copy(update={"detail": result.detail + shares[0].note()}) if shares else result
 
     async def resume_node(self, name: str, reason: str) -> ActionResult:

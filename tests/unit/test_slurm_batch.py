@@ -151,3 +151,15 @@ async def test_a_batch_waits_for_stragglers_while_they_keep_coming() -> None:
     outcomes = await asyncio.gather(*(later(str(90 + i), 0.05 * i) for i in range(8)))
     assert slurm.acted == [("scontrol", "requeue", ",".join(str(90 + i) for i in range(8)))]
     assert {o.share.size for o in outcomes} == {8}
+
+
+async def test_two_incidents_draining_one_node_in_one_tick_do_not_both_drain_it() -> None:
+    # Both read the node undrained before either acts; the tick must not widen that race into
+    # two drains where the second reason silently replaces the first incident's
+    slurm = SlurmStandIn()
+    backend = SlurmCliBackend(slurm)
+    first, second = await asyncio.gather(backend.drain_node("node1", "goodput:inc-1: xid 79"),
+                                         backend.drain_node("node1", "goodput:inc-2: xid 79"))
+    assert len(slurm.acted) == 1 and [first.changed, second.changed].count(True) == 1
+    lost = second if first.changed else first
+    assert "being drained by goodput" in lost.detail, lost.detail
