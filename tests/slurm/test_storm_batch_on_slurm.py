@@ -85,6 +85,9 @@ async def test_a_shared_fault_is_one_drain_and_one_requeue_on_slurm(lab: Lab, re
     assert [len(records.drains(n)) for n in ("node1", "node2")] == [1, 1]
     assert all(d.startswith("goodput:fault-leaf7") for n in ("node1", "node2") for d in records.drains(n))
     backend = SlurmCliBackend()
+    # verify's capacity note reads the job's partition only, from sinfo's text (22.05's JSON ignores -p)
+    scoped = {n.name: n.drained for n in await backend.list_nodes("debug")}
+    assert scoped == {"node1": True, "node2": True, "node3": False, "node4": False}
     for job in jobs:  # nothing lost: every job queued again, restarted once
         info = await backend.get_job(job)
         assert info.state in (JobState.PENDING, JobState.REQUEUED, JobState.RUNNING) and info.restart_count == 1

@@ -14,7 +14,7 @@ from activities.adapters.slurm_cli import REQUEUE, SlurmCliBackend
 from activities.adapters.slurm_runner import CommandResult
 from goodput.identifiers import InvalidIdentifierError
 from goodput.scheduler import ActionResult, TransientSchedulerError, UnknownJobError
-from goodput.slurm.batch import batchable_job, job_list
+from goodput.slurm.batch import batchable_job, job_list, parse_partition_nodes, sinfo_partition
 from tests.unit.slurm_cli_helpers import HELD, RUNNING, node_line
 
 MUTATING = {"requeue", "requeuehold", "release", "update", "hold"}
@@ -163,3 +163,15 @@ async def test_two_incidents_draining_one_node_in_one_tick_do_not_both_drain_it(
     assert len(slurm.acted) == 1 and [first.changed, second.changed].count(True) == 1
     lost = second if first.changed else first
     assert "being drained by goodput" in lost.detail, lost.detail
+
+
+def test_a_partitions_node_list_is_names_and_states_only() -> None:
+    nodes = parse_partition_nodes("node1|idle+drain|\nnode2|mixed|\nnode1|idle+drain|\nnode3|down*|\n")
+    assert [(n.name, n.state, n.drained) for n in nodes] == [
+        ("node1", "IDLE", True), ("node2", "MIXED", False), ("node3", "DOWN", False)]
+    assert sinfo_partition("gpu,debug")[-2:] == ["--partition=gpu,debug", "--Format=NodeList:|,StateComplete:|"]
+    for hostile in ("node1|idle|extra|\n", "node1|idle drain|\n", "-x|idle|\n"):
+        with pytest.raises(ValueError):
+            parse_partition_nodes(hostile)
+    with pytest.raises(InvalidIdentifierError):
+        sinfo_partition("gpu --all")
