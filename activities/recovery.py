@@ -181,8 +181,10 @@ class RecoveryActivities:
         already: list[str] = []
         details: list[str] = []
         async with heartbeating(lambda: drained):
-            for node in request.nodes:
-                result = await mapped(self._scheduler.drain_node(node, reason))
+            # Together, so that a backend that coalesces (the CLI's) sends one drain for all of
+            # them; one failure still fails the activity, whose retry finds the others drained.
+            results = await asyncio.gather(*(mapped(self._scheduler.drain_node(n, reason)) for n in request.nodes))
+            for node, result in zip(request.nodes, results, strict=True):
                 (drained if result.changed else already).append(node)
                 if result.changed:  # a retry finds it drained: counted by the attempt that drained it
                     self._metrics.accepted(AuditAction.DRAIN, request.observed_at)
@@ -230,7 +232,8 @@ class RecoveryActivities:
 
     async def _missing(self, job: JobInfo) -> str:
         try:
-            nodes = await self._scheduler.list_nodes()
+            # the job's partition only: its cost must not grow with the cluster (issue #29)
+            nodes = await self._scheduler.list_nodes(job.partition)
         except SchedulerError as err:
             return f"node list unavailable: {str(err)[:100]}"
         return capacity_note(nodes, job.excluded_nodes, len(job.nodes) or None)

@@ -166,8 +166,9 @@ class Scheduler(Protocol):
         """The node `name`; UnknownNodeError if there is none."""
         ...
 
-    async def list_nodes(self) -> Sequence[NodeInfo]:
-        """Every node of the cluster."""
+    async def list_nodes(self, partition: str = "") -> Sequence[NodeInfo]:
+        """Every node of the cluster; only those of `partition` (a comma-separated list) when given,
+        so that what an incident reads does not grow with the cluster (issue #29)."""
         ...
 
     async def drain_node(self, name: str, reason: str) -> ActionResult:

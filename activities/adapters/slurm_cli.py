@@ -31,6 +31,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from activities.adapters.slurm_action import act_unless_done, change_node
+from activities.adapters.slurm_batch import DEFAULT_MAX_WAIT_S, DEFAULT_TICK_S, Coalescer, Kind, Outcome, Share
 from activities.adapters.slurm_owner import (
     AccountDirectory,
     OwnerSubmission,
@@ -50,7 +51,7 @@ from goodput.scheduler import (
     UnknownNodeError,
     UnknownReservationError,
 )
-from goodput.slurm import commands, rules
+from goodput.slurm import batch, commands, rules
 from goodput.slurm.errors import SlurmRecordError, classify, is_pending_execution
 from goodput.slurm.jsonout import find_job, find_job_object, load, parse_sinfo_json, parse_squeue_json
 from goodput.slurm.jsonrecord import record_from_json
@@ -62,6 +63,17 @@ from goodput.slurm.submit_as import OwnerError, job_owner, validate_user_name
 from goodput.slurm.unambiguous import job_record, node_record
 
 JSON_SCONTROL = (23, 2, 0)
+# Job commands a storm's incidents share (activities/adapters/slurm_batch.py); ids are Slurm's own.
+REQUEUE = Kind("requeue", commands.requeue, batch.requeue_many, per_item_errors=True)
+REQUEUE_HOLD = Kind("requeuehold", lambda j: commands.requeue(j, hold=True),
+                    lambda ids: batch.requeue_many(ids, hold=True), per_item_errors=True)
+RELEASE = Kind("release", commands.release, batch.release_many, per_item_errors=True)
+
+
+def _drain(reason: str) -> Kind:
+    """Drains coalesce only with drains of the same reason: the reason names the owning incident."""
+    return Kind("drain", lambda n: commands.drain_node(n, reason), lambda ns: batch.drain_many(ns, reason),
+                per_item_errors=False)
 
 
 def _the_node(nodes: Sequence[NodeInfo], name: str) -> NodeInfo:
@@ -78,8 +90,14 @@ class SlurmCliBackend:
     def __init__(self, runner: CommandRunner | None = None, *,
                  allow_partitions: Collection[str] = (), comment_marker: str = DEFAULT_MARKER,
                  enforce_opt_in: bool = True, resubmit_key: ResubmitKey | None = None,
-                 submission: OwnerSubmission | None = None, accounts: AccountDirectory | None = None) -> None:
+                 submission: OwnerSubmission | None = None, accounts: AccountDirectory | None = None,
+                 coalesce_tick_s: float = DEFAULT_TICK_S) -> None:
         self._runner = runner if runner is not None else LocalRunner()
+        # One per backend, and a worker process builds one backend: requeues, releases and drains
+        # of one tick go to Slurm as one command (0 turns it off)
+        self._coalescer = Coalescer(self._runner, tick_s=coalesce_tick_s,
+                                    max_wait_s=max(coalesce_tick_s, DEFAULT_MAX_WAIT_S))
+        self._draining: dict[str, str] = {}  # node -> reason of a drain this process is sending
         self._allow_partitions = frozenset(allow_partitions)
         self._marker = comment_marker
         self._enforce_opt_in = enforce_opt_in
@@ -141,6 +159,19 @@ class SlurmCliBackend:
                 return await self._job_record(job_id)
         return record_from_json(find_job_object(await self._job_json(job_id), job_id))
 
+    def _ok(self, result: CommandResult) -> CommandResult:
+        if not result.ok:
+            raise classify(result.argv, result.returncode, result.stdout, result.stderr)
+        return result
+
+    async def _job_command(self, kind: Kind, job_id: str, job: JobInfo) -> Outcome:
+        """`kind` for the job, batched with others of this tick when the id Slurm's own record gives
+        is a plain job number equal to the one asked for; otherwise alone, as before."""
+        if job.job_id == job_id and batch.batchable_job(job_id):
+            return await self._coalescer.run(kind, (), job_id)
+        argv = tuple(kind.single(job_id))
+        return Outcome(await self._try(argv), Share(1, argv))
+
     def _check_opt_in(self, job: JobInfo) -> None:
         if self._enforce_opt_in and not is_opted_in(job, self._allow_partitions, self._marker):
             raise NotOptedInError(f"job {job.job_id} has not opted in to goodput (comment marker "
@@ -177,14 +208,41 @@ class SlurmCliBackend:
         except SlurmRecordError:
             return _the_node(await self.list_nodes(), name)
 
-    async def list_nodes(self) -> Sequence[NodeInfo]:
+    async def list_nodes(self, partition: str = "") -> Sequence[NodeInfo]:
+        if partition:  # text: 22.05's `sinfo --json` ignores -p and lists the whole cluster
+            try:
+                return batch.parse_partition_nodes((await self._run(batch.sinfo_partition(partition))).stdout)
+            except ValueError as err:
+                raise PermanentSchedulerError(f"sinfo for partition {partition}: {err}") from None
         return parse_sinfo_json((await self._run(commands.sinfo_json())).stdout)
 
     # -- node actions ---------------------------------------------------------------------
 
     async def drain_node(self, name: str, reason: str) -> ActionResult:
-        return await change_node(name, reason, read=self.get_node, noop=rules.drain_noop,
-                                 act=lambda: self._run(commands.drain_node(name, reason)), done="drained")
+        shares: list[Share] = []
+        lost: list[str] = []
+
+        async def act() -> None:
+            # Two incidents that read the node undrained in one tick: the first drains it, the
+            # second finds it being drained (as it would find it drained a moment later), so the
+            # tick never turns that race into a second reason replacing the first.
+            other = self._draining.get(name)
+            if other is not None and other != reason:
+                lost.append(other)
+                return
+            self._draining[name] = reason
+            try:
+                outcome = await self._coalescer.run(_drain(reason), (reason,), name)
+            finally:
+                if self._draining.get(name) == reason:
+                    del self._draining[name]
+            self._ok(outcome.result)
+            shares.append(outcome.share)
+
+        result = await change_node(name, reason, read=self.get_node, noop=rules.drain_noop, act=act, done="drained")
+        if lost:
+            return ActionResult(changed=False, detail=f"{name} already being drained by goodput: {lost[0]}")
+        return result.model_copy(update={"detail": result.detail + shares[0].note()}) if shares else result
 
     async def resume_node(self, name: str, reason: str) -> ActionResult:
         return await change_node(name, reason, read=self.get_node, noop=rules.resume_noop,
@@ -196,9 +254,11 @@ class SlurmCliBackend:
         job = await self._opted_in_job(job_id)
         if rules.is_requeued(job):
             return await self._already_pending(job, hold)
-        result = await self._try(commands.requeue(job_id, hold=hold))
+        outcome = await self._job_command(REQUEUE_HOLD if hold else REQUEUE, job_id, job)
+        result = outcome.result
         if result.ok:
-            return ActionResult(changed=True, detail=f"requeued {job_id}{' (held)' if hold else ''}")
+            return ActionResult(changed=True, detail=f"requeued {job_id}{' (held)' if hold else ''}"
+                                                     f"{outcome.share.note()}")
         if is_pending_execution(result.stderr):  # requeued a moment ago, still completing
             return await self._already_pending(await self.get_job(job_id), hold)
         raise classify(result.argv, result.returncode, result.stdout, result.stderr)
@@ -262,7 +322,13 @@ class SlurmCliBackend:
         return await self._change_job(job_id, rules.hold_noop, commands.hold(job_id), "held")
 
     async def release_job(self, job_id: str) -> ActionResult:
-        return await self._change_job(job_id, rules.release_noop, commands.release(job_id), "released")
+        job = await self._opted_in_job(job_id)
+        skip = rules.release_noop(job)
+        if skip is not None:
+            return skip
+        outcome = await self._job_command(RELEASE, job_id, job)
+        self._ok(outcome.result)
+        return ActionResult(changed=True, detail=f"released {job_id}{outcome.share.note()}")
 
     async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
         job = await self._opted_in_job(job_id)

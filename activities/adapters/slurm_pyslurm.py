@@ -202,8 +202,16 @@ class PyslurmBackend:
             raise UnknownNodeError(f"unknown node {name}")
         return node_info(node)
 
-    async def list_nodes(self) -> Sequence[NodeInfo]:
-        return [node_info(node) for node in _each(await self._call("Nodes.load", self._m.Nodes.load))]
+    async def list_nodes(self, partition: str = "") -> Sequence[NodeInfo]:
+        # pyslurm loads every node either way; the partition only narrows what is returned (a
+        # pyslurm that does not say a node's partitions narrows nothing)
+        wanted = set(partition.split(",")) if partition else None
+
+        def kept(node: Any) -> bool:
+            listed = getattr(node, "partitions", None)
+            return wanted is None or listed is None or bool(wanted & set(listed))
+
+        return [node_info(node) for node in _each(await self._call("Nodes.load", self._m.Nodes.load)) if kept(node)]
 
     # -- node actions ---------------------------------------------------------------------
 

@@ -166,7 +166,8 @@ class FakeScheduler(FakeReservations):
         validate_node_name(name)
         return self._read(lambda s: _node(s, name))
 
-    async def list_nodes(self) -> Sequence[NodeInfo]:
+    async def list_nodes(self, partition: str = "") -> Sequence[NodeInfo]:
+        del partition  # the fake cluster is one partition
         return self._read(lambda s: list(s.nodes.values()))
 
     # -- node actions ---------------------------------------------------------------------

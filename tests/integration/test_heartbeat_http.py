@@ -257,7 +257,7 @@ class DownController(FakeScheduler):
             raise SchedulerError("slurmctld is not answering")
         return await super().list_jobs()
 
-    async def list_nodes(self) -> Sequence[NodeInfo]:
+    async def list_nodes(self, partition: str = "") -> Sequence[NodeInfo]:
         raise SchedulerError("slurmctld is not answering")
 
 

@@ -34,7 +34,7 @@ class Unreachable(FakeScheduler):
     async def get_node(self, name: str) -> NodeInfo:
         raise SchedulerError("slurmctld is not answering")
 
-    async def list_nodes(self) -> Sequence[NodeInfo]:
+    async def list_nodes(self, partition: str = "") -> Sequence[NodeInfo]:
         raise SchedulerError("slurmctld is not answering")
 
 

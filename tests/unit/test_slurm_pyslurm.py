@@ -99,6 +99,9 @@ async def test_list_jobs_and_nodes(ctl: Slurmctld, backend: PyslurmBackend) -> N
     nodes = {n.name: n for n in await backend.list_nodes()}
     assert nodes["node1"].state == "ALLOCATED" and nodes["node3"].state == "IDLE"
     assert nodes["node1"].gres == "gpu:8" and nodes["node9"].gres == "gpu:a100:4"
+    ctl.nodes["node9"].partitions = ["big"]
+    assert [n.name for n in await backend.list_nodes("big")] == ["node9"]
+    assert "node9" not in {n.name for n in await backend.list_nodes("debug")}
 
 
 async def test_a_list_shaped_collection_is_read_too(ctl: Slurmctld, backend: PyslurmBackend) -> None:

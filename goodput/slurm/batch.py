@@ -1,0 +1,113 @@
+"""Slurm commands that act on many jobs or nodes at once, and how to read their answers.
+
+A switch or rack failure fails many jobs at once; one `scontrol requeuehold 1,2,3` costs
+slurmctld one command where three cost three (issue #29). The coalescer that groups them lives
+in the adapter layer (activities/adapters/slurm_batch.py); this module is what it needs to know
+about Slurm, pure:
+
+* which ids may be joined into a list at all: plain job numbers only, each checked again here,
+  so no byte a job controls (its name, comment, output) can add an id or an option to the list;
+* how scontrol answers a list: it acts on every job it can and prints one line per job it could
+  not (`Invalid job id specified for job 999999`, checked on 22.05), so the others succeeded;
+* a partition's nodes as `sinfo -p` prints them: 22.05's `sinfo --json` ignores `-p`, and the
+  text form holds only node names and states, which no job can shape.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from goodput.identifiers import (
+    InvalidIdentifierError,
+    validate_job_id,
+    validate_node_name,
+    validate_partition,
+    validate_reason,
+)
+from goodput.scheduler import NodeInfo
+from goodput.slurm.records import node_state
+
+MAX_BATCH = 64  # ids or names in one command: argv stays far below ARG_MAX, a failure stays small
+MAX_ERROR_LINES = 1024
+_PLAIN_JOB = re.compile(r"[0-9]{1,12}")
+# scontrol's per-job error for a list: "<Slurm's message> for job <id>", one line each
+_JOB_ERROR = re.compile(r"(?P<message>[^\n]{1,300}) for job (?P<id>[0-9]{1,12})")
+_STATE_WORD = re.compile(r"[a-z_*~#!%$@^-]{1,32}(?:\+[a-z_*~#!%$@^-]{1,32}){0,8}")
+
+Argv = list[str]
+
+
+def batchable_job(job_id: str) -> bool:
+    """A plain job number (not an array task `12_3` nor a het component `12+1`): only those are
+    joined, so that a list means the same jobs to every Slurm version."""
+    return bool(_PLAIN_JOB.fullmatch(job_id))
+
+
+def job_list(job_ids: Sequence[str]) -> str:
+    """`1,2,3` from distinct plain job numbers; anything else is refused, not dropped."""
+    if not job_ids or len(job_ids) > MAX_BATCH:
+        raise InvalidIdentifierError(f"a job list holds 1 to {MAX_BATCH} ids, not {len(job_ids)}")
+    for job_id in job_ids:
+        if not batchable_job(validate_job_id(job_id)):
+            raise InvalidIdentifierError(f"job id {job_id[:40]!r} cannot be part of a list")
+    if len(set(job_ids)) != len(job_ids):
+        raise InvalidIdentifierError("a job list names a job twice")
+    return ",".join(job_ids)
+
+
+def requeue_many(job_ids: Sequence[str], *, hold: bool = False) -> Argv:
+    return ["scontrol", "requeuehold" if hold else "requeue", job_list(job_ids)]
+
+
+def release_many(job_ids: Sequence[str]) -> Argv:
+    return ["scontrol", "release", job_list(job_ids)]
+
+
+def drain_many(names: Sequence[str], reason: str) -> Argv:
+    """One drain of several nodes with one reason (the caller checked each node first)."""
+    if not names or len(names) > MAX_BATCH or len(set(names)) != len(names):
+        raise InvalidIdentifierError(f"a node list holds 1 to {MAX_BATCH} distinct names")
+    return ["scontrol", "update", f"NodeName={','.join(validate_node_name(n) for n in names)}", "State=DRAIN",
+            f"Reason={validate_reason(reason)}"]
+
+
+def job_errors(stderr: str, job_ids: Sequence[str]) -> Mapping[str, str] | None:
+    """Per job of the list, Slurm's error for it; None when the output does not say which job
+    failed (then nothing can be told about any of them, and each is sent again alone).
+
+    Only ids of the list count: a line naming another id is not ours to believe."""
+    wanted = set(job_ids)
+    found: dict[str, str] = {}
+    lines = [line.strip() for line in stderr.splitlines()[:MAX_ERROR_LINES] if line.strip()]
+    for line in lines:
+        match = _JOB_ERROR.fullmatch(line)
+        if match is None or match.group("id") not in wanted:
+            return None
+        found[match.group("id")] = match.group("message")
+    return found or None
+
+
+def sinfo_partition(partition: str) -> Argv:
+    """One line per node of `partition` (or a comma-separated list): name and complete state."""
+    for name in partition.split(","):
+        validate_partition(name)
+    return ["sinfo", "--noheader", "--Node", f"--partition={partition}", "--Format=NodeList:|,StateComplete:|"]
+
+
+def parse_partition_nodes(text: str) -> list[NodeInfo]:
+    """`node1|idle+drain|` lines as NodeInfo (no reason: sinfo's text form prints none here).
+
+    A node in two of the partitions is listed twice; it is returned once. A line that is not a
+    node name and a state is refused rather than guessed at."""
+    nodes: dict[str, NodeInfo] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        name, _, rest = line.strip().partition("|")
+        state, _, tail = rest.partition("|")
+        if tail.strip() or not _STATE_WORD.fullmatch(state):
+            raise ValueError(f"unexpected sinfo line {line[:80]!r}")
+        base, flags = node_state(state)
+        nodes.setdefault(validate_node_name(name), NodeInfo(name=name, state=base, flags=flags))
+    return list(nodes.values())
