@@ -142,3 +142,49 @@ def test_lines_that_are_no_node_fault(log: list[str]) -> None:
 def test_acs_disabled_leaves_the_stall_to_its_own_rules() -> None:
     v = classify_lines(["root@gpu-b07:~# lspci -vvv | grep ACSCtl", ACS_OFF, TIMEOUT])
     assert "p2p-blocked-by-acs" not in v.signatures and not v.drain, v.explanation
+
+
+# NVIDIA's Xid catalogue: an Xid whose immediate action is RESTART_APP and whose investigatory action is
+# CONTACT_SUPPORT asks for the application to be restarted, and for support if it persists. Once: the
+# job's (restart, no drain). Again on the same GPU under another process (the restart did not clear
+# it): the GPU needs an operator (drain).
+def _contact_support_codes() -> list[int]:
+    from goodput.diagnose.signatures.vendor import Decision, load_table
+
+    table = load_table()
+    return [r.code for r in table.rows
+            if table.bucket(r.immediate).decision is Decision.JOB and r.investigatory == "CONTACT_SUPPORT"]
+
+
+CONTACT_SUPPORT_CODES = _contact_support_codes()
+XIDL = K + "NVRM: Xid (PCI:{pci}): {code}, pid={pid}, name=python3, Ch 00000010"
+
+
+def test_the_catalogue_has_restart_app_xids_that_ask_for_support() -> None:
+    assert 8 in CONTACT_SUPPORT_CODES and 13 not in CONTACT_SUPPORT_CODES and 69 not in CONTACT_SUPPORT_CODES
+
+
+@pytest.mark.parametrize("code", CONTACT_SUPPORT_CODES)
+def test_contact_support_xid_that_recurs_on_one_gpu_drains(code: int) -> None:
+    v = classify_lines([XIDL.format(pci="0000:3b:00", code=code, pid=4101),
+                        XIDL.format(pci="0000:3b:00", code=code, pid=5230)])
+    assert (v.category, v.drain, v.restart) == (Category.GPU_HARDWARE, True, True), v.explanation
+    assert v.signatures[0] == "xid-recurring-contact-support" and v.gpu == "0000:3b:00", v.explanation
+
+
+@pytest.mark.parametrize("code", CONTACT_SUPPORT_CODES)
+def test_contact_support_xid_once_is_the_jobs(code: int) -> None:
+    v = classify_lines([XIDL.format(pci="0000:3b:00", code=code, pid=4101)])
+    assert (v.drain, v.restart) == (False, True), v.explanation
+
+
+@pytest.mark.parametrize("log", [
+    # One process reporting it twice: the application was not restarted in between.
+    [XIDL.format(pci="0000:3b:00", code=8, pid=4101)] * 2,
+    # Two GPUs once each: no GPU saw it twice.
+    [XIDL.format(pci="0000:3b:00", code=8, pid=4101), XIDL.format(pci="0000:5e:00", code=8, pid=5230)],
+    # RESTART_APP whose investigation is the application's (Xid 69: CHECK_APP/CUDA) drains nothing.
+    [XIDL.format(pci="0000:3b:00", code=69, pid=4101), XIDL.format(pci="0000:3b:00", code=69, pid=5230)],
+])
+def test_no_recurrence_drains_nothing(log: list[str]) -> None:
+    assert not classify_lines(log).drain

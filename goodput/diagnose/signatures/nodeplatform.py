@@ -7,7 +7,10 @@ The kernel's segfault report gives the faulting instruction pointer and the base
 lies in; ASLR moves the base per process, so the offset (ip - base) is what identifies the
 instruction. Separately, `lspci -vvv` showing ACS enabled on PCI bridges says nothing alone (many
 healthy nodes have it); next to a stall it is NCCL's documented cause of peer-to-peer traffic that
-hangs, a node setting that an unchanged restart on that node repeats.
+hangs, a node setting that an unchanged restart on that node repeats. And an Xid whose immediate
+action in NVIDIA's catalogue is RESTART_APP but whose investigatory action is CONTACT_SUPPORT is the
+job's the first time; seen again on the same GPU under another process (the restart did not clear
+it), the GPU needs an operator.
 
 `NodePlatform` watches the hits of one log (bounded memory) and `synthesize` returns hits of the
 synthetic signatures below, which then compete with the log's own by the usual rules.
@@ -16,20 +19,44 @@ synthetic signatures below, which then compete with the log's own by the usual r
 from __future__ import annotations
 
 import dataclasses
+from functools import cache
 
-from goodput.diagnose.signatures.model import Match, Signature
+from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, Match, Signature
+from goodput.diagnose.signatures.vendor import Decision, load_table
 from goodput.models import Category, CulpritKind
-from goodput.untrusted_text import LinearRegex
+from goodput.untrusted_text import LinearRegex, bounded_int
 
 # Processes crashing at one instruction of the driver before the node's driver is suspected.
 RECURRING_PROCESSES = 3
 # Distinct (host, library, offset) keys remembered; a log with more is noise, not a pattern.
 MAX_KEYS = 64
+# Processes on one GPU reporting a restart-then-support Xid: the second is the restart's failure.
+RECURRING_SUPPORT_PROCESSES = 2
 SEGFAULT_ID = "kernel-segfault-libcuda"
 ACS_ID = "pcie-acs-enabled"
 # `comm[pid]: segfault at ADDR ip IP sp SP error N ... in LIB[BASE+SIZE]` (all hex, bounded).
 _SEGFAULT = LinearRegex(r"\[(\d{1,9})\]: segfault at [0-9A-Fa-f]{1,16} ip ([0-9A-Fa-f]{1,16}) sp [0-9A-Fa-f]{1,16} "
                         r"error [0-9A-Fa-f]{1,4}[^\[]{0,40} in (libcuda\.so[\w.]{0,32})\[([0-9A-Fa-f]{1,16})\+")
+
+_PID = LinearRegex(r"\bpid=(\d{1,9})\b")
+
+RECURRING_SUPPORT_XID = Signature(
+    id="xid-recurring-contact-support", family="xid", category=Category.GPU_HARDWARE, culprit_kind=CulpritKind.GPU,
+    precedence=100, pattern=r"\A\z", literals=("xid-recurring-contact-support",), restart=True, drain=True,
+    source=("NVIDIA, Xid Errors: Analyzing Xid Errors with the Xid Catalog, Table 1 Xids: Resolution Bucket "
+            "(Immediate Action) RESTART_APP with Resolution Bucket (Investigatory Action) CONTACT_SUPPORT"),
+    explanation=("An Xid that NVIDIA's catalogue answers with restarting the application, and with support if it "
+                 "persists, came back on the same GPU under another process: restarting did not clear it, so the "
+                 "GPU needs an operator (a reset, diagnostics, or support). Drain the node, rerun elsewhere."))
+
+
+@cache
+def support_xid_ids() -> frozenset[str]:
+    """Signature ids of the Xids whose immediate bucket is the job's and whose investigation is support."""
+    table = load_table()
+    return frozenset(f"xid-{r.code}" for r in table.rows
+                     if table.bucket(r.immediate).decision is Decision.JOB and r.investigatory == "CONTACT_SUPPORT")
+
 
 LIBCUDA_RECURRING = Signature(
     id="libcuda-segfault-recurring", family="gpu", category=Category.NODE_FAILURE, culprit_kind=CulpritKind.NODE,
@@ -62,6 +89,9 @@ class NodePlatform:
         self._first: dict[tuple[str | None, str, int], Match] = {}
         self._acs: Match | None = None
         self._recurring: Match | None = None
+        self._support: dict[str, set[int]] = {}
+        self._support_first: dict[str, Match] = {}
+        self._support_recurring: Match | None = None
 
     def observe(self, match: Match) -> None:
         sig_id = match.signature.id
@@ -69,6 +99,23 @@ class NodePlatform:
             self._acs = match
         elif sig_id == SEGFAULT_ID and self._recurring is None:
             self._crash(match)
+        elif sig_id in support_xid_ids() and self._support_recurring is None:
+            self._support_xid(match)
+
+    def _support_xid(self, match: Match) -> None:
+        pci = match.groups.get("pci")
+        found = _PID.search_text(match.text)
+        pid = bounded_int(found.group(1), max_digits=MAX_RANK_DIGITS) if found else None
+        if not pci or pid is None:
+            return
+        key = pci.lower()
+        if key not in self._support and len(self._support) >= MAX_KEYS:
+            return
+        pids = self._support.setdefault(key, set())
+        self._support_first.setdefault(key, match)
+        pids.add(pid)
+        if len(pids) >= RECURRING_SUPPORT_PROCESSES:
+            self._support_recurring = dataclasses.replace(self._support_first[key], signature=RECURRING_SUPPORT_XID)
 
     def _crash(self, match: Match) -> None:
         found = _SEGFAULT.search_text(match.text)
@@ -85,8 +132,8 @@ class NodePlatform:
             self._recurring = dataclasses.replace(self._first[key], signature=LIBCUDA_RECURRING)
 
     def synthesize(self, stalled: bool) -> list[Match]:
-        """The synthetic hits: a recurring driver crash; ACS enabled where the log also stalled."""
-        found = [self._recurring] if self._recurring is not None else []
+        """The synthetic hits: a recurring driver crash or support Xid; ACS enabled where the log stalled."""
+        found = [m for m in (self._recurring, self._support_recurring) if m is not None]
         if stalled and self._acs is not None:
             found.append(dataclasses.replace(self._acs, signature=ACS_STALL))
         return found
