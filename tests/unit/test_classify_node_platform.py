@@ -188,3 +188,28 @@ def test_contact_support_xid_once_is_the_jobs(code: int) -> None:
 ])
 def test_no_recurrence_drains_nothing(log: list[str]) -> None:
     assert not classify_lines(log).drain
+
+
+# nvidia-smi(1), -q: "Attached GPUs" is the number of GPUs in the system, and each GPU's section starts
+# with its bus id. A GPU fault on a node with one GPU is that GPU, even where the fault line names none.
+PLUGIN_UNKNOWN = ("error getting list of preferred allocation devices: unable to retrieve list of available devices: "
+                  "error creating nvml.Device 0: nvml: Unknown Error, which is unexpected")
+SMI_A = ["$ nvidia-smi -a", "Driver Version                            : 535.54.03",
+         "Attached GPUs                             : {count}", "GPU 00000000:00:1E.0",
+         "    Product Name                          : NVIDIA A10G"]
+
+
+def test_the_only_gpu_of_the_node_is_the_culprit() -> None:
+    v = classify_lines([PLUGIN_UNKNOWN] + [line.format(count=1) for line in SMI_A])
+    assert (v.culprit_kind, v.gpu, v.drain) == (CulpritKind.GPU, "00000000:00:1E.0", True), v.explanation
+
+
+@pytest.mark.parametrize("log", [
+    # Eight GPUs attached: the one section shown is not necessarily the failed one.
+    [PLUGIN_UNKNOWN] + [line.format(count=8) for line in SMI_A],
+    # The table was printed on another host than the fault.
+    ["gpu-b07: " + PLUGIN_UNKNOWN, "root@gpu-c01:~# nvidia-smi -a"] + [line.format(count=1) for line in SMI_A[1:]],
+])
+def test_no_only_gpu_when_the_log_does_not_say_so(log: list[str]) -> None:
+    v = classify_lines(log)
+    assert v.gpu is None, v.explanation

@@ -450,6 +450,8 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
      "libcuda.so.535.104.05[7f2a61800000+1e00000]", "kernel-segfault-libcuda", {}),
     ("\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-",
      "pcie-acs-enabled", {}),
+    ("Attached GPUs                             : 1", "smi-q-attached-gpus", {"code": "1"}),
+    ("GPU 00000000:00:1E.0", "smi-q-gpu-header", {"pci": "00000000:00:1E.0"}),
     ("| Error                     | GPU 3 has uncorrectable memory errors and row  |", "gpu-row-remap-failure", {}),
     ("2026-11-29 10:28:25,496 - root - INFO - Saving latest checkpoint model trained for 3 epochs",
      "checkpoint-save-started", {}),

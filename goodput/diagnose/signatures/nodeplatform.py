@@ -10,7 +10,8 @@ healthy nodes have it); next to a stall it is NCCL's documented cause of peer-to
 hangs, a node setting that an unchanged restart on that node repeats. And an Xid whose immediate
 action in NVIDIA's catalogue is RESTART_APP but whose investigatory action is CONTACT_SUPPORT is the
 job's the first time; seen again on the same GPU under another process (the restart did not clear
-it), the GPU needs an operator.
+it), the GPU needs an operator. Last, a GPU fault on a node that `nvidia-smi -q` says has one GPU
+is that GPU, even where the fault line names none.
 
 `NodePlatform` watches the hits of one log (bounded memory) and `synthesize` returns hits of the
 synthetic signatures below, which then compete with the log's own by the usual rules.
@@ -34,6 +35,8 @@ MAX_KEYS = 64
 RECURRING_SUPPORT_PROCESSES = 2
 SEGFAULT_ID = "kernel-segfault-libcuda"
 ACS_ID = "pcie-acs-enabled"
+ATTACHED_ID = "smi-q-attached-gpus"
+HEADER_ID = "smi-q-gpu-header"
 # `comm[pid]: segfault at ADDR ip IP sp SP error N ... in LIB[BASE+SIZE]` (all hex, bounded).
 _SEGFAULT = LinearRegex(r"\[(\d{1,9})\]: segfault at [0-9A-Fa-f]{1,16} ip ([0-9A-Fa-f]{1,16}) sp [0-9A-Fa-f]{1,16} "
                         r"error [0-9A-Fa-f]{1,4}[^\[]{0,40} in (libcuda\.so[\w.]{0,32})\[([0-9A-Fa-f]{1,16})\+")
@@ -92,6 +95,9 @@ class NodePlatform:
         self._support: dict[str, set[int]] = {}
         self._support_first: dict[str, Match] = {}
         self._support_recurring: Match | None = None
+        # nvidia-smi -q: (host, GPU count) of the last report, and the bus ids of its sections.
+        self._attached: tuple[str | None, int] | None = None
+        self._headers: dict[str, str | None] = {}
 
     def observe(self, match: Match) -> None:
         sig_id = match.signature.id
@@ -101,6 +107,18 @@ class NodePlatform:
             self._crash(match)
         elif sig_id in support_xid_ids() and self._support_recurring is None:
             self._support_xid(match)
+        elif sig_id == ATTACHED_ID:
+            count = bounded_int(match.groups.get("code"), max_digits=4)
+            self._attached = (match.host, count) if count is not None else None
+        elif sig_id == HEADER_ID and len(self._headers) < MAX_KEYS:
+            self._headers.setdefault(match.groups.get("pci", ""), match.host)
+
+    def only_gpu(self, host: str | None) -> str | None:
+        """The bus id of the one GPU nvidia-smi -q says the node (`host`, or an unnamed one) has."""
+        if self._attached is None or self._attached[1] != 1 or len(self._headers) != 1:
+            return None
+        pci, printed_on = next(iter(self._headers.items()))
+        return pci if pci and printed_on == host == self._attached[0] else None
 
     def _support_xid(self, match: Match) -> None:
         pci = match.groups.get("pci")

@@ -220,6 +220,9 @@ class VerdictBuilder:
                       if m.signature.category == sig.category and self.role_of(m) is lead_role]
         kind, culprit, host, gpu, rank = pick(supporting, self.locator)
         kind, culprit, host, rank, placed = self._placed(lead, kind, culprit, host, rank)
+        only = self.platform.only_gpu(host) if gpu is None and sig.culprit_kind is CulpritKind.GPU else None
+        if only is not None and kind in (CulpritKind.GPU, CulpritKind.NODE):  # a node with one GPU: that one
+            kind, gpu, culprit = CulpritKind.GPU, only, f"{host} GPU {only}" if host else f"GPU {only}"
         if kind in (CulpritKind.APP, CulpritKind.RANK) and len(self.locator.hosts) <= 1:
             if culprit is None:
                 # The rank the launcher saw fail (or killed, hung) is the culprit on a one-node log.
