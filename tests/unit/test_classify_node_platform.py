@@ -213,3 +213,36 @@ def test_the_only_gpu_of_the_node_is_the_culprit() -> None:
 def test_no_only_gpu_when_the_log_does_not_say_so(log: list[str]) -> None:
     v = classify_lines(log)
     assert v.gpu is None, v.explanation
+
+
+# Linux kernel documentation: admin-guide/lockup-watchdogs.rst (a soft or hard lockup: a CPU looping in
+# kernel mode; by default the system stays locked up) and admin-guide/ras.rst (EDAC: CE corrected, UE
+# uncorrected; an uncorrected memory error is not recoverable) and the x86 MCE handler's fatal report.
+NODE_CASES: list[tuple[str, list[str], bool, str]] = [
+    ("soft-lockup", [K + "watchdog: BUG: soft lockup - CPU#12 stuck for 23s! [python3:4101]"], True,
+     "kernel-cpu-lockup"),
+    ("hard-lockup", [K + "NMI watchdog: Watchdog detected hard LOCKUP on cpu 5"], True, "kernel-cpu-lockup"),
+    ("edac-uncorrected", [K + "EDAC MC0: 1 UE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0 (channel:1 "
+                          "slot:0 page:0x12345 offset:0x0 grain:32)"], True, "host-memory-uncorrectable"),
+    ("edac-skx-uncorrected", [K + "EDAC skx MC1: 1 UE memory read error on CPU_SrcID#1_MC#1_Chan#0_DIMM#0"], True,
+     "host-memory-uncorrectable"),
+    ("fatal-machine-check", [K + "Kernel panic - not syncing: Fatal machine check"], True, "machine-check-fatal"),
+]
+
+
+@pytest.mark.parametrize(("name", "log", "drain", "signature"), NODE_CASES, ids=[c[0] for c in NODE_CASES])
+def test_kernel_node_failure(name: str, log: list[str], drain: bool, signature: str) -> None:
+    v = classify_lines(log)
+    assert (v.category, v.culprit_kind, v.drain, v.restart, v.host) == (
+        Category.NODE_FAILURE, CulpritKind.NODE, drain, True, "gpu-b07"), (v.signatures, v.explanation)
+    assert v.signatures[0] == signature
+
+
+@pytest.mark.parametrize("line", [
+    K + "EDAC MC0: 1 CE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0 (channel:1 slot:0 page:0x12345)",
+    K + "mce: [Hardware Error]: Machine check events logged",
+    K + "watchdog: watchdog0: watchdog did not stop!",
+])
+def test_corrected_or_harmless_kernel_lines_drain_nothing(line: str) -> None:
+    v = classify_lines([line])
+    assert (v.drain, v.restart) == (False, False), (v.signatures, v.explanation)
