@@ -440,6 +440,22 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("nv-fabricmanager[3228]: fabric manager NVIDIA GPU driver interface version 530.30.02 don't match with "
      "driver version 530.41.03.", "fabric-manager-driver-mismatch", {"detail": "530.30.02"}),
     ("CUDA_ERROR_CONTAINED: Invalid access of peer GPU memory over nvlink or a hardware error", "cuda-contained", {}),
+    # Node platform (issue #25, round 3)
+    ("gpu-b07:~$ lspci | grep -i nvidia", "shell-prompt-bare", {"host": "gpu-b07"}),
+    ("ERROR: modpost: GPL-incompatible module nvidia.ko uses GPL-only symbol 'rcu_read_unlock_strict'",
+     "nvidia-module-build-failed", {"detail": "nvidia.ko"}),
+    ("Job for nvidia-persistenced.service failed because the control process exited with error code.",
+     "nvidia-persistenced-failed", {}),
+    ("python3[4101]: segfault at 18 ip 00007f2a61c3b5e4 sp 00007ffd5d2e9a80 error 4 in "
+     "libcuda.so.535.104.05[7f2a61800000+1e00000]", "kernel-segfault-libcuda", {}),
+    ("\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-",
+     "pcie-acs-enabled", {}),
+    ("Attached GPUs                             : 1", "smi-q-attached-gpus", {"code": "1"}),
+    ("GPU 00000000:00:1E.0", "smi-q-gpu-header", {"pci": "00000000:00:1E.0"}),
+    ("watchdog: BUG: soft lockup - CPU#12 stuck for 23s! [python3:4101]", "kernel-cpu-lockup", {}),
+    ("EDAC MC0: 1 UE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0", "host-memory-uncorrectable", {}),
+    ("EDAC MC0: 1 CE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0", "host-memory-corrected", {}),
+    ("Kernel panic - not syncing: Fatal machine check", "machine-check-fatal", {}),
     ("| Error                     | GPU 3 has uncorrectable memory errors and row  |", "gpu-row-remap-failure", {}),
     ("2026-11-29 10:28:25,496 - root - INFO - Saving latest checkpoint model trained for 3 epochs",
      "checkpoint-save-started", {}),

@@ -147,6 +147,11 @@ class Stalls:
         if match.signature.role in (Role.ROOT, Role.KNOCK_ON) and match.signature.category in _STALL_CATEGORIES:
             self._stalled = True
 
+    @property
+    def stalled(self) -> bool:
+        """Whether any hang or timeout line (a stack dump's header included) was seen."""
+        return self._stalled
+
     def _by_signature(self) -> dict[str, Callable[[Match], None]]:
         return {"py-spy-process": self._process, _DUMP_ID: self._dump, _DATA_FRAME_ID: self._data_frame,
                 "nvidia-smi-gpu-row": self._gpu_row, "nvidia-smi-util-row": self._util_row,

@@ -30,6 +30,7 @@ from goodput.diagnose.signatures.crossline import (
 from goodput.diagnose.signatures.locate import Locator, node_of
 from goodput.diagnose.signatures.model import ROLE_ORDER, Match, Role, Signature
 from goodput.diagnose.signatures.naming import clip, name, pick, reporting_rank
+from goodput.diagnose.signatures.nodeplatform import NodePlatform
 from goodput.diagnose.signatures.stalls import Stalls
 from goodput.models import Category, CulpritKind, Frozen, RestartEffect
 
@@ -98,6 +99,7 @@ class VerdictBuilder:
         self.locator = Locator()
         self.circumstances = Circumstances()
         self.stalls = Stalls()
+        self.platform = NodePlatform()
         self._hits: list[Match] = []
         self._per_sig: dict[str, int] = {}
         self._terminated_at: int | None = None
@@ -118,6 +120,7 @@ class VerdictBuilder:
         match = self.locator.observe(match)
         self.circumstances.observe(match)
         self.stalls.observe(match)
+        self.platform.observe(match)
         sig = match.signature
         self._voided.update(sig.voids)
         if sig.terminates and self._terminated_at is None:
@@ -193,6 +196,7 @@ class VerdictBuilder:
                 self._hits.append(synthesized)
         self._hits += self.circumstances.synthesize(self._hits, self._timeouts, reporting_rank)
         self._hits += self.stalls.synthesize()
+        self._hits += self.platform.synthesize(stalled=self.stalls.stalled)
         if not self._hits:
             confidence, settle = grade(Ingredients(
                 category=Category.UNKNOWN, culprit_kind=CulpritKind.UNKNOWN, culprit_named=False,
@@ -216,6 +220,9 @@ class VerdictBuilder:
                       if m.signature.category == sig.category and self.role_of(m) is lead_role]
         kind, culprit, host, gpu, rank = pick(supporting, self.locator)
         kind, culprit, host, rank, placed = self._placed(lead, kind, culprit, host, rank)
+        only = self.platform.only_gpu(host) if gpu is None and sig.culprit_kind is CulpritKind.GPU else None
+        if only is not None and kind in (CulpritKind.GPU, CulpritKind.NODE):  # a node with one GPU: that one
+            kind, gpu, culprit = CulpritKind.GPU, only, f"{host} GPU {only}" if host else f"GPU {only}"
         if kind in (CulpritKind.APP, CulpritKind.RANK) and len(self.locator.hosts) <= 1:
             if culprit is None:
                 # The rank the launcher saw fail (or killed, hung) is the culprit on a one-node log.
