@@ -63,9 +63,10 @@ class _Bench(Protocol):
     async def workflow_start(self, workflow_id: str, timeout_s: float) -> datetime | None: ...
 
 
-def straggler_cpus(n: int, nodes: int) -> int:
-    """CPUs per lab node for 2n four-rank jobs on the nodes the pinned classes leave (all but two)."""
-    return -(-2 * n * RANKS // max(1, nodes - 2)) + RANKS
+def straggler_cpus(n: int) -> int:
+    """CPUs per lab node for 2n two-node jobs: Slurm packs them onto the first two free nodes, so
+    those two must hold every job's share."""
+    return 2 * n * (RANKS // NODES) + RANKS
 
 
 def script_text(workdir: Path) -> str:

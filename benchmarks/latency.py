@@ -357,7 +357,7 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
             named, agent_env = rig.liveness(workdir, cluster, drain_nodes)
             settings.update(named)
         slurmd_timeout = args.slurmd_timeout or (SLURM_DEFAULT_SLURMD_TIMEOUT_S if "node-loss" in wanted else 20)
-        cpus = max(8, 2 * args.n + 2, straggler_cpus(args.n, args.nodes) if "straggler" in wanted else 0)
+        cpus = max(8, 2 * args.n + 2, straggler_cpus(args.n) if "straggler" in wanted else 0)
         async with rig.slurm_lab(args.nodes, cpus=cpus, slurmd_timeout_s=slurmd_timeout) as lab, \
                 dev_server("sqlite-wal") as server:
             client = await connect(server.address)
