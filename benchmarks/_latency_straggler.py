@@ -22,6 +22,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from benchmarks import _latency_lab as rig
+from goodput.detect.straggler import DEFAULT_STRAGGLER_CONFIG
 from goodput.models import AnomalyKind, IncidentKey
 from goodput.recover.incident import IncidentReport
 from workflows.recovery import RecoveryWorkflow
@@ -31,6 +32,7 @@ STEP_MS = 1000.0
 RANKS, NODES = 4, 2
 WITHIN_S = 120.0      # the issue's target: named within 120 s of the slowdown
 WATCH_S = 300.0       # how long the benchmark waits for an incident before calling it missed
+WARM_STEPS = DEFAULT_STRAGGLER_CONFIG.window + 5  # the detector's window of step times, full
 
 STRAGGLER_JOB = """#!/bin/bash
 #SBATCH --comment=goodput:opt-in
@@ -107,16 +109,17 @@ async def _report(client: Client, incident: str) -> IncidentReport | None:
 
 
 async def _running(bench: _Bench, name: str, job: str) -> dict[int, str] | None:
-    """Each rank's node once every rank has printed a dozen steps (the window's start is full)."""
+    """Each rank's node once every rank has printed `WARM_STEPS`: a job that has run a while, whose
+    ranks' step-time windows are full, so the slowdown has a whole window of healthy steps to outvote."""
     out = bench.workdir / f"{name}.out"
     ranks: dict[int, str] = {}
 
     async def ready() -> bool:
         text = rig.read(out)
         ranks.update(rank_nodes(text))
-        return len(ranks) == RANKS and all(f"[rank{r}]: iteration 12/" in text for r in range(RANKS))
+        return len(ranks) == RANKS and all(f"[rank{r}]: iteration {WARM_STEPS}/" in text for r in range(RANKS))
 
-    if not await rig.wait_for(ready, 180, poll_s=0.5):
+    if not await rig.wait_for(ready, 180 + WARM_STEPS * STEP_MS / 1000, poll_s=0.5):
         bench.failures.append(f"{name} (job {job}) never made progress on all {RANKS} ranks")
         rig.scancel(job)
         return None
