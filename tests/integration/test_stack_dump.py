@@ -93,3 +93,18 @@ def test_py_spy_output_is_bounded_and_changes_nothing(tmp_path: Path, ranks: dic
 def test_a_scontrol_that_fails_is_an_error_in_the_report(tmp_path: Path) -> None:
     report = StackDumper(scontrol=str(tmp_path / "missing"), py_spy=None).capture("77")
     assert report.error and report.signalled == () and report.dumps == {}
+
+
+def test_goodput_stacks_on_the_node(tmp_path: Path, ranks: dict) -> None:
+    (registered, registered_err), (plain, _) = ranks["registered"], ranks["plain"]
+    fake_scontrol(tmp_path, "77", registered.pid, plain.pid)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "GOODPUT_CONFIG": str(tmp_path / "none.toml")}
+    done = subprocess.run([sys.executable, "-m", "workers.main", "stacks", "--job", "77"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert f"pid {registered.pid}: SIGUSR1 sent" in done.stdout
+    assert f"pid {plain.pid}: skipped" in done.stdout
+    wait_until(lambda: registered_err.read_text(), lambda t: "all_reduce_wait" in t, what="the dump")
+    refused = subprocess.run([sys.executable, "-m", "workers.main", "stacks", "--job", "77; reboot"], env=env,
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode != 0 and "SIGUSR1" not in refused.stdout
