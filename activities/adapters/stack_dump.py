@@ -9,8 +9,10 @@ A failure is a line in the report, never an exception out of the agent's loop.
 from __future__ import annotations
 
 import os
+import selectors
 import signal
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,22 +48,32 @@ def _proc_text(path: Path) -> str:
 
 
 def _bounded_run(argv: list[str], limit: int, timeout_s: float) -> tuple[int | None, bytes]:
-    """Run argv, keep at most `limit` bytes of its stdout, and never wait past `timeout_s`."""
+    """Run argv, keep at most `limit` bytes of its stdout, and never wait past `timeout_s` (a tool
+    stuck on a process in uninterruptible sleep must not stall the agent); None: it timed out."""
+    deadline = time.monotonic() + timeout_s
+    out = bytearray()
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                           start_new_session=True) as proc:
         assert proc.stdout is not None
-        out = b""
+        fd = proc.stdout.fileno()
+        with selectors.DefaultSelector() as ready:
+            ready.register(fd, selectors.EVENT_READ)
+            while len(out) < limit:
+                left = deadline - time.monotonic()
+                if left <= 0 or not ready.select(left):
+                    break
+                chunk = os.read(fd, min(1 << 16, limit - len(out)))
+                if not chunk:
+                    break
+                out += chunk
+        proc.stdout.close()  # a tool still writing gets SIGPIPE instead of filling memory
         try:
-            out = proc.stdout.read(limit)
-        finally:
-            proc.stdout.close()  # a tool still writing gets SIGPIPE instead of filling memory
-            try:
-                code: int | None = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                code = None
-    return code, out
+            code: int | None = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            code = None
+    return code, bytes(out)
 
 
 class StackDumper:
@@ -94,10 +106,13 @@ class StackDumper:
         for step in steps:
             if step.method == "py-spy" and self._py_spy is not None:
                 try:
-                    _, out = _bounded_run([self._py_spy, "dump", "--pid", str(step.pid)], self._max_dump,
-                                          self._timeout_s)
+                    code, out = _bounded_run([self._py_spy, "dump", "--pid", str(step.pid)], self._max_dump,
+                                             self._timeout_s)
                 except OSError as err:
-                    report.skipped += (step.model_copy(update={"method": "skip", "reason": f"py-spy: {err}"}),)
+                    code, out = -1, f"{err}".encode()
+                if code is None or not out:
+                    why = "timed out" if code is None else f"printed nothing (exit {code})"
+                    report.skipped += (step.model_copy(update={"method": "skip", "reason": f"py-spy {why}"}),)
                     continue
                 report.dumps[step.pid] = out.decode(errors="replace")
             elif step.method == "signal":

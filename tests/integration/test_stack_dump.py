@@ -108,3 +108,13 @@ def test_goodput_stacks_on_the_node(tmp_path: Path, ranks: dict) -> None:
     refused = subprocess.run([sys.executable, "-m", "workers.main", "stacks", "--job", "77; reboot"], env=env,
                              capture_output=True, text=True, timeout=60, check=False)
     assert refused.returncode != 0 and "SIGUSR1" not in refused.stdout
+
+
+def test_a_py_spy_that_hangs_is_given_up_on(tmp_path: Path, ranks: dict) -> None:
+    registered, _ = ranks["registered"]
+    spy = tmp_path / "py-spy"
+    spy.write_text("#!/bin/sh\nexec sleep 600\n")  # stuck, as on a process in uninterruptible sleep
+    spy.chmod(0o755)
+    scontrol = fake_scontrol(tmp_path, "77", registered.pid)
+    report = StackDumper(scontrol=str(scontrol), py_spy=str(spy), timeout_s=1).capture("77")
+    assert report.dumps == {} and [(s.pid, s.reason) for s in report.skipped] == [(registered.pid, "py-spy timed out")]
