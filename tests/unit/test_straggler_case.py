@@ -78,6 +78,12 @@ def test_error_counters_count_only_when_they_grow_against_the_fleet() -> None:
     assert any("NVLink errors +12" in s for s in evidence.signals)
 
 
+def test_errors_every_gpu_counts_at_once_are_the_fabric_not_one_gpu() -> None:
+    before = job_gpus()
+    everywhere = job_gpus(**{f"{n}/gpu{i}": {"nvlink_error_count": 3 + i} for n in NODES for i in range(8)})
+    assert gpu_evidence(everywhere, before) == []
+
+
 def test_a_throttle_every_gpu_shares_is_not_one_gpus_fault() -> None:
     hot_room = job_gpus(**{f"{n}/gpu{i}": {"clock_event_reasons": ("sw-thermal-slowdown",)}
                            for n in NODES for i in range(8)})
