@@ -246,9 +246,10 @@ def _nodes_and_policy(command: _Commands) -> None:
 
     p = command("stacks", "nodes", "dump the stacks of a hung job's processes on this node",
                 "On a node of the job: every process `scontrol listpids` lists for it, dumped by py-spy when "
-                "installed, else sent SIGUSR1 where it registered faulthandler for it (the dump goes to the job's "
-                "stderr, where goodput reads it); a process that does not catch the signal is skipped, never "
-                "signalled.", "goodput stacks --job 4242")
+                "installed, else sent the signal the job's comment names (goodput:stack-signal=USR1) where the "
+                "process catches it, i.e. registered faulthandler for it (the dump goes to the job's stderr, "
+                "where goodput reads it); any other process is skipped, never signalled.",
+                "goodput stacks --job 4242")
     p.add_argument("--job", required=True, help="the Slurm job id")
 
     p = command("agent-token", "nodes", "print one node's heartbeat token",

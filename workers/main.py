@@ -207,7 +207,7 @@ def _stacks(args: argparse.Namespace) -> int:
     for pid, dump in report.dumps.items():
         print(f"== pid {pid} (py-spy)\n{dump.rstrip()}")
     for pid in report.signalled:
-        print(f"== pid {pid}: SIGUSR1 sent; its faulthandler writes the dump to the job's stderr")
+        print(f"== pid {pid}: {report.signal_name} sent; its faulthandler writes the dump to the job's stderr")
     for skipped in report.skipped:
         print(f"== pid {skipped.pid}: skipped, {skipped.reason}")
     if report.error:

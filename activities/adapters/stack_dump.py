@@ -24,6 +24,7 @@ from goodput.detect.stack_capture import (
     cgroup_job,
     parse_listpids,
     plan,
+    requested_signal,
 )
 
 MAX_LISTPIDS_BYTES = 256 * 1024
@@ -35,6 +36,7 @@ class StackReport:
     job_id: str
     dumps: dict[int, str] = field(default_factory=dict)   # py-spy's output per pid, bounded
     signalled: tuple[int, ...] = ()                        # their dump goes to the job's stderr
+    signal_name: str = ""
     skipped: tuple[Capture, ...] = ()
     error: str = ""
 
@@ -77,14 +79,22 @@ def _bounded_run(argv: list[str], limit: int, timeout_s: float) -> tuple[int | N
 
 
 class StackDumper:
-    def __init__(self, *, scontrol: str = "scontrol", py_spy: str | None = None, proc: Path = Path("/proc"),
-                 signum: int = signal.SIGUSR1, timeout_s: float = 10.0, max_dump_bytes: int = MAX_DUMP_BYTES) -> None:
+    def __init__(self, *, scontrol: str = "scontrol", squeue: str = "squeue", py_spy: str | None = None,
+                 proc: Path = Path("/proc"), timeout_s: float = 10.0, max_dump_bytes: int = MAX_DUMP_BYTES) -> None:
         self._scontrol = scontrol
+        self._squeue = squeue
         self._py_spy = py_spy
         self._proc = proc
-        self._signum = signum
         self._timeout_s = timeout_s
         self._max_dump = max_dump_bytes
+
+    def _asked_signal(self, job_id: str) -> int | None:
+        """The dump signal the job's comment names (Slurm's record of it); None when none or unreadable."""
+        try:
+            code, raw = _bounded_run([self._squeue, "-h", "-j", job_id, "-o", "%k"], 8192, self._timeout_s)
+        except OSError:
+            return None
+        return requested_signal(raw.decode(errors="replace")) if code == 0 else None
 
     def capture(self, job_id: str) -> StackReport:
         """Every process Slurm lists for `job_id` on this node, dumped or skipped with a reason."""
@@ -97,10 +107,12 @@ class StackDumper:
             return StackReport(job_id, error=f"cannot list job {job_id}'s processes: {err}")
         if not pids:
             return StackReport(job_id, error=f"Slurm lists no process of job {job_id} on this node")
+        signum = None if self._py_spy is not None else self._asked_signal(job_id)
         status = {pid: _proc_text(self._proc / str(pid) / "status") for pid in pids}
         cgroups = {pid: cgroup_job(_proc_text(self._proc / str(pid) / "cgroup")) for pid in pids}
-        steps = plan(pids, job_id, py_spy=self._py_spy is not None,
-                     catching={pid: catches(text, self._signum) for pid, text in status.items()}, cgroups=cgroups)
+        catching = {pid: signum is not None and catches(text, signum) for pid, text in status.items()}
+        steps = plan(pids, job_id, py_spy=self._py_spy is not None, catching=catching, cgroups=cgroups,
+                     signal_asked=signum is not None)
         report = StackReport(job_id, skipped=tuple(s for s in steps if s.method == "skip"))
         signalled = []
         for step in steps:
@@ -115,11 +127,12 @@ class StackDumper:
                     report.skipped += (step.model_copy(update={"method": "skip", "reason": f"py-spy {why}"}),)
                     continue
                 report.dumps[step.pid] = out.decode(errors="replace")
-            elif step.method == "signal":
+            elif step.method == "signal" and signum is not None:
                 try:
-                    os.kill(step.pid, self._signum)
+                    os.kill(step.pid, signum)
                     signalled.append(step.pid)
                 except OSError as err:
                     report.skipped += (step.model_copy(update={"method": "skip", "reason": str(err)}),)
         report.signalled = tuple(signalled)
+        report.signal_name = signal.Signals(signum).name if signum is not None else ""
         return report

@@ -11,17 +11,21 @@ The agent captures them on request, and doing that safely is the point of this m
   by another job's process in between is skipped.
 * **py-spy when installed** (`py-spy dump --pid`): it reads the process from outside and changes
   nothing in it.
-* **Else the job's faulthandler signal, only where the process catches it.** SIGUSR1's default
-  action ends a process, so signalling a rank that did not call
+* **Else the job's faulthandler signal, when the job asked for it and only where the process
+  catches it.** SIGUSR1's default action ends a process, so signalling a rank that did not call
   `faulthandler.register(signal.SIGUSR1)` would kill the job the dump was meant to diagnose;
-  `/proc/<pid>/status` says which signals a process catches (`SigCgt`). The dump then goes to the
-  job's own stderr, where the log watcher reads it like any other line.
+  `/proc/<pid>/status` says which signals a process catches (`SigCgt`). Catching is not enough:
+  PyTorch Lightning catches SIGUSR1 to checkpoint and requeue the job (`--signal=SIGUSR1@90`), so
+  a signal goes only to a job whose comment names it (`goodput:stack-signal=USR1` or `USR2`, the
+  job choosing what its own processes receive). The dump then goes to the job's own stderr, where
+  the log watcher reads it like any other line.
 * **Bounded**: at most `MAX_PIDS` processes per job (a longer list is an error, not a signal
   storm), and each dump is cut at `MAX_DUMP_BYTES` by the adapter that reads it.
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -34,6 +38,8 @@ MAX_DUMP_BYTES = 256 * 1024
 MAX_PID = 4_194_304  # the kernel's PID_MAX_LIMIT
 _ROW = re2.compile(r"^\s*(\d{1,7})\s+(\S{1,32})\s+\S{1,32}")
 _SLURM_CGROUP = re2.compile(r"/job_(\d{1,12})(?:/|$)")
+_SIGNAL_MARKER = re2.compile(r"(?:^|[\s,;])goodput:stack-signal=(?:SIG)?(USR1|USR2)(?:$|[\s,;])")
+_SIGNALS = {"USR1": signal.SIGUSR1, "USR2": signal.SIGUSR2}
 
 
 class StackCaptureError(ValueError):
@@ -81,9 +87,16 @@ def cgroup_job(text: str) -> str | None:
     return None
 
 
+def requested_signal(comment: str) -> int | None:
+    """The dump signal a job's comment asks for (`goodput:stack-signal=USR1`); None: none asked."""
+    found = _SIGNAL_MARKER.search(comment[:4096])
+    return int(_SIGNALS[found.group(1)]) if found else None
+
+
 def plan(pids: Sequence[int], job_id: str, *, py_spy: bool, catching: Mapping[int, bool],
-         cgroups: Mapping[int, str | None]) -> list[Capture]:
-    """How each of the job's processes is dumped, or why it is not."""
+         cgroups: Mapping[int, str | None], signal_asked: bool = True) -> list[Capture]:
+    """How each of the job's processes is dumped, or why it is not; `catching` is about the signal
+    the job asked for, and `signal_asked` False sends none whatever the processes catch."""
     steps = []
     for pid in pids[:MAX_PIDS]:
         owner = cgroups.get(pid)
@@ -91,6 +104,9 @@ def plan(pids: Sequence[int], job_id: str, *, py_spy: bool, catching: Mapping[in
             steps.append(Capture(pid=pid, method="skip", reason=f"pid {pid} is now job {owner}'s"))
         elif py_spy:
             steps.append(Capture(pid=pid, method="py-spy"))
+        elif not signal_asked:
+            steps.append(Capture(pid=pid, method="skip", reason="no py-spy here, and the job's comment names no "
+                                 "dump signal (goodput:stack-signal=USR1)"))
         elif catching.get(pid, False):
             steps.append(Capture(pid=pid, method="signal"))
         else:

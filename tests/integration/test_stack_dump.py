@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,19 +48,28 @@ def ranks(tmp_path: Path) -> Iterator[dict[str, tuple[subprocess.Popen[bytes], P
         proc.stdout.close()
 
 
-def fake_scontrol(tmp_path: Path, job: str, *pids: int) -> Path:
+def fake_scontrol(tmp_path: Path, job: str, *pids: int, comment: str = "goodput:opt-in goodput:stack-signal=USR1"
+                  ) -> Path:
+    """`scontrol listpids` and `squeue -o %k` (the job's comment) as Slurm prints them."""
     rows = "".join(f"{pid} {job} 0 {i} {i}\\n" for i, pid in enumerate(pids))
     path = tmp_path / "scontrol"
     path.write_text(f'#!/bin/sh\n[ "$1 $2" = "listpids {job}" ] || exit 1\n'
                     f'printf "PID JOBID STEPID LOCALID GLOBALID\\n{rows}"\n')
     path.chmod(0o755)
+    squeue = tmp_path / "squeue"
+    squeue.write_text(f'#!/bin/sh\n[ "$*" = "-h -j {job} -o %k" ] || exit 1\necho "{comment}"\n')
+    squeue.chmod(0o755)
     return path
+
+
+def dumper(scontrol: Path, **kwargs: Any) -> StackDumper:
+    return StackDumper(scontrol=str(scontrol), squeue=str(scontrol.with_name("squeue")), **kwargs)
 
 
 def test_the_signal_reaches_only_a_rank_that_catches_it(tmp_path: Path, ranks: dict) -> None:
     (registered, registered_err), (plain, _) = ranks["registered"], ranks["plain"]
     scontrol = fake_scontrol(tmp_path, "77", registered.pid, plain.pid)
-    report = StackDumper(scontrol=str(scontrol), py_spy=None).capture("77")
+    report = dumper(scontrol, py_spy=None).capture("77")
     assert report.signalled == (registered.pid,)
     assert [s.pid for s in report.skipped] == [plain.pid]
     dump = wait_until(lambda: registered_err.read_text(), lambda t: "all_reduce_wait" in t, what="the dump")
@@ -67,10 +77,19 @@ def test_the_signal_reaches_only_a_rank_that_catches_it(tmp_path: Path, ranks: d
     assert plain.poll() is None and registered.poll() is None  # nothing was killed
 
 
+def test_no_signal_for_a_job_that_did_not_ask_for_one(tmp_path: Path, ranks: dict) -> None:
+    # Catching SIGUSR1 is not asking for a dump (Lightning catches it to checkpoint and requeue).
+    registered, registered_err = ranks["registered"]
+    scontrol = fake_scontrol(tmp_path, "77", registered.pid, comment="goodput:opt-in")
+    report = dumper(scontrol, py_spy=None).capture("77")
+    assert report.signalled == () and "goodput:stack-signal" in report.skipped[0].reason
+    assert registered_err.read_text() == ""
+
+
 def test_another_jobs_listing_is_not_acted_on(tmp_path: Path, ranks: dict) -> None:
     registered, registered_err = ranks["registered"]
     scontrol = fake_scontrol(tmp_path, "78", registered.pid)
-    report = StackDumper(scontrol=str(scontrol), py_spy=None).capture("77")
+    report = dumper(scontrol, py_spy=None).capture("77")
     assert report.signalled == () and report.error
     assert registered_err.read_text() == ""
 
@@ -83,7 +102,7 @@ def test_py_spy_output_is_bounded_and_changes_nothing(tmp_path: Path, ranks: dic
                    'echo "Thread $3 (idle): MainThread"; yes "    all_reduce_wait (rank.py:5)" | head -c 1000000\n')
     spy.chmod(0o755)
     scontrol = fake_scontrol(tmp_path, "77", registered.pid)
-    report = StackDumper(scontrol=str(scontrol), py_spy=str(spy), max_dump_bytes=4096).capture("77")
+    report = dumper(scontrol, py_spy=str(spy), max_dump_bytes=4096).capture("77")
     assert report.signalled == ()
     (text,) = report.dumps.values()
     assert text.startswith(f"Thread {registered.pid} (idle)") and len(text.encode()) <= 4096
@@ -91,7 +110,7 @@ def test_py_spy_output_is_bounded_and_changes_nothing(tmp_path: Path, ranks: dic
 
 
 def test_a_scontrol_that_fails_is_an_error_in_the_report(tmp_path: Path) -> None:
-    report = StackDumper(scontrol=str(tmp_path / "missing"), py_spy=None).capture("77")
+    report = dumper(tmp_path / "missing", py_spy=None).capture("77")
     assert report.error and report.signalled == () and report.dumps == {}
 
 
@@ -116,5 +135,5 @@ def test_a_py_spy_that_hangs_is_given_up_on(tmp_path: Path, ranks: dict) -> None
     spy.write_text("#!/bin/sh\nexec sleep 600\n")  # stuck, as on a process in uninterruptible sleep
     spy.chmod(0o755)
     scontrol = fake_scontrol(tmp_path, "77", registered.pid)
-    report = StackDumper(scontrol=str(scontrol), py_spy=str(spy), timeout_s=1).capture("77")
+    report = dumper(scontrol, py_spy=str(spy), timeout_s=1).capture("77")
     assert report.dumps == {} and [(s.pid, s.reason) for s in report.skipped] == [(registered.pid, "py-spy timed out")]

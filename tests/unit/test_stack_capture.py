@@ -13,6 +13,7 @@ from goodput.detect.stack_capture import (
     cgroup_job,
     parse_listpids,
     plan,
+    requested_signal,
 )
 
 LISTPIDS = """PID      JOBID    STEPID   LOCALID GLOBALID
@@ -78,3 +79,21 @@ def test_py_spy_when_installed_else_the_signal_else_nothing() -> None:
     assert "does not catch" in without[1].reason and "job 78" in without[2].reason
     # A node without Slurm cgroups: Slurm's own list is the only word on whose process it is.
     assert [c.method for c in plan((10,), "77", py_spy=False, catching={10: True}, cgroups={10: None})] == ["signal"]
+
+
+@pytest.mark.parametrize(("comment", "signum"), [
+    ("goodput:opt-in goodput:stack-signal=USR1", signal.SIGUSR1),
+    ("goodput:stack-signal=SIGUSR2,goodput:opt-in", signal.SIGUSR2),
+    ("goodput:opt-in", None),
+    ("goodput:stack-signal=KILL", None),           # only the two user signals, never one that ends it
+    ("goodput:stack-signal=USR1x", None),
+    ("xgoodput:stack-signal=USR1", None),
+])
+def test_the_job_names_its_dump_signal_in_its_comment(comment: str, signum: int | None) -> None:
+    assert requested_signal(comment) == signum
+
+
+def test_no_signal_unless_the_job_asked_even_to_a_process_that_catches_it() -> None:
+    # Lightning catches SIGUSR1 to checkpoint and requeue: catching is not asking for a dump.
+    [step] = plan((10,), "77", py_spy=False, catching={10: True}, cgroups={10: "77"}, signal_asked=False)
+    assert step.method == "skip" and "goodput:stack-signal" in step.reason
