@@ -17,7 +17,10 @@ from typing import Any
 from benchmarks._harness import summary
 from benchmarks._slurm_lab import SlurmEvent, SlurmEventKind
 
-CLASSES = ("xid-kernel-log", "crash", "hang", "node-failure", "app-error", "slow-phase", "node-loss")
+CLASSES = ("xid-kernel-log", "crash", "hang", "node-failure", "app-error", "slow-phase", "node-loss", "straggler",
+           "straggler-balanced")
+"""`straggler-balanced` runs with `straggler` (balanced jobs beside the slowed ones: any incident is a
+false alarm); it is not a class of its own to ask for."""
 
 # One progress line of the benchmark's job: "run <job id>-<restart count> iteration <n>/ ...".
 _PROGRESS = re.compile(r"^run (\d+)-(\d+) iteration (\d+)/", re.MULTILINE)

@@ -24,6 +24,9 @@ Brings up its own Slurm lab, a real Temporal dev server, one `goodput worker` pr
   Slurm's own detection again (its wait grows to SlurmdTimeout + 90 s, and each round takes
   minutes); run `node-loss` on its own (`--classes node-loss --node-rounds 20`), the other classes
   as before.
+* `straggler` — a two-node, four-rank job, one rank's step time 20 % slower from the fault on
+  (`_latency_straggler`): handled when its incident names that rank's node within 120 s; as many
+  balanced jobs run beside them (`straggler-balanced`), where any incident is a false alarm.
 
 Clocks: detection runs from the injector's timestamp (taken as the fault is written; the job
 reacts within its 0.2 s loop) to the incident workflow's start time on the Temporal server; action
@@ -56,6 +59,7 @@ from benchmarks import _latency_lab as rig
 from benchmarks._git import commit
 from benchmarks._harness import connect, dev_server, emit, environment
 from benchmarks._latency_records import CLASSES, clock_gap, first, per_class, resumed_run
+from benchmarks._latency_straggler import straggler_class, straggler_cpus
 from benchmarks._slurm_lab import Lab, SlurmEvent, slurmctld_events
 from goodput.models import IncidentKey
 from goodput.recover.incident import IncidentReport
@@ -259,7 +263,7 @@ class Bench:
     def judge(self, events: Sequence[SlurmEvent]) -> None:
         """Action times from slurmctld's log, and whether each fault was handled as planned."""
         for s in self.samples:
-            if s["class"] == "slow-phase":
+            if s["class"] in ("slow-phase", "straggler", "straggler-balanced"):
                 continue  # judged as it ran: no action is the plan, and any incident a false alarm
             fault_at: datetime = s["fault_at"]
             resumed_as = s.get("resumed_as")
@@ -353,7 +357,8 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
             named, agent_env = rig.liveness(workdir, cluster, drain_nodes)
             settings.update(named)
         slurmd_timeout = args.slurmd_timeout or (SLURM_DEFAULT_SLURMD_TIMEOUT_S if "node-loss" in wanted else 20)
-        async with rig.slurm_lab(args.nodes, cpus=max(8, 2 * args.n + 2), slurmd_timeout_s=slurmd_timeout) as lab, \
+        cpus = max(8, 2 * args.n + 2, straggler_cpus(args.n) if "straggler" in wanted else 0)
+        async with rig.slurm_lab(args.nodes, cpus=cpus, slurmd_timeout_s=slurmd_timeout) as lab, \
                 dev_server("sqlite-wal") as server:
             client = await connect(server.address)
             queue = f"latency-{uuid.uuid4().hex[:6]}"
@@ -375,6 +380,8 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
                 for kind in ("xid-kernel-log", "node-failure", "node-loss"):
                     if kind in wanted:
                         await bench.node_class(kind, args.node_rounds, [HANG_NODE, PINNED_NODE])
+                if "straggler" in wanted:
+                    await straggler_class(bench, args.n, [HANG_NODE, PINNED_NODE])
                 await hang
                 await slow
                 await bench.outcomes()
@@ -414,14 +421,15 @@ def _public(sample: dict[str, Any]) -> dict[str, Any]:
 def run(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks latency", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=5, help="faults per class for crash, hang and app-error, and "
-                        "slow-phase jobs")
+    parser.add_argument("--n", type=int, default=5, help="faults per class for crash, hang, app-error and "
+                        "straggler, and slow-phase jobs")
     parser.add_argument("--node-rounds", type=int, default=5,
                         help="faults per class for xid-kernel-log, node-failure and node-loss (one node out at a "
                              "time)")
     parser.add_argument("--nodes", type=int, default=5, help="lab nodes (node1: hang and slow-phase jobs, node2: "
                         "crash and app-error jobs, the rest: xid, node-failure and node-loss jobs)")
-    parser.add_argument("--classes", default=",".join(CLASSES), help="a comma-separated subset, for trying it out")
+    parser.add_argument("--classes", default=",".join(c for c in CLASSES if c != "straggler-balanced"),
+                        help="a comma-separated subset, for trying it out")
     parser.add_argument("--slurmd-timeout", type=int, help="the lab's SlurmdTimeout in seconds (default: Slurm's "
                         "300 when node-loss runs, else the lab's 20)")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it (logs of goodput and jobs)")

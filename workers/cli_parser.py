@@ -251,6 +251,14 @@ def _nodes_and_policy(command: _Commands) -> None:
     p.add_argument("--kernel-log", type=Path, help="a kernel-only log to follow for Xids (default from settings)")
     p.add_argument("--node", help="this node's name as the scheduler knows it (default: the host name)")
 
+    p = command("stacks", "nodes", "dump the stacks of a hung job's processes on this node",
+                "On a node of the job: every process `scontrol listpids` lists for it, dumped by py-spy when "
+                "installed, else sent the signal the job's comment names (goodput:stack-signal=USR1) where the "
+                "process catches it, i.e. registered faulthandler for it (the dump goes to the job's stderr, "
+                "where goodput reads it); any other process is skipped, never signalled.",
+                "goodput stacks --job 4242")
+    p.add_argument("--job", required=True, help="the Slurm job id")
+
     p = command("agent-token", "nodes", "print one node's heartbeat token",
                 "The token a node's agent sends with its heartbeats (agent.heartbeat_token_file), derived from "
                 "liveness.secret_file: it speaks for that node only.", "goodput agent-token --node gpu-017")

@@ -196,7 +196,26 @@ def _completion(args: argparse.Namespace) -> int:
     return 0
 
 
-OFFLINE = {"classify": _classify, "checkpoints": _checkpoints, "completion": _completion}
+def _stacks(args: argparse.Namespace) -> int:
+    """Needs no settings: Slurm's list of the job's processes on this node, and /proc."""
+    import shutil
+
+    from activities.adapters.stack_dump import StackDumper
+    from goodput.identifiers import validate_job_id
+
+    report = StackDumper(py_spy=shutil.which("py-spy")).capture(validate_job_id(args.job))
+    for pid, dump in report.dumps.items():
+        print(f"== pid {pid} (py-spy)\n{dump.rstrip()}")
+    for pid in report.signalled:
+        print(f"== pid {pid}: {report.signal_name} sent; its faulthandler writes the dump to the job's stderr")
+    for skipped in report.skipped:
+        print(f"== pid {skipped.pid}: skipped, {skipped.reason}")
+    if report.error:
+        print(f"goodput stacks: {report.error}", file=sys.stderr)
+    return 1 if report.error else 0
+
+
+OFFLINE = {"classify": _classify, "checkpoints": _checkpoints, "completion": _completion, "stacks": _stacks}
 
 
 def _doctor(args: argparse.Namespace, settings: Settings) -> int:

@@ -36,7 +36,12 @@ _DEFAULTS: dict[str, int] = {
     "NVML_ERROR_GPU_IS_LOST": 15, "NVML_ERROR_FUNCTION_NOT_FOUND": 13, "NVML_SUCCESS": 0,
     "nvmlEventTypeXidCriticalError": 0x8,
     "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION": 230,
+    "NVML_NVLINK_MAX_LINKS": 18, "NVML_FEATURE_ENABLED": 1, "NVML_NVLINK_ERROR_DL_REPLAY": 0,
+    "NVML_NVLINK_ERROR_DL_RECOVERY": 1, "NVML_NVLINK_ERROR_DL_CRC_FLIT": 2, "NVML_NVLINK_ERROR_DL_CRC_DATA": 3,
 }
+# Every NVLink error NVML counts per link; their sum growing is a link going bad.
+_NVLINK_COUNTERS = ("NVML_NVLINK_ERROR_DL_REPLAY", "NVML_NVLINK_ERROR_DL_RECOVERY", "NVML_NVLINK_ERROR_DL_CRC_FLIT",
+                    "NVML_NVLINK_ERROR_DL_CRC_DATA")
 MAX_EVENTS_PER_POLL = 256
 
 
@@ -59,6 +64,7 @@ class NvmlCollector:
         self._clock = clock
         self._handles: dict[int, Any] = {}
         self._identity: dict[int, dict[str, Any]] = {}
+        self._links: dict[int, tuple[int, ...]] = {}  # the NVLinks each GPU has, learnt on first read
         self._count = 0
         self._event_set: Any = None
         self.event_errors: dict[int, str] = {}
@@ -192,6 +198,8 @@ class NvmlCollector:
         out["power_w"] = milliwatts / 1000.0 if milliwatts is not None else None
         out["temperature_c"] = _num(read("temperature", nvml.nvmlDeviceGetTemperature, handle,
                                          c("NVML_TEMPERATURE_GPU")))
+        out["pcie_replay_count"] = _int(read("pcie_replay", nvml.nvmlDeviceGetPcieReplayCounter, handle))
+        out["nvlink_error_count"] = read("nvlink_errors", self._nvlink_errors, index, handle)
         for field, err_type, counter in (
                 ("ecc_volatile_corrected", "NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_VOLATILE_ECC"),
                 ("ecc_volatile_uncorrected", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_VOLATILE_ECC"),
@@ -218,6 +226,32 @@ class NvmlCollector:
         out["recovery_action"] = read("recovery_action", self._recovery_action, handle)
         out["errors"] = tuple(errors)
         return out
+
+    def _nvlink_errors(self, index: int, handle: Any) -> int | None:
+        """NVLink errors summed over the GPU's active links; None for a GPU without NVLink."""
+        nvml = self._nvml
+        links = self._links.get(index)
+        if links is None:
+            links = self._links[index] = tuple(
+                link for link in range(self._const("NVML_NVLINK_MAX_LINKS")) if self._link_exists(handle, link))
+        if not links:
+            return None
+        total = 0
+        for link in links:
+            if int(nvml.nvmlDeviceGetNvLinkState(handle, link)) != self._const("NVML_FEATURE_ENABLED"):
+                continue  # a link that is down counts nothing more (and NVML refuses its counters)
+            total += sum(int(nvml.nvmlDeviceGetNvLinkErrorCounter(handle, link, self._const(counter)))
+                         for counter in _NVLINK_COUNTERS)
+        return total
+
+    def _link_exists(self, handle: Any, link: int) -> bool:
+        try:
+            self._nvml.nvmlDeviceGetNvLinkState(handle, link)
+        except self._nvml.NVMLError as err:
+            if self._is(err, "NVML_ERROR_GPU_IS_LOST"):
+                raise
+            return False
+        return True
 
     def _clock_reasons(self, handle: Any) -> int:
         nvml = self._nvml

@@ -169,6 +169,7 @@ _FIELDS: dict[str, tuple[str, type[float] | type[int] | type[bool]]] = {
     "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("remapped_rows_uncorrectable", int),
     "DCGM_FI_DEV_ROW_REMAP_PENDING": ("row_remap_pending", bool),
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("row_remap_failure", bool),
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": ("pcie_replay_count", int),
 }
 _CLOCK_REASONS = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
 _RECOVERY = ("DCGM_FI_DEV_GET_GPU_RECOVERY_ACTION", "DCGM_FI_DEV_GPU_RECOVERY_ACTION")

@@ -119,6 +119,10 @@ class GpuSample(Frozen):
     remapped_rows_uncorrectable: int | None = None
     row_remap_pending: bool | None = None
     row_remap_failure: bool | None = None
+    pcie_replay_count: int | None = None
+    """PCIe replays since driver load (nvmlDeviceGetPcieReplayCounter); a climbing count is a bad link."""
+    nvlink_error_count: int | None = None
+    """NVLink replay, recovery and CRC errors summed over the GPU's links (nvmlDeviceGetNvLinkErrorCounter)."""
     clock_event_mask: int | None = None
     clock_event_reasons: tuple[str, ...] | None = None
     recovery_action: GpuRecoveryAction | None = None

@@ -22,7 +22,8 @@ from goodput.detect.log_marks import Replay, marks_of, sort_out
 from goodput.detect.logtail import LogLine
 from goodput.detect.progress import ProgressParser
 from goodput.detect.stamps import line_time
-from goodput.detect.straggler import DEFAULT_STRAGGLER_CONFIG, StragglerConfig, find_stragglers, straggler_anomaly
+from goodput.detect.straggler import DEFAULT_STRAGGLER_CONFIG, StragglerConfig
+from goodput.detect.straggler_case import straggler_anomaly_from_cases, straggler_cases
 from goodput.detect.straggler_report import ReportTally, StragglerReportError, observe, parse_report
 from goodput.diagnose.classify import anomaly_from_verdict
 from goodput.diagnose.signatures import Catalogue, default_catalogue
@@ -177,10 +178,11 @@ class LiveLogDetector:
         if self.state.straggler_reported or len(self.state.rank_steps) < self._straggler.min_ranks:
             return []
         hosts = dict(self.state.rank_hosts)
-        findings = find_stragglers(self.state.rank_steps, hosts, self._straggler)
-        anomaly = straggler_anomaly(findings, anomaly_id=anomaly_id(self.key, "straggler"), job_id=self.key.job_id,
-                                    observed_at=now, detected_at=now, cluster=self.key.cluster,
-                                    job_attempt=self.key.job_attempt)
+        # The log watcher has no GPU samples: step times alone, with what they cost the job per hour.
+        cases = straggler_cases(self.state.rank_steps, hosts, config=self._straggler)
+        anomaly = straggler_anomaly_from_cases(cases, anomaly_id=anomaly_id(self.key, "straggler"),
+                                               job_id=self.key.job_id, observed_at=now, detected_at=now,
+                                               cluster=self.key.cluster, job_attempt=self.key.job_attempt)
         if anomaly is None:
             return []
         self.state = self.state.model_copy(update={"straggler_reported": True,

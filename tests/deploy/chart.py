@@ -43,6 +43,7 @@ SENTINEL = {
     "admin": "SENTINEL-admin-token-0123456789",
     "viewer": "SENTINEL-viewer-token-0123456789",
     "push": "SENTINEL-push-token-0123456789",
+    "liveness": "SENTINEL-liveness-secret-0123456789abcdef0123456789",
 }
 
 
@@ -52,6 +53,7 @@ def inline_secrets(mode: str) -> dict[str, Any]:
         "mode": mode,
         "resubmitKey": {"existingSecret": "", "value": SENTINEL["resubmit"]},
         "detectors": {"enabled": True, "pushToken": {"existingSecret": "", "value": SENTINEL["push"]}},
+        "liveness": {"enabled": True, "secret": {"existingSecret": "", "value": SENTINEL["liveness"]}},
         "console": {
             "users": [{"name": "admin", "role": "admin", "tokenKey": "admin-token"},
                       {"name": "viewer", "role": "viewer", "tokenKey": "viewer-token"}],

@@ -19,7 +19,8 @@ def healthy_gpus(node: str = "node1", count: int = 8, *, utilisation: float = 97
                       name="NVIDIA H200", node=node, utilisation_pct=utilisation, sm_clock_mhz=sm_clock,
                       power_w=power, temperature_c=55.0, ecc_volatile_corrected=0,
                       ecc_volatile_uncorrected=0, ecc_aggregate_corrected=0, ecc_aggregate_uncorrected=0,
-                      row_remap_pending=False, row_remap_failure=False, clock_event_reasons=())
+                      row_remap_pending=False, row_remap_failure=False, clock_event_reasons=(),
+                      pcie_replay_count=0, nvlink_error_count=0)
             for i in range(count)]
 
 

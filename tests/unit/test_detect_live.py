@@ -67,6 +67,18 @@ def test_a_slow_rank_is_one_straggler_anomaly() -> None:
     assert detector.tick(T0 + timedelta(seconds=13)) == []
 
 
+def test_a_straggler_anomaly_makes_the_case_for_excluding_its_node() -> None:
+    detector = LiveLogDetector.start(KEY, T0)
+    for step in range(1, 12):
+        batch = [f"node{rank // 4}: [rank{rank}]: iteration {step}/ 100 | elapsed time per iteration (ms): "
+                 f"{1250.0 if rank == 6 else 1000.0}" for rank in range(8)]
+        detector.feed(lines(*batch, start=step * 8), T0, T0)
+    [straggler] = detector.tick(T0 + timedelta(seconds=12))
+    assert straggler.nodes == ("node1",) and straggler.ranks == (6,)
+    assert "loses 900 s of step time per hour" in straggler.evidence[0]
+    assert "exclude node1 at the job's next restart" in straggler.evidence[0]
+
+
 def test_a_uniform_fleet_has_no_straggler() -> None:
     detector = LiveLogDetector.start(KEY, T0)
     for step in range(1, 12):

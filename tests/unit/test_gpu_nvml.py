@@ -44,6 +44,10 @@ class FakeDevice:
     fail: dict[str, int] = field(default_factory=dict)
     lost: bool = False
     events_supported: bool = True
+    pcie_replays: int = 0
+    links: int = 18  # NVLinks present; 0 for a PCIe card
+    nvlink: dict[int, dict[int, int]] = field(default_factory=dict)  # link -> counter -> count
+    links_down: tuple[int, ...] = ()
 
     @property
     def uuid(self) -> str:
@@ -143,6 +147,18 @@ class FakeNvml:
         return [SimpleNamespace(fieldId=ids[0], nvmlReturn=ret, valueType=pynvml.NVML_VALUE_TYPE_UNSIGNED_INT,
                                 value=SimpleNamespace(uiVal=h.recovery))]
 
+    def nvmlDeviceGetPcieReplayCounter(self, h: FakeDevice) -> int:
+        return self._check("pcie_replay", h).pcie_replays
+
+    def nvmlDeviceGetNvLinkState(self, h: FakeDevice, link: int) -> int:
+        if link >= self._check("nvlink_state", h).links:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT if h.links else NOT_SUPPORTED)
+        return pynvml.NVML_FEATURE_DISABLED if link in h.links_down else pynvml.NVML_FEATURE_ENABLED
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, h: FakeDevice, link: int, counter: int) -> int:
+        assert link < self._check("nvlink_errors", h).links and link not in h.links_down
+        return h.nvlink.get(link, {}).get(counter, 0)
+
     def nvmlEventSetCreate(self) -> object:
         return object()
 
@@ -188,6 +204,25 @@ def test_healthy_gpus_have_every_field() -> None:
     assert s.errors == () and not s.gpu_lost
     assert evaluate(samples) == []
     assert nvml.calls[-2:] == ["nvmlEventSetFree", "nvmlShutdown"]
+
+
+def test_pcie_replays_and_nvlink_errors_are_read_per_gpu() -> None:
+    replay, crc = pynvml.NVML_NVLINK_ERROR_DL_REPLAY, pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT
+    recovery = pynvml.NVML_NVLINK_ERROR_DL_RECOVERY
+    erring = FakeDevice(0, pcie_replays=12, nvlink={3: {replay: 5, crc: 2}, 7: {recovery: 1}, 9: {replay: 100}},
+                        links_down=(9,))
+    nvml = FakeNvml([erring, FakeDevice(1, links=0), FakeDevice(2, fail={"pcie_replay": NOT_SUPPORTED})])
+    with collector(nvml) as nv:
+        first = nv.sample()
+        calls = len(nvml.calls)
+        nv.sample()
+    a, pcie_card, refusing = first
+    assert a.pcie_replay_count == 12 and a.nvlink_error_count == 8  # a link that is down is not read
+    assert pcie_card.pcie_replay_count == 0 and pcie_card.nvlink_error_count is None
+    assert not any(e.startswith("nvlink") for e in pcie_card.errors)  # no NVLink is no error
+    assert refusing.pcie_replay_count is None and refusing.errors[0].startswith("pcie_replay:")
+    # Which links a GPU has is learnt once: later samples ask only those.
+    assert nvml.calls[calls:].count("nvlink_state") == 18 + 18
 
 
 def test_each_refused_field_is_none_and_named_the_rest_survive() -> None:

@@ -78,6 +78,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "goodput.consoleSecretName" -}}
 {{- default (printf "%s-console" (include "goodput.fullname" .)) .Values.console.secret.existingSecret }}
 {{- end }}
+{{- define "goodput.livenessSecretName" -}}
+{{- default (printf "%s-liveness" (include "goodput.fullname" .)) .Values.liveness.secret.existingSecret }}
+{{- end }}
 {{- define "goodput.pushSecretName" -}}
 {{- default (printf "%s-push" (include "goodput.fullname" .)) .Values.detectors.pushToken.existingSecret }}
 {{- end }}
