@@ -229,7 +229,9 @@ def test_goodput_refusing_is_logged_with_its_reason(tmp_path: Path, endpoint: En
 def test_a_hanging_nvidia_smi_is_cut_off(tmp_path: Path, endpoint: Endpoint) -> None:
     smi = executable(tmp_path / "smi", "#!/bin/bash\ntrap '' TERM\nsleep 60\n")
     _, elapsed = run(PROLOG, slurm_env(settings(tmp_path, endpoint.url, smi=smi)))
-    assert 2.5 < elapsed < 6
+    # Cut off: it waited out its 3 s limit and then did not wait for the 60 s sleep (the bound is far from
+    # both, so a loaded machine cannot make it flaky).
+    assert 2.5 < elapsed < 30
     [record] = endpoint.records()
     assert (record.check.status, record.check.detail) == ("failed", "nvidia-smi did not answer within 3 s")
 
