@@ -181,7 +181,8 @@ class SlurmRestBackend:
                 self._capabilities = restapi.capabilities(spec, self._version)
             return self._version
 
-    async def _can(self, capability: restapi.Capability) -> bool:
+    async def can(self, capability: restapi.Capability) -> bool:
+        """Whether the negotiated API version offers `capability` (without a fallback)."""
         await self.api_version()
         return capability in self._capabilities
 
@@ -195,7 +196,7 @@ class SlurmRestBackend:
 
     async def get_job(self, job_id: str) -> JobInfo:
         validate_job_id(job_id)
-        if not await self._can(restapi.Capability.READ):
+        if not await self.can(restapi.Capability.READ):
             return await self._need_fallback("read jobs").get_job(job_id)
         document = await self._request("GET", restapi.job_path(await self.api_version(), job_id))
         # The job with this id, never another one of the list; its output paths as scontrol prints
@@ -203,14 +204,14 @@ class SlurmRestBackend:
         return find_job(document, job_id, expand_output=True)
 
     async def list_jobs(self) -> Sequence[JobInfo]:
-        if not await self._can(restapi.Capability.READ):
+        if not await self.can(restapi.Capability.READ):
             return await self._need_fallback("list jobs").list_jobs()
         document = await self._request("GET", restapi.jobs_path(await self.api_version()))
         return [job_from_json(job) for job in entries(document, "jobs")]
 
     async def get_node(self, name: str) -> NodeInfo:
         validate_node_name(name)
-        if not await self._can(restapi.Capability.READ):
+        if not await self.can(restapi.Capability.READ):
             return await self._need_fallback("read nodes").get_node(name)
         try:
             document = await self._request("GET", restapi.node_path(await self.api_version(), name))
@@ -226,7 +227,7 @@ class SlurmRestBackend:
         raise UnknownNodeError(f"unknown node {name}")
 
     async def list_nodes(self) -> Sequence[NodeInfo]:
-        if not await self._can(restapi.Capability.READ):
+        if not await self.can(restapi.Capability.READ):
             return await self._need_fallback("list nodes").list_nodes()
         document = await self._request("GET", restapi.nodes_path(await self.api_version()))
         return [node_from_json(node) for node in entries(document, "nodes")]
@@ -236,7 +237,7 @@ class SlurmRestBackend:
     async def drain_node(self, name: str, reason: str) -> ActionResult:
         validate_node_name(name)
         validate_reason(reason)
-        if not await self._can(restapi.Capability.NODE_UPDATE):
+        if not await self.can(restapi.Capability.NODE_UPDATE):
             return await self._need_fallback("update nodes").drain_node(name, reason)
         return await change_node(name, reason, read=self.get_node, noop=rules.drain_noop,
                                  act=lambda: self._update_node(name, drain_reason=reason), done="drained")
@@ -244,7 +245,7 @@ class SlurmRestBackend:
     async def resume_node(self, name: str, reason: str) -> ActionResult:
         validate_node_name(name)
         validate_reason(reason)
-        if not await self._can(restapi.Capability.NODE_UPDATE):
+        if not await self.can(restapi.Capability.NODE_UPDATE):
             return await self._need_fallback("update nodes").resume_node(name, reason)
         return await change_node(name, reason, read=self.get_node, noop=rules.resume_noop,
                                  act=lambda: self._update_node(name, drain_reason=None), done="resumed")
@@ -265,7 +266,7 @@ class SlurmRestBackend:
     async def requeue_job(self, job_id: str, *, hold: bool = False) -> ActionResult:
         validate_job_id(job_id)
         job = await self._opted_in_job(job_id)  # refuse here too, whatever the fallback's settings
-        if not await self._can(restapi.Capability.JOB_REQUEUE):
+        if not await self.can(restapi.Capability.JOB_REQUEUE):
             return await self._need_fallback("requeue jobs").requeue_job(job_id, hold=hold)
         if rules.is_requeued(job):
             return await self._already_pending(job, hold)
@@ -294,7 +295,7 @@ class SlurmRestBackend:
 
     async def _update_hold(self, job_id: str, hold: bool) -> ActionResult:
         validate_job_id(job_id)
-        if not await self._can(restapi.Capability.JOB_UPDATE):
+        if not await self.can(restapi.Capability.JOB_UPDATE):
             fallback = self._need_fallback("update jobs")
             await self._opted_in_job(job_id)
             return await (fallback.hold_job(job_id) if hold else fallback.release_job(job_id))
@@ -315,7 +316,7 @@ class SlurmRestBackend:
     async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
         validate_job_id(job_id)
         names = [validate_node_name(n) for n in nodes]
-        if not await self._can(restapi.Capability.JOB_EXCLUDE):
+        if not await self.can(restapi.Capability.JOB_EXCLUDE):
             return await self._need_fallback("update excluded nodes").exclude_nodes(job_id, nodes)
         job = await self._opted_in_job(job_id)
         merged = tuple(dict.fromkeys([*job.excluded_nodes, *names]))  # Slurm replaces the list
@@ -348,7 +349,7 @@ class SlurmRestBackend:
 
     async def cancel_job(self, job_id: str) -> ActionResult:
         validate_job_id(job_id)
-        if not await self._can(restapi.Capability.JOB_CANCEL):
+        if not await self.can(restapi.Capability.JOB_CANCEL):
             fallback = self._need_fallback("cancel jobs")
             await self._opted_in_job(job_id)
             return await fallback.cancel_job(job_id)

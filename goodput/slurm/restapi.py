@@ -135,8 +135,9 @@ def job_path(version: str, job_id: str) -> str:
 
 
 def requeue_target(version: str, job_id: str, *, hold: bool) -> str:
-    """v0.0.45's `GET job/{id}/requeue`, with the `Hold` flag (a query key without a value)."""
-    return f"{job_path(version, job_id)}/requeue{'?Hold=' if hold else ''}"
+    """v0.0.45's `GET job/{id}/requeue`, with the `Hold` flag: a query key without a value
+    (`?Hold=` is no hold to 26.05: it requeues the job and runs it again)."""
+    return f"{job_path(version, job_id)}/requeue{'?Hold' if hold else ''}"
 
 
 def jobs_path(version: str) -> str:

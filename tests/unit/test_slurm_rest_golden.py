@@ -77,12 +77,12 @@ async def test_26_05_requeue_hold_goes_over_rest_and_a_second_one_is_a_no_op() -
     job = job_id_in("26.05", "rest-job-running")
     base = "/slurm/v0.0.45/job/" + job
     server = Recorded("26.05", {("GET", base): (200, "rest-job-running"),
-                                ("GET", f"{base}/requeue?Hold="): (200, "rest-job-requeue-hold")})
+                                ("GET", f"{base}/requeue?Hold"): (200, "rest-job-requeue-hold")})
     backend = server.backend()
     assert (await backend.requeue_job(job, hold=True)).changed
-    assert server.writes() == [("GET", f"{base}/requeue?Hold=", None)]
+    assert server.writes() == [("GET", f"{base}/requeue?Hold", None)]
     # the job still runs as far as this read says, but Slurm answers "Job is pending execution"
-    server.routes[("GET", f"{base}/requeue?Hold=")] = (422, "rest-job-requeue-pending")
+    server.routes[("GET", f"{base}/requeue?Hold")] = (422, "rest-job-requeue-pending")
     server.routes[("GET", base)] = (200, "rest-job-requeued-held")
     again = await backend.requeue_job(job, hold=True)
     assert not again.changed
