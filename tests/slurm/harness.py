@@ -84,6 +84,14 @@ class Harness(Protocol):
         """How many commands ran (Slurm) or mutations happened (fake) so far."""
         ...
 
+    async def dependent_job(self, dependency: str) -> JobInfo:
+        """A pending opted-in job submitted with `--dependency=<dependency>`."""
+        ...
+
+    async def array_task(self) -> str:
+        """The `<array id>_<task>` id of a running task of an opted-in job array."""
+        ...
+
     async def lacks(self, operation: str) -> str | None:
         """Why this backend cannot do `operation` at all ("requeue", "exclude", "resubmit"), or
         None: a contract test of it is then not applicable (`require`), not a failure."""
@@ -138,6 +146,18 @@ class FakeHarness:
     async def admin_drain(self, node: str, reason: str) -> None:
         await self.fake.drain_node(node, reason)  # any reason without goodput's prefix
 
+    async def dependent_job(self, dependency: str) -> JobInfo:
+        job = JobInfo(job_id=str(next(self._ids)), name="after", state=JobState.PENDING, partition="debug",
+                      comment=MARKER, dependency=dependency, state_reason="Dependency", user="root", user_id=0)
+        self.fake.add_job(job)
+        return job
+
+    async def array_task(self) -> str:
+        task = f"{next(self._ids)}_1"
+        self.fake.add_job(JobInfo(job_id=task, name="array", state=JobState.RUNNING, partition="debug",
+                                  nodes=(self.node_names[0],), comment=MARKER, user="root", user_id=0))
+        return task
+
     async def lacks(self, operation: str) -> str | None:
         return None
 
@@ -175,8 +195,16 @@ class PyslurmHarness:
     def side_effects(self) -> int:
         return len(self.ctl.calls)
 
+    async def dependent_job(self, dependency: str) -> JobInfo:
+        raise AssertionError("not applicable: see lacks('dependency')")
+
+    async def array_task(self) -> str:
+        raise AssertionError("not applicable: see lacks('array')")
+
     async def lacks(self, operation: str) -> str | None:
-        return "the pyslurm backend does not update excluded nodes" if operation == "exclude" else None
+        return {"exclude": "the pyslurm backend does not update excluded nodes",
+                "dependency": "the pyslurm backend does not read a job's dependency",
+                "array": "goodput's pyslurm stand-in cannot submit job arrays"}.get(operation)
 
 
 class RecordingRunner(LocalRunner):
@@ -235,6 +263,18 @@ class SlurmCliHarness:
         job_id = self.lab.sbatch_as(MALLORY, f"--comment={comment}", "--hold", "--output=/dev/null",
                                     script="#!/bin/sh\nsleep 300\n")
         return await self.backend.get_job(job_id)
+
+    async def dependent_job(self, dependency: str) -> JobInfo:
+        job_id = self.lab.sbatch(f"--comment={MARKER}", f"--dependency={dependency}", "--output=/dev/null",
+                                 "--wrap", "sleep 300")
+        return await self.backend.get_job(job_id)
+
+    async def array_task(self) -> str:
+        array = self.lab.sbatch(f"--comment={MARKER}", "--array=0-1", "--output=/dev/null", "--wrap", "sleep 300")
+        task = f"{array}_1"
+        await eventually(lambda: self.lab.run("squeue", "-h", "-j", task, "-o", "%T", check=False).stdout.strip(),
+                         lambda state: state == "RUNNING", timeout=20, what=f"array task {task} to run")
+        return task
 
     def side_effects(self) -> int:
         return len(self.runner.argvs)

@@ -211,6 +211,16 @@ async def test_hold_and_release_are_idempotent(harness: Harness) -> None:
                      timeout=20, what="released job to run")
 
 
+async def test_exclude_nodes_of_a_held_job(harness: Harness) -> None:
+    await require(harness, "exclude")
+    job = await held_job(harness, await harness.running_job())
+    node = harness.node_names[3]
+    assert (await harness.backend.exclude_nodes(job.job_id, [node])).changed
+    assert not (await harness.backend.exclude_nodes(job.job_id, [node])).changed
+    after = await harness.backend.get_job(job.job_id)
+    assert node in after.excluded_nodes and after.held
+
+
 async def test_requeue_hold_then_exclude_then_release(harness: Harness) -> None:
     # how a job leaves a bad node behind when it can be requeued: held, told to avoid the node, let go
     await require(harness, "requeue", "exclude")
@@ -276,6 +286,22 @@ async def test_another_users_job_is_never_taken_for_the_copy(harness: Harness) -
     assert first.changed and first.new_job_id not in (None, claim.job_id)
     again = await harness.backend.resubmit_job(job.job_id, ResubmitRequest(incident_id="inc-c"))
     assert not again.changed and again.new_job_id == first.new_job_id
+
+
+async def test_a_dependency_is_read_as_slurm_wrote_it(harness: Harness) -> None:
+    await require(harness, "dependency")
+    first = await harness.running_job()
+    after = await harness.dependent_job(f"afterok:{first.job_id}")
+    assert after.state is JobState.PENDING
+    assert f"afterok:{first.job_id}" in after.dependency
+
+
+async def test_an_array_task_is_read_by_its_own_id(harness: Harness) -> None:
+    await require(harness, "array")
+    task = await harness.array_task()
+    job = await harness.backend.get_job(task)
+    assert job.state is JobState.RUNNING and "goodput:opt-in" in job.comment
+    assert len(job.nodes) == 1
 
 
 async def test_jobs_that_did_not_opt_in_are_left_alone(harness: Harness) -> None:
