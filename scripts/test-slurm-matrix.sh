@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The contract suite on newer Slurm: for each version in SLURM_VERSIONS (default 24.11), build
 # (once, cached; scripts/slurm-lab/root.sh) a Debian root with that Slurm, start the lab inside
-# it and run tests/slurm/test_contract.py's `slurm-cli-<version>` and `slurm-rest-<version>` cells
-# (slurmrestd in the root, no CLI fallback) against it.  22.05, the host's Slurm, is `make test`;
+# it and run tests/slurm/test_contract.py's `slurm-cli-<version>`, `slurm-ssh-<version>` (this
+# host's sshd, the root's clients) and `slurm-rest-<version>` cells (slurmrestd in the root, no CLI
+# fallback) against it.  22.05, the host's Slurm, is `make test`;
 # .ci/run runs both side by side.  MATRIX_JUNIT=FILE also writes pytest's JUnit XML there.
 #
 # The labs here never meet the 22.05 lab: their directory is "$SLURMLAB_DIR-<version>" and their
@@ -19,7 +20,7 @@ for v in ${SLURM_VERSIONS//,/ }; do
   t0=$(date +%s)
   bash scripts/slurm-lab/root.sh "$v" >/dev/null
   echo "test-slurm-matrix: Slurm $v root ready in $(( $(date +%s) - t0 )) s"
-  cells+=("slurm-cli-$v" "slurm-rest-$v")
+  cells+=("slurm-cli-$v" "slurm-ssh-$v" "slurm-rest-$v")
 done
 filter=$(printf ' or %s' "${cells[@]}"); filter=${filter# or }
 export GOODPUT_SLURM_VERSIONS=${SLURM_VERSIONS// /,}

@@ -247,6 +247,17 @@ def _listening(port: int) -> bool:
 
 @pytest.fixture(scope="session")
 def sshd(slurm_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    yield from _private_sshd(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def version_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """The same private sshd for the newer-Slurm cells, without starting the 22.05 lab (which CI's
+    main suite, running beside the matrix, owns)."""
+    yield from _private_sshd(tmp_path_factory)
+
+
+def _private_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     import asyncssh
 
     if not os.access(SSHD, os.X_OK):

@@ -295,6 +295,21 @@ class RecordingSshRunner(SshRunner):
         return await super().run(argv, stdin=stdin, timeout_s=timeout_s)
 
 
+class RecordingChrootSshRunner(RecordingSshRunner):
+    """Over SSH to this host's sshd, then the lab root's own clients (`chroot ROOT argv`): the
+    SSH transport (quoting, environment, exit status and stderr) with a newer Slurm's commands."""
+
+    def __init__(self, lab: Lab, sshd: Sshd) -> None:
+        assert lab.chroot is not None
+        super().__init__(lab, sshd)
+        self.root = lab.chroot
+
+    async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                  timeout_s: float | None = None) -> CommandResult:
+        self.argvs.append(tuple(argv))
+        return await SshRunner.run(self, ["/usr/sbin/chroot", self.root, *argv], stdin=stdin, timeout_s=timeout_s)
+
+
 class SlurmSshHarness(SlurmCliHarness):
     """The CLI backend with every command going through sshd on 127.0.0.1 as on a login node."""
 
@@ -302,7 +317,7 @@ class SlurmSshHarness(SlurmCliHarness):
 
     def __init__(self, lab: Lab, sshd: Sshd) -> None:
         super().__init__(lab)
-        self.ssh_runner = RecordingSshRunner(lab, sshd)
+        self.ssh_runner = RecordingChrootSshRunner(lab, sshd) if lab.chroot else RecordingSshRunner(lab, sshd)
         # resubmissions run as the owner on the login node, with the login node's Slurm settings
         self.backend = SlurmCliBackend(self.ssh_runner, resubmit_key=KEY,
                                        submission=OwnerSubmission(carried=self.ssh_runner.environment))

@@ -5,7 +5,8 @@ backend on the live lab, the same backend over SSH to a private sshd, slurmrestd
 CLI as fallback for what its API lacks), and the pyslurm backend on goodput's pyslurm stand-in
 (no lab needed; not the real library). The CLI backend also runs on newer Slurm
 (`slurm-cli-24.11`, `slurm-cli-26.05`: a lab inside a Debian root, the backend through a
-ChrootRunner), and so does slurmrestd, with no fallback at all (`slurm-rest-24.11`,
+ChrootRunner; over SSH as `slurm-ssh-24.11`, `slurm-ssh-26.05`: this host's sshd running the
+root's clients through chroot), and so does slurmrestd, with no fallback at all (`slurm-rest-24.11`,
 `slurm-rest-26.05`: what its API version offers goes over REST, what it lacks is not applicable
 and skips naming why), when this run selects that version (GOODPUT_SLURM_VERSIONS, as `make
 test-slurm-matrix` does); otherwise those cells skip, saying how. docs/slurm.md's compatibility
@@ -58,6 +59,8 @@ REASON = drain_reason("inc-contract", "xid 79 on GPU 3")
     pytest.param("slurm-cli-26.05", marks=pytest.mark.slurm),
     pytest.param("slurm-ssh", marks=[pytest.mark.slurm, pytest.mark.ssh]),
     pytest.param("slurm-rest", marks=pytest.mark.slurm),
+    pytest.param("slurm-ssh-24.11", marks=[pytest.mark.slurm, pytest.mark.ssh]),
+    pytest.param("slurm-ssh-26.05", marks=[pytest.mark.slurm, pytest.mark.ssh]),
     pytest.param("slurm-rest-24.11", marks=pytest.mark.slurm),
     pytest.param("slurm-rest-26.05", marks=pytest.mark.slurm),
     "pyslurm",
@@ -74,6 +77,14 @@ async def harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
         try:
             yield SlurmCliHarness(lab)
         finally:
+            lab.reset()
+    elif request.param.startswith("slurm-ssh-"):
+        lab = request.getfixturevalue("version_labs").get(request.param.removeprefix("slurm-ssh-"))
+        over_ssh = SlurmSshHarness(lab, request.getfixturevalue("version_sshd"))
+        try:
+            yield over_ssh
+        finally:
+            await over_ssh.ssh_runner.close()
             lab.reset()
     elif request.param.startswith("slurm-rest-"):
         version = request.param.removeprefix("slurm-rest-")
