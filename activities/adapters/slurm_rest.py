@@ -1,11 +1,12 @@
 """The Scheduler on slurmrestd (in-cluster deployments), with a CLI/SSH fallback for the rest.
 
 Reads (jobs, nodes) and what the served API version can do (hold, release, cancel; drain and
-resume from v0.0.39) go over HTTP with JWT headers. The version is the newest one both the
-server advertises in `/openapi/v3` and goodput parses, and capabilities come from the methods the
-spec lists. Requeue, resubmission with exclusions, and anything the version lacks go to the
-fallback backend (SlurmCliBackend locally or over SSH); without one they fail permanently and
-say why. The same rules (idempotence, ownership, opt-in, validation first) apply on both paths.
+resume from v0.0.39; excluded nodes from v0.0.40; requeue from v0.0.45, Slurm 26.05) go over
+HTTP with JWT headers. The version is the newest one both the server advertises in
+`/openapi/v3` and goodput parses, and capabilities come from the methods the spec lists.
+Resubmission and anything the version lacks go to the fallback backend (SlurmCliBackend locally
+or over SSH); without one they fail permanently and say why. The same rules (idempotence,
+ownership, opt-in, validation first) apply on both paths.
 
 The client carries a JWT that can act on every job, so it trusts nothing around it: no proxy
 variables, .netrc or SSL_CERT_* (trust_env=False; a private CA is passed explicitly), no
@@ -41,7 +42,7 @@ from goodput.scheduler import (
     UnknownNodeError,
 )
 from goodput.slurm import restapi, rules
-from goodput.slurm.errors import classify
+from goodput.slurm.errors import classify, is_pending_execution
 from goodput.slurm.jsonout import SlurmJsonError, decode, entries, errors_in, find_job, job_from_json, node_from_json
 from goodput.slurm.optin import DEFAULT_MARKER, NotOptedInError, is_opted_in
 
@@ -186,7 +187,8 @@ class SlurmRestBackend:
                 self._capabilities = restapi.capabilities(spec, self._version)
             return self._version
 
-    async def _can(self, capability: restapi.Capability) -> bool:
+    async def can(self, capability: restapi.Capability) -> bool:
+        """Whether the negotiated API version offers `capability` (without a fallback)."""
         await self.api_version()
         return capability in self._capabilities
 
@@ -200,7 +202,7 @@ class SlurmRestBackend:
 
     async def get_job(self, job_id: str) -> JobInfo:
         validate_job_id(job_id)
-        if not await self._can(restapi.Capability.READ):
+        if not await self.can(restapi.Capability.READ):
             return await self._need_fallback("read jobs").get_job(job_id)
         document = await self._request("GET", restapi.job_path(await self.api_version(), job_id))
         # The job with this id, never another one of the list; its output paths as scontrol prints
@@ -208,16 +210,22 @@ class SlurmRestBackend:
         return find_job(document, job_id, expand_output=True)
 
     async def list_jobs(self) -> Sequence[JobInfo]:
-        if not await self._can(restapi.Capability.READ):
+        if not await self.can(restapi.Capability.READ):
             return await self._need_fallback("list jobs").list_jobs()
         document = await self._request("GET", restapi.jobs_path(await self.api_version()))
         return [job_from_json(job) for job in entries(document, "jobs")]
 
     async def get_node(self, name: str) -> NodeInfo:
         validate_node_name(name)
-        if not await self._can(restapi.Capability.READ):
+        if not await self.can(restapi.Capability.READ):
             return await self._need_fallback("read nodes").get_node(name)
-        document = await self._request("GET", restapi.node_path(await self.api_version(), name))
+        try:
+            document = await self._request("GET", restapi.node_path(await self.api_version(), name))
+        except PermanentSchedulerError as err:
+            # 23.02+ answers an unknown name with HTTP 200 and "Failure to query node x" / "No error"
+            if type(err) is PermanentSchedulerError and "failure to query node" in str(err).lower():
+                raise UnknownNodeError(f"unknown node {name}: {err}") from None
+            raise
         for node in entries(document, "nodes"):
             info = node_from_json(node)
             if info.name == name:
@@ -225,7 +233,7 @@ class SlurmRestBackend:
         raise UnknownNodeError(f"unknown node {name}")
 
     async def list_nodes(self, partition: str = "") -> Sequence[NodeInfo]:
-        if not await self._can(restapi.Capability.READ):
+        if not await self.can(restapi.Capability.READ):
             return await self._need_fallback("list nodes").list_nodes(partition)
         # slurmrestd's node list takes no partition filter: the whole list comes, filtered here
         wanted = set(partition.split(",")) if partition else None
@@ -238,7 +246,7 @@ class SlurmRestBackend:
     async def drain_node(self, name: str, reason: str) -> ActionResult:
         validate_node_name(name)
         validate_reason(reason)
-        if not await self._can(restapi.Capability.NODE_UPDATE):
+        if not await self.can(restapi.Capability.NODE_UPDATE):
             return await self._need_fallback("update nodes").drain_node(name, reason)
         return await change_node(name, reason, read=self.get_node, noop=rules.drain_noop,
                                  act=lambda: self._update_node(name, drain_reason=reason), done="drained")
@@ -246,7 +254,7 @@ class SlurmRestBackend:
     async def resume_node(self, name: str, reason: str) -> ActionResult:
         validate_node_name(name)
         validate_reason(reason)
-        if not await self._can(restapi.Capability.NODE_UPDATE):
+        if not await self.can(restapi.Capability.NODE_UPDATE):
             return await self._need_fallback("update nodes").resume_node(name, reason)
         return await change_node(name, reason, read=self.get_node, noop=rules.resume_noop,
                                  act=lambda: self._update_node(name, drain_reason=None), done="resumed")
@@ -266,8 +274,26 @@ class SlurmRestBackend:
 
     async def requeue_job(self, job_id: str, *, hold: bool = False) -> ActionResult:
         validate_job_id(job_id)
-        await self._opted_in_job(job_id)  # refuse here too, whatever the fallback's settings
-        return await self._need_fallback("requeue jobs").requeue_job(job_id, hold=hold)
+        job = await self._opted_in_job(job_id)  # refuse here too, whatever the fallback's settings
+        if not await self.can(restapi.Capability.JOB_REQUEUE):
+            return await self._need_fallback("requeue jobs").requeue_job(job_id, hold=hold)
+        if rules.is_requeued(job):
+            return await self._already_pending(job, hold)
+        try:
+            await self._request("GET", restapi.requeue_target(await self.api_version(), job_id, hold=hold))
+        except PermanentSchedulerError as err:
+            if type(err) is not PermanentSchedulerError or not is_pending_execution(str(err)):
+                raise
+            # requeued a moment ago (still completing), by us or anyone: done, as with the CLI
+            return await self._already_pending(await self.get_job(job_id), hold)
+        return ActionResult(changed=True, detail=f"requeued {job_id}{' (held)' if hold else ''}")
+
+    async def _already_pending(self, job: JobInfo, hold: bool) -> ActionResult:
+        if hold and not job.held and rules.is_requeued(job):
+            await self._update_hold(job.job_id, True)
+            return ActionResult(changed=True, detail=f"{job.job_id} was pending; held it")
+        return ActionResult(changed=False, detail=f"{job.job_id} already requeued "
+                            f"({job.state.value}{', held' if job.held else ''})")
 
     async def resubmit_job(self, job_id: str, request: ResubmitRequest) -> ActionResult:
         validate_job_id(job_id)
@@ -278,7 +304,7 @@ class SlurmRestBackend:
 
     async def _update_hold(self, job_id: str, hold: bool) -> ActionResult:
         validate_job_id(job_id)
-        if not await self._can(restapi.Capability.JOB_UPDATE):
+        if not await self.can(restapi.Capability.JOB_UPDATE):
             fallback = self._need_fallback("update jobs")
             await self._opted_in_job(job_id)
             return await (fallback.hold_job(job_id) if hold else fallback.release_job(job_id))
@@ -298,7 +324,15 @@ class SlurmRestBackend:
 
     async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
         validate_job_id(job_id)
-        return await self._need_fallback("update excluded nodes").exclude_nodes(job_id, nodes)
+        names = [validate_node_name(n) for n in nodes]
+        if not await self.can(restapi.Capability.JOB_EXCLUDE):
+            return await self._need_fallback("update excluded nodes").exclude_nodes(job_id, nodes)
+        job = await self._opted_in_job(job_id)
+        merged = tuple(dict.fromkeys([*job.excluded_nodes, *names]))  # Slurm replaces the list
+        if merged == job.excluded_nodes:
+            return ActionResult(changed=False, detail=f"job {job_id} already excludes {','.join(names)}")
+        await self._job_request("POST", job_id, restapi.exclude_body(merged))
+        return ActionResult(changed=True, detail=f"job {job_id} now excludes {','.join(merged)}")
 
     async def update_dependency(self, job_id: str, dependency: str) -> ActionResult:
         validate_job_id(job_id)
@@ -324,7 +358,7 @@ class SlurmRestBackend:
 
     async def cancel_job(self, job_id: str) -> ActionResult:
         validate_job_id(job_id)
-        if not await self._can(restapi.Capability.JOB_CANCEL):
+        if not await self.can(restapi.Capability.JOB_CANCEL):
             fallback = self._need_fallback("cancel jobs")
             await self._opted_in_job(job_id)
             return await fallback.cancel_job(job_id)

@@ -2,9 +2,11 @@
 
 slurmrestd serves several versions side by side and which ones depends on the Slurm release
 (22.05: v0.0.36-v0.0.38 through openapi/v0.0.3x plugins; 23.02: v0.0.39; 24.11: v0.0.40-v0.0.42
-through data_parser plugins). goodput reads the advertised paths from `/openapi/v3` and picks the
-newest version it understands rather than hard-coding one. v0.0.38 cannot update nodes (POST
-/node is 405) and no version can requeue a job: those operations need a CLI or SSH fallback.
+through data_parser plugins; 26.05: v0.0.42-v0.0.45). goodput reads the advertised paths from
+`/openapi/v3` and picks the newest version it understands rather than hard-coding one, then what
+that version can do from the methods listed for its paths: v0.0.38 cannot update nodes (POST /node
+is 405); only v0.0.45 (26.05) has `job/{id}/requeue`; excluded nodes are a job update from v0.0.40
+(its `job_desc_msg`). What the version lacks needs a CLI or SSH fallback.
 
 The spec comes from the server, so it is read defensively: an object with a `paths` object, at
 most MAX_PATHS paths of at most MAX_PATH characters, versions of bounded digits, and anything
@@ -23,7 +25,10 @@ from goodput.scheduler import PermanentSchedulerError
 from goodput.slurm.jsonout import SlurmJsonError
 
 # newest first; goodput parses the objects of all of these (see jsonout)
-SUPPORTED_VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
+# v0.0.43-45 checked against Slurm 26.05's slurmrestd (tests/fixtures/slurm/26.05/rest-*.json)
+SUPPORTED_VERSIONS = ("v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
+# the first version whose job update takes `excluded_nodes` (data_parser's job_desc_msg)
+EXCLUDE_SINCE = "v0.0.40"
 MAX_PATHS = 10_000
 MAX_PATH = 1024
 # applied only to paths of at most MAX_PATH characters
@@ -35,6 +40,8 @@ class Capability(StrEnum):
     JOB_UPDATE = "job_update"  # hold / release
     JOB_CANCEL = "job_cancel"
     NODE_UPDATE = "node_update"  # drain / resume
+    JOB_EXCLUDE = "job_exclude"  # excluded nodes of a pending job
+    JOB_REQUEUE = "job_requeue"  # requeue (and requeue held)
 
 
 def _number(version: str) -> tuple[int, ...]:
@@ -44,8 +51,8 @@ def _number(version: str) -> tuple[int, ...]:
 def capabilities(spec: Mapping[str, Any], version: str) -> frozenset[Capability]:
     """What `version` can do, read from the methods the spec lists for its paths.
 
-    Requeue is never offered (no slurmrestd version has it); submit with `exclude` is left to
-    the fallback too (v0.0.38 rejects the key, later ones are unverified here).
+    Resubmission is always left to the fallback: a copy is submitted as the job's owner, and
+    slurmrestd submits as the token's user.
     """
     methods: dict[str, set[str]] = {}
     for path, operations in _paths(spec):
@@ -57,6 +64,10 @@ def capabilities(spec: Mapping[str, Any], version: str) -> frozenset[Capability]
         found.add(Capability.READ)
     if "post" in job:
         found.add(Capability.JOB_UPDATE)
+        if _number(version) >= _number(EXCLUDE_SINCE):
+            found.add(Capability.JOB_EXCLUDE)
+    if "get" in methods.get("job/{}/requeue", set()):
+        found.add(Capability.JOB_REQUEUE)
     if "delete" in job:
         found.add(Capability.JOB_CANCEL)
     if "post" in node:
@@ -93,7 +104,8 @@ def _paths(spec: Mapping[str, Any]) -> list[tuple[str, set[str]]]:
 
 
 def _template(path: str) -> str:
-    """`job/{job_id}` -> `job/{}`: every `{...}` parameter the same, in one pass."""
+    """`job/{job_id}` -> `job/{}`: every `{...}` parameter the same, in one pass; 23.02+ lists
+    collections with a trailing slash (`jobs/`), the same path as 22.05's `jobs`."""
     out: list[str] = []
     inside = False
     for char in path:
@@ -105,7 +117,7 @@ def _template(path: str) -> str:
             inside = True
         else:
             out.append(char)
-    return "".join(out) + ("{" if inside else "")
+    return "".join(out).rstrip("/") + ("{" if inside else "")
 
 
 def choose_version(spec: Mapping[str, Any], supported: Iterable[str] = SUPPORTED_VERSIONS) -> str:
@@ -122,6 +134,12 @@ def job_path(version: str, job_id: str) -> str:
     return f"/slurm/{version}/job/{validate_job_id(job_id)}"
 
 
+def requeue_target(version: str, job_id: str, *, hold: bool) -> str:
+    """v0.0.45's `GET job/{id}/requeue`, with the `Hold` flag: a query key without a value
+    (`?Hold=` is no hold to 26.05: it requeues the job and runs it again)."""
+    return f"{job_path(version, job_id)}/requeue{'?Hold' if hold else ''}"
+
+
 def jobs_path(version: str) -> str:
     return f"/slurm/{version}/jobs"
 
@@ -136,6 +154,11 @@ def nodes_path(version: str) -> str:
 
 def hold_body(hold: bool) -> dict[str, Any]:
     return {"hold": hold}
+
+
+def exclude_body(nodes: Iterable[str]) -> dict[str, Any]:
+    """v0.0.40+ `job_desc_msg` with the whole list (Slurm replaces it, as ExcNodeList= does)."""
+    return {"excluded_nodes": [validate_node_name(n) for n in nodes]}
 
 
 def node_update_body(*, drain_reason: str | None) -> dict[str, Any]:

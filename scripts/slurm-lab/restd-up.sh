@@ -5,6 +5,8 @@
 # The token is deliberately not exported as SLURM_JWT: with SLURM_JWT set, sbatch/srun switch to
 # auth/jwt and job steps fail.  slurmrestd refuses to run as root, so it runs as
 # $SLURMLAB_REST_USER ("slurm").  Rerunning only prints fresh exports.  down.sh stops it.
+# A lab inside a Debian root (up.sh --slurm 24.11|26.05) gets that root's slurmrestd, run there
+# with chroot; it still listens on the host's loopback (no network namespace).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/env.sh"
@@ -12,15 +14,18 @@ unset SLURM_JWT
 D=$SLURMLAB_DIR
 U=$SLURMLAB_REST_USER
 die() { echo "restd-up.sh: $*" >&2; exit 1; }
-command -v slurmrestd >/dev/null || die "slurmrestd not installed (install.sh --rest)"
+slurmlab_x sh -c 'command -v slurmrestd' >/dev/null ||
+  die "slurmrestd not installed (install.sh --rest; in a root: root.sh installs it)"
 slurmlab_running || die "no running lab in $D (run up.sh first)"
-id -u "$U" >/dev/null 2>&1 || die "user $U does not exist (set SLURMLAB_REST_USER)"
+if ! uid=$(slurmlab_x id -u "$U" 2>/dev/null) || ! gid=$(slurmlab_x id -g "$U" 2>/dev/null); then
+  die "user $U does not exist${SLURMLAB_CHROOT:+ in $SLURMLAB_CHROOT} (set SLURMLAB_REST_USER)"
+fi
 grep -q '^AuthAltTypes=auth/jwt' "$SLURM_CONF" ||
   die "the lab has no auth/jwt (install.sh --rest, then down.sh and up.sh again)"
-as_user() { setpriv --reuid "$U" --regid "$(id -g "$U")" --clear-groups -- "$@"; }
+as_user() { slurmlab_x setpriv --reuid "$uid" --regid "$gid" --clear-groups -- "$@"; }
 as_user test -r "$SLURM_CONF" || die "$U cannot read $SLURM_CONF"
 mkdir -p "$D/restd"
-chown "$U:" "$D/restd"
+chown "$uid:$gid" "$D/restd"
 
 if ! slurmlab_pid "$D/slurmrestd.pid" >/dev/null; then
   # whatever this Slurm offers (22.05: openapi/v0.0.36..38; 23.02+: openapi/slurmctld), minus
@@ -35,9 +40,11 @@ if ! slurmlab_pid "$D/slurmrestd.pid" >/dev/null; then
   fi
   # SLURM_JWT=daemon: slurmrestd forwards each client's token to slurmctld; without it every
   # request fails with "Rejecting thread config token"
+  # shellcheck disable=SC2016  # $0 and $@ are the inner shell's
   ( cd "$D/restd" &&
     exec env SLURMLAB_TAG="$SLURMLAB_TAG" SLURM_CONF="$SLURM_CONF" SLURM_JWT=daemon \
-      setsid setpriv --reuid "$U" --regid "$(id -g "$U")" --clear-groups -- \
+      setsid ${SLURMLAB_CHROOT:+chroot "$SLURMLAB_CHROOT"} setpriv --reuid "$uid" --regid "$gid" --clear-groups -- \
+      sh -c 'cd "$0" && exec "$@"' "$D/restd" \
       slurmrestd -f "$SLURM_CONF" -a rest_auth/jwt -s "$plugins" "127.0.0.1:$SLURMLAB_REST_PORT"
   ) > "$D/log/slurmrestd.log" 2>&1 < /dev/null &
   echo $! > "$D/slurmrestd.pid"
@@ -49,7 +56,7 @@ if ! slurmlab_pid "$D/slurmrestd.pid" >/dev/null; then
     die "slurmrestd did not start"
   fi
 fi
-tok=$(scontrol token username=root lifespan=3600)   # prints SLURM_JWT=...
+tok=$(slurmlab_x scontrol token username=root lifespan=3600)   # prints SLURM_JWT=...
 printf 'export SLURMREST_URL=%q\n' "http://127.0.0.1:$SLURMLAB_REST_PORT"
 printf 'export SLURMREST_USER=root\n'
 printf 'export SLURMREST_TOKEN=%q\n' "${tok#SLURM_JWT=}"

@@ -24,7 +24,8 @@ case "$VERSION" in
 esac
 : "${SLURMLAB_ROOTS:=/var/cache/goodput-slurmlab}"
 : "${SLURMLAB_MIRROR:=http://deb.debian.org/debian}"
-PACKAGES="slurmctld slurmd slurmrestd slurm-client munge"
+# slurm-wlm-jwt-plugin: auth/jwt for slurmctld, so slurmrestd can pass clients' tokens on
+PACKAGES="slurmctld slurmd slurmrestd slurm-wlm-jwt-plugin slurm-client munge"
 ROOT=$SLURMLAB_ROOTS/slurm-$VERSION
 MARK=$ROOT/.goodput-slurmlab-root
 [ "$(id -u)" = 0 ] || { echo "root.sh: run as root (debootstrap, chroot)" >&2; exit 1; }
@@ -34,6 +35,25 @@ mkdir -p "$SLURMLAB_ROOTS"
 exec 9>"$SLURMLAB_ROOTS/.lock-$VERSION"
 flock 9
 if [ "$REBUILD" = 0 ] && [ -r "$MARK" ] && grep -qx "suite=$SUITE" "$MARK"; then
+  # a root cached before a package joined PACKAGES gets it in place (apt adds files; a lab
+  # running on the root keeps running), not a rebuild
+  # shellcheck disable=SC2086,SC2016  # PACKAGES is a word list; ${...} is dpkg-query's format
+  missing=$(chroot "$ROOT" dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' $PACKAGES 2>/dev/null |
+            awk '$2 != "ii" { print $1 }' | paste -sd' ' -) || true
+  for p in $PACKAGES; do
+    chroot "$ROOT" dpkg-query -W "$p" >/dev/null 2>&1 || missing="$missing $p"
+  done
+  missing=$(tr ' ' '\n' <<<"$missing" | sort -u | paste -sd' ' -)
+  missing=${missing# }
+  if [ -n "$missing" ]; then
+    T0=$(date +%s)
+    # shellcheck disable=SC2086
+    chroot "$ROOT" env DEBIAN_FRONTEND=noninteractive LC_ALL=C apt-get install -y -q --no-install-recommends \
+      $missing >>"$ROOT/var/log/goodput-apt.log" 2>&1 ||
+      { tail -n 20 "$ROOT/var/log/goodput-apt.log" >&2; echo "root.sh: apt-get install $missing failed in $ROOT" >&2; exit 1; }
+    chroot "$ROOT" apt-get clean
+    echo "root.sh: added $missing to $ROOT: $(( $(date +%s) - T0 )) s" >&2
+  fi
   echo "$ROOT"
   exit 0
 fi

@@ -165,6 +165,8 @@ class VersionLabs:
     def __init__(self) -> None:
         self.labs: dict[str, Lab] = {}
         self.envs: dict[str, dict[str, str]] = {}
+        self.restds: dict[str, Restd] = {}
+        self.restd_pids: list[tuple[Lab, Path]] = []
 
     def get(self, version: str) -> Lab:
         if version in self.labs:
@@ -191,7 +193,26 @@ class VersionLabs:
         lab.reset()
         return lab
 
+    def restd(self, version: str) -> Restd:
+        """slurmrestd (JWT, 127.0.0.1) inside the root of `version`'s lab, started on first use."""
+        lab = self.get(version)
+        if version not in self.restds:
+            pid_file = lab.dir / "slurmrestd.pid"
+            was_running = _lab_pid(lab, pid_file) is not None
+            up = subprocess.run(["bash", str(SCRIPTS / "restd-up.sh")], env=self.envs[version], text=True,
+                                capture_output=True, timeout=60)
+            if up.returncode != 0:
+                pytest.fail(f"restd-up.sh (Slurm {version}) failed ({up.returncode}): {up.stderr}", pytrace=False)
+            self.restds[version] = _restd_from(up.stdout)
+            if not was_running:
+                self.restd_pids.append((lab, pid_file))
+        return self.restds[version]
+
     def close(self) -> None:
+        for lab, pid_file in self.restd_pids:
+            pid = _lab_pid(lab, pid_file)
+            if pid is not None and not lab.started_here:  # down.sh stops it with the lab
+                os.kill(pid, 15)
         for version, lab in self.labs.items():
             if lab.started_here:
                 subprocess.run(["bash", str(SCRIPTS / "down.sh")], env=self.envs[version], capture_output=True,
@@ -226,6 +247,17 @@ def _listening(port: int) -> bool:
 
 @pytest.fixture(scope="session")
 def sshd(slurm_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    yield from _private_sshd(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def version_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """The same private sshd for the newer-Slurm cells, without starting the 22.05 lab (which CI's
+    main suite, running beside the matrix, owns)."""
+    yield from _private_sshd(tmp_path_factory)
+
+
+def _private_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     import asyncssh
 
     if not os.access(SSHD, os.X_OK):
@@ -302,15 +334,19 @@ def slurmrestd(slurm_lab: Lab) -> Iterator[Restd]:
                         timeout=60)
     if up.returncode != 0:
         pytest.fail(f"restd-up.sh failed ({up.returncode}): {up.stderr}", pytrace=False)
-    exports = dict(line.removeprefix("export ").split("=", 1) for line in up.stdout.splitlines()
-                   if line.startswith("export "))
     try:
-        yield Restd(url=exports["SLURMREST_URL"], user=exports["SLURMREST_USER"],
-                    token=exports["SLURMREST_TOKEN"])
+        yield _restd_from(up.stdout)
     finally:
         pid = _lab_pid(slurm_lab, pid_file)
         if pid is not None and not was_running:
             os.kill(pid, 15)
+
+
+def _restd_from(exports_text: str) -> Restd:
+    """The URL, user and token restd-up.sh printed as shell exports."""
+    exports = dict(line.removeprefix("export ").split("=", 1) for line in exports_text.splitlines()
+                   if line.startswith("export "))
+    return Restd(url=exports["SLURMREST_URL"], user=exports["SLURMREST_USER"], token=exports["SLURMREST_TOKEN"])
 
 
 def _lab_pid(lab: Lab, pid_file: Path) -> int | None:

@@ -10,6 +10,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Protocol
 
+import pytest
 from temporalio.client import Client
 
 from activities.adapters.slurm_cli import SlurmCliBackend
@@ -19,7 +20,8 @@ from activities.adapters.slurm_rest import SlurmRestBackend
 from activities.adapters.slurm_runner import ChrootRunner, CommandResult, CommandRunner, LocalRunner
 from activities.adapters.slurm_ssh import SshRunner
 from goodput.demo.scheduler import FakeClusterState, FakeScheduler
-from goodput.scheduler import JobInfo, JobState, NodeInfo, Scheduler
+from goodput.scheduler import JobInfo, JobState, NodeInfo, PermanentSchedulerError, ResubmitRequest, Scheduler
+from goodput.slurm import restapi
 from goodput.slurm.resubmit import ResubmitKey
 from tests.fakes.pyslurm_standin import Slurmctld
 from tests.helpers import eventually as eventually  # the slurm tests' one poll, re-exported
@@ -82,6 +84,40 @@ class Harness(Protocol):
         """How many commands ran (Slurm) or mutations happened (fake) so far."""
         ...
 
+    async def dependent_job(self, dependency: str) -> JobInfo:
+        """A pending opted-in job submitted with `--dependency=<dependency>`."""
+        ...
+
+    async def array_task(self) -> str:
+        """The `<array id>_<task>` id of a running task of an opted-in job array."""
+        ...
+
+    async def lacks(self, operation: str) -> str | None:
+        """Why this backend cannot do `operation` at all ("requeue", "exclude", "resubmit"), or
+        None: a contract test of it is then not applicable (`require`), not a failure."""
+        ...
+
+
+async def require(harness: Harness, *operations: str) -> None:
+    """Skip, naming why, when the backend lacks an operation (the compatibility table's "n/a")."""
+    for operation in operations:
+        reason = await harness.lacks(operation)
+        if reason is not None:
+            pytest.skip(f"n/a: {reason}")
+
+
+async def held_job(harness: Harness, job: JobInfo) -> JobInfo:
+    """A pending, held, opted-in job: a held copy of `job` where the backend resubmits, else
+    (slurmrestd without a fallback) one the lab's admin submits held."""
+    if await harness.lacks("resubmit") is None:
+        held = await harness.backend.resubmit_job(job.job_id, ResubmitRequest(hold=True))
+        assert held.new_job_id and held.new_job_id != job.job_id
+        return await harness.backend.get_job(held.new_job_id)
+    submit = getattr(harness, "held_submission", None)
+    assert submit is not None, f"{harness.name} can neither resubmit nor submit a held job"
+    result: JobInfo = await submit()
+    return result
+
 
 class FakeHarness:
     name = "fake"
@@ -109,6 +145,21 @@ class FakeHarness:
 
     async def admin_drain(self, node: str, reason: str) -> None:
         await self.fake.drain_node(node, reason)  # any reason without goodput's prefix
+
+    async def dependent_job(self, dependency: str) -> JobInfo:
+        job = JobInfo(job_id=str(next(self._ids)), name="after", state=JobState.PENDING, partition="debug",
+                      comment=MARKER, dependency=dependency, state_reason="Dependency", user="root", user_id=0)
+        self.fake.add_job(job)
+        return job
+
+    async def array_task(self) -> str:
+        task = f"{next(self._ids)}_1"
+        self.fake.add_job(JobInfo(job_id=task, name="array", state=JobState.RUNNING, partition="debug",
+                                  nodes=(self.node_names[0],), comment=MARKER, user="root", user_id=0))
+        return task
+
+    async def lacks(self, operation: str) -> str | None:
+        return None
 
     def side_effects(self) -> int:
         return len(self.fake.journal())
@@ -143,6 +194,17 @@ class PyslurmHarness:
 
     def side_effects(self) -> int:
         return len(self.ctl.calls)
+
+    async def dependent_job(self, dependency: str) -> JobInfo:
+        raise AssertionError("not applicable: see lacks('dependency')")
+
+    async def array_task(self) -> str:
+        raise AssertionError("not applicable: see lacks('array')")
+
+    async def lacks(self, operation: str) -> str | None:
+        return {"exclude": "the pyslurm backend does not update excluded nodes",
+                "dependency": "the pyslurm backend does not read a job's dependency",
+                "array": "goodput's pyslurm stand-in cannot submit job arrays"}.get(operation)
 
 
 class RecordingRunner(LocalRunner):
@@ -202,8 +264,23 @@ class SlurmCliHarness:
                                     script="#!/bin/sh\nsleep 300\n")
         return await self.backend.get_job(job_id)
 
+    async def dependent_job(self, dependency: str) -> JobInfo:
+        job_id = self.lab.sbatch(f"--comment={MARKER}", f"--dependency={dependency}", "--output=/dev/null",
+                                 "--wrap", "sleep 300")
+        return await self.backend.get_job(job_id)
+
+    async def array_task(self) -> str:
+        array = self.lab.sbatch(f"--comment={MARKER}", "--array=0-1", "--output=/dev/null", "--wrap", "sleep 300")
+        task = f"{array}_1"
+        await eventually(lambda: self.lab.run("squeue", "-h", "-j", task, "-o", "%T", check=False).stdout.strip(),
+                         lambda state: state == "RUNNING", timeout=20, what=f"array task {task} to run")
+        return task
+
     def side_effects(self) -> int:
         return len(self.runner.argvs)
+
+    async def lacks(self, operation: str) -> str | None:
+        return None
 
 
 class RecordingSshRunner(SshRunner):
@@ -218,6 +295,21 @@ class RecordingSshRunner(SshRunner):
         return await super().run(argv, stdin=stdin, timeout_s=timeout_s)
 
 
+class RecordingChrootSshRunner(RecordingSshRunner):
+    """Over SSH to this host's sshd, then the lab root's own clients (`chroot ROOT argv`): the
+    SSH transport (quoting, environment, exit status and stderr) with a newer Slurm's commands."""
+
+    def __init__(self, lab: Lab, sshd: Sshd) -> None:
+        assert lab.chroot is not None
+        super().__init__(lab, sshd)
+        self.root = lab.chroot
+
+    async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                  timeout_s: float | None = None) -> CommandResult:
+        self.argvs.append(tuple(argv))
+        return await SshRunner.run(self, ["/usr/sbin/chroot", self.root, *argv], stdin=stdin, timeout_s=timeout_s)
+
+
 class SlurmSshHarness(SlurmCliHarness):
     """The CLI backend with every command going through sshd on 127.0.0.1 as on a login node."""
 
@@ -225,7 +317,7 @@ class SlurmSshHarness(SlurmCliHarness):
 
     def __init__(self, lab: Lab, sshd: Sshd) -> None:
         super().__init__(lab)
-        self.ssh_runner = RecordingSshRunner(lab, sshd)
+        self.ssh_runner = RecordingChrootSshRunner(lab, sshd) if lab.chroot else RecordingSshRunner(lab, sshd)
         # resubmissions run as the owner on the login node, with the login node's Slurm settings
         self.backend = SlurmCliBackend(self.ssh_runner, resubmit_key=KEY,
                                        submission=OwnerSubmission(carried=self.ssh_runner.environment))
@@ -246,6 +338,49 @@ class SlurmRestHarness(SlurmCliHarness):
                                      fallback=SlurmCliBackend(self.runner, resubmit_key=KEY),
                                      on_request=lambda method, path: self.requests.append((method, path)))
         self.backend = self.rest
+
+    def side_effects(self) -> int:
+        return len(self.requests) + len(self.runner.argvs)
+
+
+class SlurmRestNativeHarness(SlurmCliHarness):
+    """slurmrestd alone, no fallback: every operation its API version offers goes over REST, and
+    one it lacks fails with PermanentSchedulerError instead of quietly running a command (the
+    version-matrix cells `slurm-rest-24.11`, `slurm-rest-26.05`). The lab's CLI only arranges tests."""
+
+    name = "slurm-rest-native"
+    # operation -> the capability it needs, and why it is missing where it is
+    NEEDS = {"requeue": (restapi.Capability.JOB_REQUEUE,
+                         "slurmrestd {v} has no job requeue (v0.0.45, Slurm 26.05, has)"),
+             "exclude": (restapi.Capability.JOB_EXCLUDE, "slurmrestd {v} cannot update excluded nodes")}
+
+    def __init__(self, lab: Lab, restd: Restd) -> None:
+        super().__init__(lab)
+        self.requests: list[tuple[str, str]] = []
+        self.rest = SlurmRestBackend(restd.url, user=restd.user, token=restd.token, allow_http=True,  # loopback
+                                     fallback=None,
+                                     on_request=lambda method, path: self.requests.append((method, path)))
+        self.backend = self.rest
+
+    async def lacks(self, operation: str) -> str | None:
+        if operation == "resubmit":
+            return ("slurmrestd submits as the token's user, not as the job's owner: resubmission needs the "
+                    "CLI or SSH fallback")
+        need = self.NEEDS.get(operation)
+        version = await self.rest.api_version()
+        if need is None or await self.rest.can(need[0]):
+            return None
+        # and it says so, rather than acting some other way
+        job = await self.running_job()
+        with pytest.raises(PermanentSchedulerError, match="fallback"):
+            await (self.rest.requeue_job(job.job_id) if operation == "requeue"
+                   else self.rest.exclude_nodes(job.job_id, [self.node_names[3]]))
+        return need[1].format(v=version)
+
+    async def held_submission(self) -> JobInfo:
+        job_id = self.lab.sbatch(f"--comment={MARKER}", "--hold", "--requeue", "--output=/dev/null",
+                                 "--wrap", "sleep 300")
+        return await self.backend.get_job(job_id)
 
     def side_effects(self) -> int:
         return len(self.requests) + len(self.runner.argvs)

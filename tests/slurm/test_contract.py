@@ -5,8 +5,12 @@ backend on the live lab, the same backend over SSH to a private sshd, slurmrestd
 CLI as fallback for what its API lacks), and the pyslurm backend on goodput's pyslurm stand-in
 (no lab needed; not the real library). The CLI backend also runs on newer Slurm
 (`slurm-cli-24.11`, `slurm-cli-26.05`: a lab inside a Debian root, the backend through a
-ChrootRunner), when this run selects that version (GOODPUT_SLURM_VERSIONS, as `make
-test-slurm-matrix` does); otherwise those cells skip, saying how. If they disagree, a
+ChrootRunner; over SSH as `slurm-ssh-24.11`, `slurm-ssh-26.05`: this host's sshd running the
+root's clients through chroot), and so does slurmrestd, with no fallback at all (`slurm-rest-24.11`,
+`slurm-rest-26.05`: what its API version offers goes over REST, what it lacks is not applicable
+and skips naming why), when this run selects that version (GOODPUT_SLURM_VERSIONS, as `make
+test-slurm-matrix` does); otherwise those cells skip, saying how. docs/slurm.md's compatibility
+table is generated from these outcomes (scripts/compat-table.py). If they disagree, a
 workflow green against the fake would misbehave on Slurm. Where the fake does not (yet) keep a
 rule, the test is an xfail(strict) naming the gap.
 """
@@ -37,8 +41,11 @@ from .harness import (
     PyslurmHarness,
     SlurmCliHarness,
     SlurmRestHarness,
+    SlurmRestNativeHarness,
     SlurmSshHarness,
     eventually,
+    held_job,
+    require,
 )
 
 HOSTILE = ["node1;rm -rf /", "node1\nnode2", "x" * 10_000, "$(reboot)", "-h"]
@@ -52,6 +59,10 @@ REASON = drain_reason("inc-contract", "xid 79 on GPU 3")
     pytest.param("slurm-cli-26.05", marks=pytest.mark.slurm),
     pytest.param("slurm-ssh", marks=[pytest.mark.slurm, pytest.mark.ssh]),
     pytest.param("slurm-rest", marks=pytest.mark.slurm),
+    pytest.param("slurm-ssh-24.11", marks=[pytest.mark.slurm, pytest.mark.ssh]),
+    pytest.param("slurm-ssh-26.05", marks=[pytest.mark.slurm, pytest.mark.ssh]),
+    pytest.param("slurm-rest-24.11", marks=pytest.mark.slurm),
+    pytest.param("slurm-rest-26.05", marks=pytest.mark.slurm),
     "pyslurm",
 ])
 async def harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
@@ -67,6 +78,23 @@ async def harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
             yield SlurmCliHarness(lab)
         finally:
             lab.reset()
+    elif request.param.startswith("slurm-ssh-"):
+        lab = request.getfixturevalue("version_labs").get(request.param.removeprefix("slurm-ssh-"))
+        over_ssh = SlurmSshHarness(lab, request.getfixturevalue("version_sshd"))
+        try:
+            yield over_ssh
+        finally:
+            await over_ssh.ssh_runner.close()
+            lab.reset()
+    elif request.param.startswith("slurm-rest-"):
+        version = request.param.removeprefix("slurm-rest-")
+        labs = request.getfixturevalue("version_labs")
+        native = SlurmRestNativeHarness(labs.get(version), labs.restd(version))
+        try:
+            yield native
+        finally:
+            await native.rest.aclose()
+            native.lab.reset()
     elif request.param == "slurm-rest":
         rest = SlurmRestHarness(request.getfixturevalue("lab"), request.getfixturevalue("slurmrestd"))
         try:
@@ -165,6 +193,7 @@ async def test_another_incidents_drain_is_not_resumed(harness: Harness) -> None:
 
 
 async def test_requeue_restarts_the_job(harness: Harness) -> None:
+    await require(harness, "requeue")
     job = await harness.running_job()
     result = await harness.backend.requeue_job(job.job_id)
     assert result.changed
@@ -174,6 +203,7 @@ async def test_requeue_restarts_the_job(harness: Harness) -> None:
 
 
 async def test_requeue_of_a_requeued_job_is_a_no_op(harness: Harness) -> None:
+    await require(harness, "requeue")
     job = await harness.running_job()
     assert (await harness.backend.requeue_job(job.job_id, hold=True)).changed
     again = await harness.backend.requeue_job(job.job_id, hold=True)
@@ -183,16 +213,42 @@ async def test_requeue_of_a_requeued_job_is_a_no_op(harness: Harness) -> None:
 
 
 async def test_hold_and_release_are_idempotent(harness: Harness) -> None:
-    job = await harness.running_job()
-    held = await harness.backend.resubmit_job(job.job_id, ResubmitRequest(hold=True))
-    assert held.new_job_id and held.new_job_id != job.job_id
-    new = await harness.backend.get_job(held.new_job_id)
+    new = await held_job(harness, await harness.running_job())
     assert new.held and new.state is JobState.PENDING
     assert not (await harness.backend.hold_job(new.job_id)).changed
     assert (await harness.backend.release_job(new.job_id)).changed
     assert not (await harness.backend.release_job(new.job_id)).changed
     await eventually(lambda: harness.backend.get_job(new.job_id), lambda j: j.state is JobState.RUNNING,
                      timeout=20, what="released job to run")
+
+
+async def test_exclude_nodes_of_a_held_job(harness: Harness) -> None:
+    await require(harness, "exclude")
+    job = await held_job(harness, await harness.running_job())
+    node = harness.node_names[3]
+    assert (await harness.backend.exclude_nodes(job.job_id, [node])).changed
+    assert not (await harness.backend.exclude_nodes(job.job_id, [node])).changed
+    after = await harness.backend.get_job(job.job_id)
+    assert node in after.excluded_nodes and after.held
+
+
+async def test_requeue_hold_then_exclude_then_release(harness: Harness) -> None:
+    # how a job leaves a bad node behind when it can be requeued: held, told to avoid the node, let go
+    await require(harness, "requeue", "exclude")
+    job = await harness.running_job()
+    bad = job.nodes[0]
+    assert (await harness.backend.requeue_job(job.job_id, hold=True)).changed
+    held = await eventually(lambda: harness.backend.get_job(job.job_id),
+                            lambda j: j.held and j.state in (JobState.PENDING, JobState.REQUEUED),
+                            timeout=20, what="requeued job to be held")
+    assert held.restart_count == 1
+    assert (await harness.backend.exclude_nodes(job.job_id, [bad])).changed
+    assert not (await harness.backend.exclude_nodes(job.job_id, [bad])).changed
+    assert bad in (await harness.backend.get_job(job.job_id)).excluded_nodes
+    assert (await harness.backend.release_job(job.job_id)).changed
+    after = await eventually(lambda: harness.backend.get_job(job.job_id), lambda j: j.state is JobState.RUNNING,
+                             timeout=40, what="released job to run again")
+    assert bad not in after.nodes and len(after.nodes) == len(job.nodes)
 
 
 async def test_cancel_is_idempotent(harness: Harness) -> None:
@@ -205,6 +261,7 @@ async def test_cancel_is_idempotent(harness: Harness) -> None:
 
 
 async def test_resubmit_excludes_nodes(harness: Harness) -> None:
+    await require(harness, "resubmit")
     job = await harness.running_job()
     bad = job.nodes[0]
     result = await harness.backend.resubmit_job(job.job_id, ResubmitRequest(exclude=(bad,)))
@@ -219,6 +276,7 @@ async def test_resubmit_excludes_nodes(harness: Harness) -> None:
 
 
 async def test_a_retried_resubmit_finds_its_first_copy(harness: Harness) -> None:
+    await require(harness, "resubmit")
     job = await harness.running_job()
     first = await harness.backend.resubmit_job(job.job_id, ResubmitRequest(exclude=(job.nodes[0],)))
     again = await harness.backend.resubmit_job(job.job_id, ResubmitRequest(exclude=(job.nodes[0],)))
@@ -231,6 +289,7 @@ async def test_a_retried_resubmit_finds_its_first_copy(harness: Harness) -> None
 
 async def test_another_users_job_is_never_taken_for_the_copy(harness: Harness) -> None:
     # mallory tags her job with the very token goodput would put on the copy (comments are public)
+    await require(harness, "resubmit")
     job = await harness.running_job()
     claim = await harness.others_job(f"goodput:opt-in {resubmit_tag(job.job_id, KEY.token(job.job_id, 'inc-c'))}")
     assert claim.user_id is not None and claim.user_id != job.user_id
@@ -238,6 +297,22 @@ async def test_another_users_job_is_never_taken_for_the_copy(harness: Harness) -
     assert first.changed and first.new_job_id not in (None, claim.job_id)
     again = await harness.backend.resubmit_job(job.job_id, ResubmitRequest(incident_id="inc-c"))
     assert not again.changed and again.new_job_id == first.new_job_id
+
+
+async def test_a_dependency_is_read_as_slurm_wrote_it(harness: Harness) -> None:
+    await require(harness, "dependency")
+    first = await harness.running_job()
+    after = await harness.dependent_job(f"afterok:{first.job_id}")
+    assert after.state is JobState.PENDING
+    assert f"afterok:{first.job_id}" in after.dependency
+
+
+async def test_an_array_task_is_read_by_its_own_id(harness: Harness) -> None:
+    await require(harness, "array")
+    task = await harness.array_task()
+    job = await harness.backend.get_job(task)
+    assert job.state is JobState.RUNNING and "goodput:opt-in" in job.comment
+    assert len(job.nodes) == 1
 
 
 async def test_jobs_that_did_not_opt_in_are_left_alone(harness: Harness) -> None:

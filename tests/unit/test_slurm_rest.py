@@ -50,9 +50,9 @@ def test_22_05_negotiates_v0_0_38_without_node_updates() -> None:
 
 
 def test_newest_common_version_wins() -> None:
-    spec = newer_spec("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43")
-    assert restapi.choose_version(spec) == "v0.0.42"
-    assert restapi.Capability.NODE_UPDATE in restapi.capabilities(spec, "v0.0.42")
+    spec = newer_spec("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.45", "v0.0.46")  # v0.0.46: not yet known
+    assert restapi.choose_version(spec) == "v0.0.45"
+    assert restapi.Capability.NODE_UPDATE in restapi.capabilities(spec, "v0.0.45")
 
 
 def test_no_common_version_is_permanent() -> None:
