@@ -10,7 +10,7 @@ from typing import Any
 
 LABELS = {
     "manual": "(a) no automation (people)",
-    "seed": "(b) seed automation",
+    "seed": "(b) other system (69 s / 94 s, unpublished means)",
     "goodput": "(c) goodput",
 }
 COLORS = {"manual": "#c0392b", "seed": "#e67e22", "goodput": "#27ae60"}

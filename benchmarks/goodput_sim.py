@@ -145,6 +145,9 @@ def params_from_args(ns: argparse.Namespace) -> tuple[SimParams, LatencyFile | N
         source = read_latency_file(ns.from_latency_json)
     elif ns.detection_s is None and ns.action_s is None:
         source = read_latency_table(ns.latency_table)
+        shown = ns.latency_table.resolve()  # named from the repository, as the docs name it
+        if shown.is_relative_to(REPO):
+            source = dataclasses.replace(source, path=str(shown.relative_to(REPO)))
     else:
         source = None
     table = source.class_latency if source else ()
