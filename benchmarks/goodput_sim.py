@@ -7,10 +7,14 @@ spare node if a node must be drained, requeue, and restart/restore. Three respon
 same failures (common random numbers):
 
   (a) manual:  no automation; a person notices (slower nights and weekends) and acts;
-  (b) seed:    the seed implementation's measured latencies (mean detection 69 s, action 94 s);
-  (c) goodput: goodput's latencies: --detection-s/--action-s for every failure, or per failure class
-      (--from-latency-json, the latency benchmark's `classes`; see benchmarks/_sim_classes.py).
-  A failure blamed on the application is a person's to fix in every model (the manual action time).
+  (b) seed:    the other automated system: mean detection 69 s, action 94 s (unpublished means, not
+      measured here), its action clock ending at the drain or (--seed-clock-ends running) at the job
+      running again;
+  (c) goodput: per failure class from one table with a source for each value
+      (benchmarks/goodput_latencies.json; see benchmarks/_sim_classes.py), or --from-latency-json,
+      or --detection-s/--action-s for every failure.
+  An app-error is a person's to fix in both automated arms, or (--app-errors restart) each restarts it
+  once. The fairness rows (benchmarks/_sim_variants.py) show each of these choices the other way.
 
 Output: ETTR (effective training time ratio: kept training time / wall time), GPU-hours lost and
 where they went, for each model, plus a sweep over the checkpoint interval. See
