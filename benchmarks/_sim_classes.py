@@ -92,10 +92,10 @@ class LatencyFile:
     variants: dict[str, Variant] = field(default_factory=dict)
 
 
-def _median(path: Path, cls: str, entry: dict[str, Any], key: str) -> float:
+def _median(path: Path, cls: str, entry: dict[str, Any], key: str, where: str = "classes") -> float:
     value = entry.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise LatencyFileError(f"{path}: classes.{cls}.{key} is {value!r}, not a latency in seconds")
+        raise LatencyFileError(f"{path}: {where}.{cls}.{key} is {value!r}, not a latency in seconds")
     return float(value)
 
 
@@ -151,7 +151,7 @@ def read_latency_table(path: Path = DEFAULT_TABLE) -> LatencyFile:
         where = f"variants.{name}"
         if not isinstance(entry, dict) or entry.get("class") not in CLASSES:
             raise LatencyFileError(f"{path}: {where} needs a class, one of {', '.join(CLASSES)}")
-        variants[name] = Variant(entry["class"], _median(path, name, entry, "detection_p50_s"),
+        variants[name] = Variant(entry["class"], _median(path, name, entry, "detection_p50_s", "variants"),
                                  _source(path, where, entry, "detection_source"))
     return dataclasses.replace(base, sources=sources, variants=variants)
 

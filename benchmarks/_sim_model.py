@@ -116,11 +116,9 @@ class SimParams:
     # (b) the other automated system ("seed"): its means as given, unpublished, not measured here.
     seed_detection_s: float = 69.0
     seed_action_s: float = 94.0
-    # Where its action clock ends: "drain" (then requeue and restart follow, as in goodput's arm) or
-    # "running" (the job running again: its 94 s already holds the requeue, which is not added).
+    # Its action clock ends at "drain" (requeue, restart follow) or "running" (its 94 s holds the requeue).
     seed_clock_ends: str = "drain"
-    # An app-error in the automated arms: "person" (a person fixes it, the manual action time) or
-    # "restart" (each arm restarts it once with its own requeue, as a crash, and that clears it).
+    # App-errors in both automated arms: "person" (manual action time) or "restart" (once, as a crash).
     app_errors: str = "person"
     # (c) goodput: medians (a latency benchmark reports p50), for every failure class not in
     # class_latency: (class, detection median s, action median s or None: a person acts).
