@@ -61,13 +61,13 @@ clean:
 	rm -rf $(VENV) .goodput .mypy_cache .ruff_cache .pytest_cache
 
 # Every benchmark, its JSON result saved under docs/results/, then the plots for docs/benchmarks.md.
-# `latency` runs before `goodput` so the simulation uses goodput's measured latencies.
+# `goodput` reads goodput's per-class latencies from benchmarks/goodput_latencies.json (each value
+# with its source): after a new `latency` run, update that table from docs/results/latency.json.
 BENCHES ?= classify diagnosis checkpoints temporal storm storm-lab watch latency goodput console
 bench: $(STAMP)
 	mkdir -p docs/results
 	set -e; for b in $(BENCHES); do \
-	  extra=""; if [ $$b = goodput ] && [ -f docs/results/latency.json ]; then \
-	    extra="--from-latency-json docs/results/latency.json --plots"; fi; \
+	  extra=""; if [ $$b = goodput ]; then extra="--plots"; fi; \
 	  echo "== $$b"; $(BIN)/python -m benchmarks $$b --json $$extra | tee /tmp/goodput-bench-$$b.log; \
 	  tail -n 1 /tmp/goodput-bench-$$b.log > docs/results/$$b.json; done
 	$(BIN)/python -m benchmarks.plots

@@ -12,15 +12,18 @@ below says which measured class stands for each component of `_sim_model.LLAMA3_
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from benchmarks._sim_model import SimParams
 
+# The one table of goodput's per-class latencies the simulation reads unless told otherwise.
+DEFAULT_TABLE = Path(__file__).with_name("goodput_latencies.json")
 CLASSES = ("xid-kernel-log", "crash", "hang", "node-failure", "app-error")
 # goodput detects these but blames the application and takes no action: a person fixes the code (or
 # finds the bad part), so the action takes the manual model's time whatever the latency file says.
@@ -67,18 +70,32 @@ class LatencyFileError(ValueError):
 
 
 @dataclass(frozen=True)
+class Variant:
+    """Another value for one class's detection, shown beside the measured one (e.g. node loss at
+    Slurm's own timeout, as if goodput had no agent heartbeats)."""
+
+    cls: str
+    detection_p50_s: float
+    source: str
+
+
+@dataclass(frozen=True)
 class LatencyFile:
     path: str
     commit: str | None
     settings: Any
     # (class, detection median s, action median s or None: a person acts), in CLASSES order.
     class_latency: tuple[tuple[str, float, float | None], ...]
+    # class -> (where its detection came from, where its action came from); empty for a latency
+    # benchmark's output, whose values all come from that one run.
+    sources: dict[str, tuple[str, str]] = field(default_factory=dict)
+    variants: dict[str, Variant] = field(default_factory=dict)
 
 
-def _median(path: Path, cls: str, entry: dict[str, Any], key: str) -> float:
+def _median(path: Path, cls: str, entry: dict[str, Any], key: str, where: str = "classes") -> float:
     value = entry.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise LatencyFileError(f"{path}: classes.{cls}.{key} is {value!r}, not a latency in seconds")
+        raise LatencyFileError(f"{path}: {where}.{cls}.{key} is {value!r}, not a latency in seconds")
     return float(value)
 
 
@@ -110,6 +127,35 @@ def read_latency_file(path: Path) -> LatencyFile:
     return LatencyFile(str(path), None if commit is None else str(commit), data.get("settings"), table)
 
 
+def _source(path: Path, where: str, entry: dict[str, Any], key: str) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise LatencyFileError(f"{path}: {where}.{key} is {value!r}: every value in the table names its source")
+    return value
+
+
+def read_latency_table(path: Path = DEFAULT_TABLE) -> LatencyFile:
+    """The simulation's own table (benchmarks/goodput_latencies.json): per class, the medians as in the
+    latency benchmark's output and, beside each, where it came from and on how many faults it rests;
+    plus named variants of one class's detection. A value without its source is refused."""
+    base = read_latency_file(path)
+    data = json.loads(path.read_text())
+    classes = data["classes"]
+    sources = {c: (_source(path, f"classes.{c}", classes[c], "detection_source"),
+                   _source(path, f"classes.{c}", classes[c], "action_source")) for c in CLASSES}
+    variants: dict[str, Variant] = {}
+    raw = data.get("variants", {})
+    if not isinstance(raw, dict):
+        raise LatencyFileError(f"{path}: variants is {type(raw).__name__}, not an object")
+    for name, entry in raw.items():
+        where = f"variants.{name}"
+        if not isinstance(entry, dict) or entry.get("class") not in CLASSES:
+            raise LatencyFileError(f"{path}: {where} needs a class, one of {', '.join(CLASSES)}")
+        variants[name] = Variant(entry["class"], _median(path, name, entry, "detection_p50_s", "variants"),
+                                 _source(path, where, entry, "detection_source"))
+    return dataclasses.replace(base, sources=sources, variants=variants)
+
+
 def latency_report(params: SimParams, shares: dict[str, float], source: LatencyFile | None) -> dict[str, Any]:
     """What the goodput model used, per class, for the report and the JSON result."""
     given = {c: (d, a) for c, d, a in params.class_latency}
@@ -118,6 +164,8 @@ def latency_report(params: SimParams, shares: dict[str, float], source: LatencyF
         det, act = given.get(c, (params.detection_s, params.action_s))
         classes[c] = {"share": shares.get(c, 0.0), "detection_p50_s": det, "action_p50_s": act,
                       "action_by": "goodput" if act is not None else "person"}
+        if source and c in source.sources:
+            classes[c]["detection_source"], classes[c]["action_source"] = source.sources[c]
     return {
         "source": source.path if source else "command line",
         "commit": source.commit if source else None,
@@ -142,4 +190,11 @@ def render_latencies(lat: dict[str, Any]) -> list[str]:
                f"{'manual':>10}  (goodput detects, blames the application and takes no action; a person "
                f"acts: the manual model's time, median {lat['manual_action_min']:g} min)")
         lines.append(f"{c:<16}{x['share']:>8.1%}{x['detection_p50_s']:>10.3g}{act}")
+    sourced = [(c, x) for c, x in lat["classes"].items() if "detection_source" in x]
+    if sourced:
+        lines.append("sources:")
+        for c, x in sourced:
+            lines.append(f"  {c} detection: {x['detection_source']}")
+            if x["action_p50_s"] is not None:
+                lines.append(f"  {c} action: {x['action_source']}")
     return lines

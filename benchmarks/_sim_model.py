@@ -113,9 +113,13 @@ class SimParams:
     queue_wait_min: float = 0.0
     queue_sigma: float = 1.0
     hot_spares: bool = False
-    # (b) the seed's automation: means as measured.
+    # (b) the other automated system ("seed"): its means as given, unpublished, not measured here.
     seed_detection_s: float = 69.0
     seed_action_s: float = 94.0
+    # Its action clock ends at "drain" (requeue, restart follow) or "running" (its 94 s holds the requeue).
+    seed_clock_ends: str = "drain"
+    # App-errors in both automated arms: "person" (manual action time) or "restart" (once, as a crash).
+    app_errors: str = "person"
     # (c) goodput: medians (a latency benchmark reports p50), for every failure class not in
     # class_latency: (class, detection median s, action median s or None: a person acts).
     detection_s: float = 1.0
@@ -210,6 +214,8 @@ class Response:
     def __init__(self, model: str, params: SimParams) -> None:
         if model not in MODELS:
             raise ValueError(f"unknown model {model!r}")
+        if params.seed_clock_ends not in ("drain", "running") or params.app_errors not in ("person", "restart"):
+            raise ValueError(f"seed_clock_ends {params.seed_clock_ends!r} / app_errors {params.app_errors!r}")
         self.model = model
         self.p = params
         # Medians of (detection, action) per failure class; action None: a person acts.
@@ -221,10 +227,15 @@ class Response:
         elif model == "goodput":
             given = {c: (d, a) for c, d, a in params.class_latency}
             self._by_class = {c: given.get(c, (params.detection_s, params.action_s)) for c in CLASSES}
-        # No automation fixes the application's own bug (a restart fails again): whatever an
-        # automated model detects in that class, a person acts, in the seed as in goodput.
+        # The app-error policy is the same for both automated arms: a person fixes the application's
+        # bug (the default), or each arm restarts it once with its own requeue, as for a crash.
+        restart = params.app_errors == "restart"
         for name in MANUAL_ACTION_CLASSES & self._by_class.keys():
-            self._by_class[name] = (self._by_class[name][0], None)
+            self._by_class[name] = (self._by_class[name][0], self._by_class["crash"][1] if restart else None)
+        # Both arms' clocks must end at the same event: when the other system's action ends at the
+        # job running again, its requeue is inside it.
+        included = model == "seed" and params.seed_clock_ends == "running"
+        self.requeue_s = 0.0 if included else params.requeue_min * 60.0
 
     def _medians(self, f: Failure) -> tuple[float, float | None]:
         return self._by_class[COMPONENT_CLASS[f.component]]
@@ -299,7 +310,7 @@ def simulate(failures: Sequence[Failure], params: SimParams, model: str,
     interval = params.ckpt_interval_min * 60.0
     save = params.ckpt_save_s
     segment = interval + save
-    requeue = params.requeue_min * 60.0
+    requeue = resp.requeue_s
     restart_median = _median_from_mean(params.restart_min * 60.0, params.restart_sigma)
     queue_median = 0.0 if params.hot_spares else params.queue_wait_min * 60.0
     acc = dict.fromkeys(PHASES, 0.0)
@@ -382,7 +393,8 @@ def analytic_ettr(params: SimParams, model: str) -> float:
     mean_run = 1.0 / rate
     q = math.exp(-rate * segment)
     mean_lost = mean_run - segment * q / (1.0 - q)  # E[U mod segment], U exponential
-    det, act = Response(model, params).mean_latency_s()
-    down = det + act + params.requeue_min * 60.0 + params.restart_min * 60.0
+    resp = Response(model, params)
+    det, act = resp.mean_latency_s()
+    down = det + act + resp.requeue_s + params.restart_min * 60.0
     kept = (mean_run - mean_lost) / segment * interval
     return kept / (mean_run + down)

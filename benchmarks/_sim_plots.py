@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 LABELS = {
-    "manual": "(a) no automation (people)",
-    "seed": "(b) seed automation",
+    "manual": "(a) no automation\n(people)",
+    "seed": "(b) other system\n(69 s / 94 s, unpublished means)",
     "goodput": "(c) goodput",
 }
 COLORS = {"manual": "#c0392b", "seed": "#e67e22", "goodput": "#27ae60"}

@@ -7,10 +7,14 @@ spare node if a node must be drained, requeue, and restart/restore. Three respon
 same failures (common random numbers):
 
   (a) manual:  no automation; a person notices (slower nights and weekends) and acts;
-  (b) seed:    the seed implementation's measured latencies (mean detection 69 s, action 94 s);
-  (c) goodput: goodput's latencies: --detection-s/--action-s for every failure, or per failure class
-      (--from-latency-json, the latency benchmark's `classes`; see benchmarks/_sim_classes.py).
-  A failure blamed on the application is a person's to fix in every model (the manual action time).
+  (b) seed:    the other automated system: mean detection 69 s, action 94 s (unpublished means, not
+      measured here), its action clock ending at the drain or (--seed-clock-ends running) at the job
+      running again;
+  (c) goodput: per failure class from one table with a source for each value
+      (benchmarks/goodput_latencies.json; see benchmarks/_sim_classes.py), or --from-latency-json,
+      or --detection-s/--action-s for every failure.
+  An app-error is a person's to fix in both automated arms, or (--app-errors restart) each restarts it
+  once. The fairness rows (benchmarks/_sim_variants.py) show each of these choices the other way.
 
 Output: ETTR (effective training time ratio: kept training time / wall time), GPU-hours lost and
 where they went, for each model, plus a sweep over the checkpoint interval. See
@@ -33,7 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._git import commit
-from benchmarks._sim_classes import LatencyFile, LatencyFileError, latency_report, read_latency_file, render_latencies
+from benchmarks._sim_classes import (
+    DEFAULT_TABLE,
+    LatencyFile,
+    LatencyFileError,
+    latency_report,
+    read_latency_file,
+    read_latency_table,
+    render_latencies,
+)
 from benchmarks._sim_levers import DEFAULT_QUEUE_WAIT_MIN, evaluate_levers, render_levers
 from benchmarks._sim_model import (
     LOST_PHASES,
@@ -46,6 +58,7 @@ from benchmarks._sim_model import (
     replication_seed,
     simulate,
 )
+from benchmarks._sim_variants import evaluate_variants, render_variants
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SWEEP = (5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0)
@@ -78,16 +91,29 @@ def _parser() -> argparse.ArgumentParser:
     a("--levers-queue-wait-min", type=float, default=DEFAULT_QUEUE_WAIT_MIN,
       help="for the levers table: median queue wait of a replacement node without a hot-spare pool")
     a("--repair-days", type=float, default=d.repair_days, help="mean repair turnaround of a drained node")
-    a("--seed-detection-s", type=float, default=d.seed_detection_s, help="(b) mean detection latency")
-    a("--seed-action-s", type=float, default=d.seed_action_s, help="(b) mean action latency")
-    a("--detection-s", type=float, default=d.detection_s, help="(c) median detection latency, every failure")
-    a("--action-s", type=float, default=d.action_s, help="(c) median action latency, every failure")
+    a("--seed-detection-s", type=float, default=d.seed_detection_s,
+      help="(b) the other system's mean detection latency (unpublished)")
+    a("--seed-action-s", type=float, default=d.seed_action_s,
+      help="(b) the other system's mean action latency (unpublished)")
+    a("--seed-clock-ends", choices=("drain", "running"), default=d.seed_clock_ends,
+      help="(b) where its action clock ends: at the drain (requeue follows, as in goodput's arm) or at the "
+      "job running again (its requeue is inside it)")
+    a("--app-errors", choices=("person", "restart"), default=d.app_errors,
+      help="(b) and (c): a person fixes an app-error, or each arm restarts it once")
+    a("--detection-s", type=float, default=None,
+      help=f"(c) median detection latency for every failure, instead of the table (default {d.detection_s:g})")
+    a("--action-s", type=float, default=None,
+      help=f"(c) median action latency for every failure, instead of the table (default {d.action_s:g})")
+    a("--latency-table", type=Path, default=DEFAULT_TABLE,
+      help="(c) goodput's latencies per failure class, each with its source (default: the shipped table)")
+    a("--node-loss", choices=("measured", "conservative"), default="measured",
+      help="(c) node-failure detection: the table's measured value, or Slurm's own timeout (its variant)")
     a(
         "--from-latency-json",
         type=Path,
         default=None,
         help="read (c) latencies per failure class from the latency benchmark's JSON (its `classes`: "
-        "detection_p50_s and action_p50_s of each); overrides --detection-s/--action-s",
+        "detection_p50_s and action_p50_s of each) instead of the table",
     )
     a("--auto-sigma", type=float, default=d.auto_sigma, help="lognormal sigma of (b) and (c) latencies")
     a(
@@ -118,7 +144,25 @@ def _parser() -> argparse.ArgumentParser:
 def params_from_args(ns: argparse.Namespace) -> tuple[SimParams, LatencyFile | None]:
     """The scenario, and the latency file its per-class latencies came from (None: the command line).
     Raises LatencyFileError for a file without usable `classes`."""
-    source = None if ns.from_latency_json is None else read_latency_file(ns.from_latency_json)
+    source: LatencyFile | None
+    if ns.from_latency_json is not None:
+        source = read_latency_file(ns.from_latency_json)
+    elif ns.detection_s is None and ns.action_s is None:
+        source = read_latency_table(ns.latency_table)
+        shown = ns.latency_table.resolve()  # named from the repository, as the docs name it
+        if shown.is_relative_to(REPO):
+            source = dataclasses.replace(source, path=str(shown.relative_to(REPO)))
+    else:
+        source = None
+    table = source.class_latency if source else ()
+    if ns.node_loss == "conservative":
+        if source is None or "node-loss-conservative" not in source.variants:
+            raise LatencyFileError("--node-loss conservative needs a latency table with that variant")
+        v = source.variants["node-loss-conservative"]
+        table = tuple((c, v.detection_p50_s if c == v.cls else det, a) for c, det, a in table)
+        sources = {**source.sources, v.cls: (v.source, source.sources[v.cls][1])}
+        source = dataclasses.replace(source, class_latency=table, sources=sources)
+    d = SimParams()
     p = SimParams(
         days=ns.days,
         gpus=ns.gpus,
@@ -132,9 +176,11 @@ def params_from_args(ns: argparse.Namespace) -> tuple[SimParams, LatencyFile | N
         repair_days=ns.repair_days,
         seed_detection_s=ns.seed_detection_s,
         seed_action_s=ns.seed_action_s,
-        detection_s=ns.detection_s,
-        action_s=ns.action_s,
-        class_latency=source.class_latency if source else (),
+        seed_clock_ends=ns.seed_clock_ends,
+        app_errors=ns.app_errors,
+        detection_s=d.detection_s if ns.detection_s is None else ns.detection_s,
+        action_s=d.action_s if ns.action_s is None else ns.action_s,
+        class_latency=table,
         auto_sigma=ns.auto_sigma,
         manual_on_detect_min=ns.manual_on_detect_min,
         manual_off_detect_min=ns.manual_off_detect_min,
@@ -149,7 +195,8 @@ def _sd(xs: Sequence[float]) -> float:
 
 
 def evaluate(params: SimParams, seed: int, reps: int, intervals: Sequence[float] = (),
-             levers_queue_wait_min: float = DEFAULT_QUEUE_WAIT_MIN) -> dict[str, Any]:
+             levers_queue_wait_min: float = DEFAULT_QUEUE_WAIT_MIN,
+             source: LatencyFile | None = None) -> dict[str, Any]:
     """Run every model on the same `reps` failure histories; optionally sweep the checkpoint interval;
     then goodput with each lever beyond detection (benchmarks._sim_levers)."""
     seeds = [replication_seed(seed, r) for r in range(reps)]
@@ -192,7 +239,8 @@ def evaluate(params: SimParams, seed: int, reps: int, intervals: Sequence[float]
             row[f"ettr_{m}"], row[f"ettr_{m}_std"] = statistics.fmean(e), _sd(e)
         sweep.append(row)
     levers = evaluate_levers(params, histories, seeds, levers_queue_wait_min)
-    return {"models": models, "paired_ettr_gain": paired, "sweep": sweep, "levers": levers}
+    variants = evaluate_variants(params, histories, source)
+    return {"models": models, "paired_ettr_gain": paired, "sweep": sweep, "levers": levers, "variants": variants}
 
 
 def run(argv: list[str] | None = None) -> dict[str, Any]:
@@ -207,13 +255,14 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error(str(err))
     intervals = [float(x) for x in ns.sweep_min.split(",") if x.strip()]
     started = time.perf_counter()
-    ev = evaluate(params, ns.seed, ns.reps, intervals, ns.levers_queue_wait_min)
+    ev = evaluate(params, ns.seed, ns.reps, intervals, ns.levers_queue_wait_min, source)
     models = ev["models"]
     # What decides these numbers: the model, its inputs' reader and the advice it borrows Daly's
     # interval from (`+dirty` when any of them differs from the commit).
     result: dict[str, Any] = {"benchmark": "goodput_sim", "commit": commit(
         "benchmarks/goodput_sim.py", "benchmarks/_sim_model.py", "benchmarks/_sim_levers.py",
-        "benchmarks/_sim_classes.py", "goodput/checkpoints/advice.py")}
+        "benchmarks/_sim_classes.py", "benchmarks/_sim_variants.py", "benchmarks/goodput_latencies.json",
+        "goodput/checkpoints/advice.py")}
     for m in MODELS:
         result[f"ettr_{m}"] = round(models[m]["ettr"], 5)
         result[f"ettr_{m}_std"] = round(models[m]["ettr_std"], 5)
@@ -240,6 +289,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         "seed": ns.seed,
         "reps": ns.reps,
         "goodput_latency_source": source.path if source else "command line",
+        "node_loss": ns.node_loss,
     }
     del result["params"]["class_latency"]  # as goodput_latencies below, by name
     if source:  # every class has its own latency: the command-line ones were not used
@@ -248,6 +298,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     result["models"] = models
     result["sweep"] = ev["sweep"]
     result["levers"] = ev["levers"]
+    result["variants"] = ev["variants"]
     result["elapsed_s"] = round(time.perf_counter() - started, 3)
     if ns.plots:
         from benchmarks._sim_plots import write_plots
@@ -282,7 +333,9 @@ def render(r: dict[str, Any]) -> str:
         f"repair {p['repair_days']:g} days",
         f"latencies: (a) people: detect median {p['manual_on_detect_min']:g} min staffed / "
         f"{p['manual_off_detect_min']:g} min off-hours, act median {p['manual_action_min']:g} min; "
-        f"(b) seed: mean {p['seed_detection_s']:g} s + {p['seed_action_s']:g} s; "
+        f"(b) seed (the other system): mean {p['seed_detection_s']:g} s + {p['seed_action_s']:g} s, unpublished "
+        f"means, its clock ending at the {p['seed_clock_ends']}; app-errors: "
+        f"{'a person fixes them' if p['app_errors'] == 'person' else 'restarted once'} in (b) and (c); "
         + (f"(c) goodput: median {p['detection_s']:g} s + {p['action_s']:g} s for every failure (command line)"
            if p["detection_s"] is not None else
            f"(c) goodput: per failure class from {p['goodput_latency_source']} (table below)"),
@@ -323,6 +376,8 @@ def render(r: dict[str, Any]) -> str:
             lines.append(f"{row['ckpt_interval_min']:<14g}" + "".join(f"{row[f'ettr_{m}']:>12.4f}" for m in MODELS))
     if "levers" in r:
         lines += render_levers(r["levers"])
+    if "variants" in r:
+        lines += render_variants(r["variants"])
     if "plots" in r:
         lines += ["", "plots: " + ", ".join(r["plots"])]
     lines.append(f"(simulated in {r['elapsed_s']:.2f} s)")
