@@ -52,11 +52,14 @@ def application(max_body_bytes: int) -> web.Application:
 
 
 class Listener:
-    """One app on one host and port (0 picks a free one), started and stopped once each."""
+    """One app on one host and port (0 picks a free one), started and stopped once each: the
+    port, URL, start and stop every endpoint (push, heartbeats, NVSentinel's receiver) shares."""
 
-    def __init__(self, app: web.Application, what: str) -> None:
+    def __init__(self, app: web.Application, what: str, host: str, port: int) -> None:
         self._app = app
         self._what = what
+        self._host = host
+        self._wanted_port = port
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
 
@@ -67,21 +70,28 @@ class Listener:
         return self._port
 
     @property
+    def url(self) -> str:
+        """`http://host:port` (IPv6 in brackets), once started."""
+        return f"http://{bracketed(self._host)}:{self.port}"
+
+    @property
     def started(self) -> bool:
         return self._runner is not None
 
-    async def start(self, host: str, port: int) -> None:
+    async def start(self) -> bool:
+        """Binds and serves; False when it already was (start is idempotent)."""
         if self._runner is not None:
-            return
+            return False
         runner = web.AppRunner(self._app, access_log=None, shutdown_timeout=5.0)
         await runner.setup()
         try:
-            await web.TCPSite(runner, host, port).start()
+            await web.TCPSite(runner, self._host, self._wanted_port).start()
         except BaseException:
             await runner.cleanup()  # a port already taken must not leave a half-open runner
             raise
         self._runner = runner
         self._port = int(runner.addresses[0][1])
+        return True
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None

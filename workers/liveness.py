@@ -49,7 +49,7 @@ from goodput.identifiers import validate_cluster, validate_node_name
 from goodput.models import Anomaly
 from goodput.scheduler import JobInfo, JobState, NodeInfo, Scheduler
 from goodput.untrusted_files import open_job_file
-from workers.http_site import Listener, application, bracketed, json_error
+from workers.http_site import Listener, application, json_error
 
 log = logging.getLogger("goodput.liveness")
 
@@ -93,7 +93,7 @@ class HeartbeatServer:
         self.rejected = 0
         self.app = application(MAX_HEARTBEAT_BYTES)
         self.app.router.add_post(HEARTBEAT_PATH, self._heartbeat)
-        self._listener = Listener(self.app, "heartbeat server")
+        self._listener = Listener(self.app, "heartbeat server", config.host, config.port)
 
     @property
     def port(self) -> int:
@@ -101,11 +101,11 @@ class HeartbeatServer:
 
     @property
     def url(self) -> str:
-        return f"http://{bracketed(self.config.host)}:{self.port}"
+        return self._listener.url
 
     async def start(self) -> None:
-        await self._listener.start(self.config.host, self.config.port)
-        log.info("heartbeats at %s%s", self.url, HEARTBEAT_PATH)
+        if await self._listener.start():
+            log.info("heartbeats at %s%s", self.url, HEARTBEAT_PATH)
 
     async def stop(self) -> None:
         await self._listener.stop()

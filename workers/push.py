@@ -40,7 +40,7 @@ from goodput.detect.push import (
 from goodput.detect.push.layout import MAX_LAYOUT_BODY, LayoutBodyError, node_layout, parse_layout
 from goodput.detect.watch import AnomalySink
 from goodput.identifiers import validate_cluster
-from workers.http_site import Listener, application, bracketed, json_error
+from workers.http_site import Listener, application, json_error
 
 log = logging.getLogger("goodput.push")
 
@@ -76,7 +76,7 @@ class PushServer:
         self._layouts = layouts
         if layouts is not None:
             self.app.router.add_post(LAYOUT_PATH, self._layout)
-        self._listener = Listener(self.app, "push server")
+        self._listener = Listener(self.app, "push server", config.host, config.port)
 
     @property
     def port(self) -> int:
@@ -85,13 +85,11 @@ class PushServer:
 
     @property
     def url(self) -> str:
-        return f"http://{bracketed(self.config.host)}:{self.port}"
+        return self._listener.url
 
     async def start(self) -> None:
-        if self._listener.started:
-            return
-        await self._listener.start(self.config.host, self.config.port)
-        log.info("log push listening on %s%s", self.url, LOGS_PATH)
+        if await self._listener.start():
+            log.info("log push listening on %s%s", self.url, LOGS_PATH)
 
     async def stop(self) -> None:
         await self._listener.stop()

@@ -90,7 +90,9 @@ async def service_extras(settings: Settings, client: Client, console: Console) -
 
 @contextlib.asynccontextmanager
 async def console_if_enabled(settings: Settings, client: Client, console: Console) -> AsyncIterator[None]:
-    """The Recovery Console and /metrics, announced with where to log in (never the token)."""
+    """The Recovery Console and /metrics, announced with where to log in: a one-time link for the
+    embedded default's admin (single use, 10 minutes) and the file holding its token, never the
+    token itself."""
     if not settings.console.enabled:
         yield
         return
@@ -98,6 +100,10 @@ async def console_if_enabled(settings: Settings, client: Client, console: Consol
     async with serve_console(ctx, settings.console, token_file) as served:
         login = f" (log in with the token in {served.admin_token_file})" if served.admin_token_file else ""
         console.print(f"console at {served.url}{login}; Prometheus metrics at {served.url}/metrics", highlight=False)
+        if served.login_url:
+            # soft_wrap: the link stays one line a terminal can open, however narrow.
+            console.print(f"log in once (valid 10 minutes, single use): {served.login_url}", highlight=False,
+                          markup=False, soft_wrap=True)
         yield
 
 

@@ -102,6 +102,10 @@ class TokenAuthenticator:
                 found = user
         return found
 
+    def user_named(self, name: str) -> ConsoleUser | None:
+        """The configured user called `name`, or None."""
+        return next((u for u in self._users if u.name == name), None)
+
     def from_bearer(self, token: str) -> Principal | None:
         """The principal of the user whose token this is, or None."""
         user = self.user_for_token(token)

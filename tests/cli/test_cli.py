@@ -116,13 +116,14 @@ def up_env(tmp_path: Path) -> Iterator[dict[str, str]]:
            "GOODPUT_CONSOLE__PORT": str(free_port())}
 
 
-def start_up(env: dict[str, str]) -> subprocess.Popen[str]:
+def start_up(env: dict[str, str], seen: list[str] | None = None) -> subprocess.Popen[str]:
+    """`goodput up`, once it says it is up; what it printed until then goes to `seen`."""
     proc = subprocess.Popen([*GOODPUT, "up"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     assert proc.stdout is not None
     # A liveness bound, not a speed claim: a restart on a loaded CI machine has been seen past 60 s.
     deadline = time.monotonic() + 100
-    seen: list[str] = []
+    seen = [] if seen is None else seen
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         if "goodput is up" in line:

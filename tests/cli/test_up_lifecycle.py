@@ -9,13 +9,16 @@ port is ever touched.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.cli.test_cli import start_up, stop_up
@@ -117,3 +120,47 @@ def test_a_port_held_by_anything_else_is_left_alone(tmp_path: Path) -> None:
     finally:
         bystander.kill()
         bystander.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_ctrl_c_stops_up_within_seconds_while_browsers_hold_live_streams(up_env: dict[str, str]) -> None:
+    printed: list[str] = []
+    proc = start_up(up_env, printed)
+    console = f"http://127.0.0.1:{up_env['GOODPUT_CONSOLE__PORT']}"
+    try:
+        # The one-time link `goodput up` printed logs a browser in, once.
+        links = [word for line in printed for word in line.split() if "/login/once?token=" in word]
+        assert len(links) == 1 and links[0].startswith(console), printed
+        with httpx.Client(timeout=30) as browser:
+            first = browser.get(links[0])
+            assert first.status_code == 303 and "goodput_session" in first.cookies
+            assert httpx.get(links[0], timeout=30).status_code == 401
+            cookie = first.cookies["goodput_session"]
+        # Three tabs, each holding the incident list's live stream open.
+        with contextlib.ExitStack() as held:
+            tab = held.enter_context(httpx.Client(base_url=console, timeout=60,
+                                                  cookies={"goodput_session": cookie}))
+            streams = [held.enter_context(tab.stream("GET", "/incidents/stream",
+                                                     headers={"accept": "text/event-stream"}))
+                       for _ in range(3)]
+            lines = [stream.iter_lines() for stream in streams]
+            for each in lines:
+                assert any(line.startswith("event: incidents") for line in each)  # stops at the first
+            started = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            # A liveness bound: before the fix `goodput up` waited on the open streams for ever.
+            code = proc.wait(timeout=90)
+            took = time.monotonic() - started
+            rests = [list(each) for each in lines]  # each ends: the server closed it, not the client
+        print(f"goodput up stopped {took:.1f} s after SIGINT with 3 streams open")
+        assert code == 0
+        assert all("event: closing" in rest for rest in rests), rests
+        # The bound is 5 s; a loaded 2-core CI machine gets slack (the time is printed above).
+        assert took < 15, f"goodput up took {took:.1f} s to stop"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout:
+            proc.stdout.close()

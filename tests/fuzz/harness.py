@@ -17,14 +17,17 @@ rerun.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from benchmarks._git import commit
 
@@ -102,3 +105,37 @@ def write_report() -> None:
     existing["commit"] = measured
     existing["profile"] = os.environ.get("GOODPUT_FUZZ_PROFILE", "suite")
     target.write_text(json.dumps(existing, indent=2, sort_keys=True) + "\n")
+
+
+class Startable(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Startable)
+
+
+@contextmanager
+def served_in_thread(server: S) -> Iterator[S]:
+    """A real server in its own thread and event loop, for a module's examples to share: hypothesis
+    runs each example synchronously, so the server cannot live in the test's own loop."""
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(server.start())
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert ready.wait(30), "the server did not start"
+    try:
+        yield server
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()

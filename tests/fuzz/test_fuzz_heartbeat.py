@@ -8,10 +8,8 @@ each naming the node as a word.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -28,7 +26,7 @@ from goodput.detect.node_liveness import (
     heartbeat_token,
     peer_lines,
 )
-from tests.fuzz.harness import rejects_cleanly
+from tests.fuzz.harness import rejects_cleanly, served_in_thread
 from tests.fuzz.log_strategies import REAL_LINES, mutated_line, numbers
 from workers.liveness import HeartbeatServer
 
@@ -52,28 +50,10 @@ def test_peer_lines(body: list[str], node: str, planted: str) -> None:
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, LivenessTracker]]:
     """A real server on 127.0.0.1 in its own thread and loop, shared by every example."""
-    loop = asyncio.new_event_loop()
     config = LivenessConfig(enabled=True, port=0)
     tracker = LivenessTracker(config)
-    server = HeartbeatServer(config, tracker, "lab", SECRET, clock=lambda: NOW)
-    ready = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(server.start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert ready.wait(30)
-    try:
+    with served_in_thread(HeartbeatServer(config, tracker, "lab", SECRET, clock=lambda: NOW)) as server:
         yield server.url, tracker
-    finally:
-        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(30)
-        loop.close()
 
 
 values = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=80),

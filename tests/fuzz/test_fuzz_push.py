@@ -9,10 +9,8 @@ nesting, lone surrogates, wrong types and mutated log lines, then framed as JSON
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -24,7 +22,7 @@ from hypothesis import strategies as st
 from goodput.cli.anomaly_input import AnomalyInputError, from_json_bytes
 from goodput.detect.push import PushBodyError, PushConfig, PushRouter, parse_batch
 from goodput.models import MAX_PUSHED_PATH, Anomaly
-from tests.fuzz.harness import rejects_cleanly
+from tests.fuzz.harness import rejects_cleanly, served_in_thread
 from tests.fuzz.log_strategies import REAL_LINES, mutated_line, numbers
 from workers.push import PushServer
 
@@ -143,26 +141,8 @@ class _Sink:
 @pytest.fixture(scope="module")
 def push_url() -> Iterator[str]:
     """A real server on 127.0.0.1 in its own thread and loop, shared by every example."""
-    loop = asyncio.new_event_loop()
-    server = PushServer(CONFIG, _Sink(), "lab")
-    ready = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(server.start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert ready.wait(30)
-    try:
+    with served_in_thread(PushServer(CONFIG, _Sink(), "lab")) as server:
         yield server.url
-    finally:
-        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(30)
-        loop.close()
 
 
 @pytest.fixture(scope="module")

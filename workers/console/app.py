@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 from collections.abc import AsyncIterator
@@ -25,7 +26,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from goodput.console.auth import SESSION_TTL, Role
+from goodput.console.auth import SESSION_TTL, ConsoleUser, Role
 from goodput.console.filters import PAGE_SIZES, FilterError, IncidentFilter
 from goodput.console.views import approval_deadline, earlier_failures, planned_effects, step_durations
 from goodput.identifiers import InvalidIdentifierError
@@ -50,6 +51,9 @@ from workers.console.streams import HeldStream
 from workers.metrics_endpoint import metrics_endpoint
 
 MAX_REASON = 2000
+LOGIN_LINK_PATH = "/login/once"
+# The link's token is in its URL: neither the redirect nor the page after it may send it on.
+NO_REFERRER = {**SECURITY_HEADERS, "referrer-policy": "no-referrer"}
 
 
 def build_app(ctx: ConsoleContext) -> Starlette:
@@ -80,6 +84,7 @@ def build_app(ctx: ConsoleContext) -> Starlette:
         Route("/", lambda request: RedirectResponse("/incidents", status_code=303)),
         Route("/login", partial(login_form, ctx), methods=["GET"]),
         Route("/login", partial(login, ctx), methods=["POST"]),
+        Route(LOGIN_LINK_PATH, partial(login_link, ctx), methods=["GET"]),
         Route("/logout", partial(logout, ctx), methods=["POST"]),
         Route("/incidents", partial(incidents, ctx)),
         Route("/incidents/stream", partial(stream, ctx)),
@@ -119,10 +124,30 @@ async def login(ctx: ConsoleContext, request: Request) -> Response:
     # Only a local path: a login link must not bounce the operator to another site.
     safe = target if isinstance(target, str) and target.startswith("/") and not target.startswith("//") else "/"
     response = RedirectResponse(safe, status_code=303)
+    _set_session(ctx, request, response, user)
+    return response
+
+
+async def login_link(ctx: ConsoleContext, request: Request) -> Response:
+    """A one-time link: its token is exchanged for the session cookie, then the browser is sent to
+    a URL without it. Refusals say only that the link is not valid (used, expired or forged)."""
+    token = request.query_params.get("token", "")
+    user = ctx.login_links.redeem(token, datetime.now(UTC))
+    if user is None:
+        page = ctx.render(request, "login.html", None, status=401, next_url="/incidents",
+                          message="that login link is not valid (each works once, for 10 minutes): "
+                                  "log in with the token instead")
+        page.headers.update(NO_REFERRER)
+        return page
+    response = RedirectResponse("/incidents", status_code=303, headers=NO_REFERRER)
+    _set_session(ctx, request, response, user)
+    return response
+
+
+def _set_session(ctx: ConsoleContext, request: Request, response: Response, user: ConsoleUser) -> None:
     response.set_cookie(SESSION_COOKIE, ctx.auth.new_session(user, datetime.now(UTC)), httponly=True,
                         samesite="strict", max_age=int(SESSION_TTL.total_seconds()),
                         secure=request.url.scheme == "https")
-    return response
 
 
 async def logout(ctx: ConsoleContext, request: Request) -> Response:
@@ -203,11 +228,21 @@ async def stream(ctx: ConsoleContext, request: Request) -> Response:
             elif idle >= 15:
                 idle = 0.0
                 yield ": keep-alive\n\n"
-            await asyncio.sleep(ctx.refresh_s)
+            if await _closing(ctx, ctx.refresh_s):
+                # The browser reconnects on its own once a console answers again.
+                yield "event: closing\ndata: {}\n\n"
+                return
             idle += ctx.refresh_s
 
     return HeldStream(events(), release=partial(ctx.streams.release, name), media_type="text/event-stream",
                       headers={**SECURITY_HEADERS, "x-accel-buffering": "no"})
+
+
+async def _closing(ctx: ConsoleContext, wait_s: float) -> bool:
+    """Waits `wait_s`, or less when the console starts stopping; whether it is stopping."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(ctx.closing.wait(), timeout=wait_s)
+    return ctx.closing.is_set()
 
 
 async def incident(ctx: ConsoleContext, request: Request) -> Response:

@@ -5,6 +5,7 @@ job-controlled text — log lines, comments, node names a log claimed).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from starlette.responses import HTMLResponse
 
 from goodput.checkpoints.job_advice import JobAdvice
 from goodput.console.auth import Role, TokenAuthenticator
+from goodput.console.login_link import LoginLinks
 from goodput.recover.policy import Policy
 from goodput.scheduler import Scheduler
 from goodput.service.incidents import IncidentSummary
@@ -48,6 +50,9 @@ class ConsoleContext:
 
     def __post_init__(self) -> None:
         self.streams = StreamSlots(self.max_streams_per_user)
+        self.login_links = LoginLinks()
+        # Set when the server is stopping: live streams end on it (uvicorn waits for open ones).
+        self.closing = asyncio.Event()
         self.listings: SharedRefresh[dict[str, object]] = SharedRefresh(self.refresh_s)
         self.counts: SharedRefresh[dict[str, int]] = SharedRefresh(self.counts_refresh_s)
         self.overviews: SharedRefresh[list[IncidentSummary]] = SharedRefresh(self.overview_refresh_s)

@@ -32,7 +32,7 @@ from goodput.detect.nvsentinel import (
     read_token_file,
     token_accepted,
 )
-from workers.http_site import Listener, application, bracketed, json_error
+from workers.http_site import Listener, application, json_error
 
 log = logging.getLogger("goodput.nvsentinel")
 
@@ -55,7 +55,7 @@ class NvSentinelHttpServer:
         self.app.router.add_post(settings.http_path, self._events)
         if self._clients:
             self.app.router.add_post(settings.oauth_token_path, self._token)
-        self._listener = Listener(self.app, "NVSentinel HTTP receiver")
+        self._listener = Listener(self.app, "NVSentinel HTTP receiver", settings.http_host, settings.http_port)
 
     @property
     def port(self) -> int:
@@ -64,13 +64,11 @@ class NvSentinelHttpServer:
     @property
     def url(self) -> str:
         """What NVSentinel's event exporter should POST to."""
-        return f"http://{bracketed(self.settings.http_host)}:{self.port}{self.settings.http_path}"
+        return f"{self._listener.url}{self.settings.http_path}"
 
     async def start(self) -> None:
-        if self._listener.started:
-            return
-        await self._listener.start(self.settings.http_host, self.settings.http_port)
-        log.info("NVSentinel CloudEvents receiver on %s", self.url)
+        if await self._listener.start():
+            log.info("NVSentinel CloudEvents receiver on %s", self.url)
 
     async def stop(self) -> None:
         await self._listener.stop()
@@ -82,7 +80,7 @@ class NvSentinelHttpServer:
     @property
     def token_url(self) -> str:
         """What NVSentinel's event exporter should use as its OIDC tokenUrl."""
-        return f"http://{bracketed(self.settings.http_host)}:{self.port}{self.settings.oauth_token_path}"
+        return f"{self._listener.url}{self.settings.oauth_token_path}"
 
     def _authorized(self, header: str | None) -> bool:
         """A configured token, or an access token minted for a configured OAuth client; with
