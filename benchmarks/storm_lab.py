@@ -42,9 +42,9 @@ from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.client import Client
 
 from benchmarks import _storm_lab_rig as rig
-from benchmarks._history_costs import mean_to_requeue, to_requeue
 from benchmarks._git import commit
 from benchmarks._harness import connect, emit, environment, summary
+from benchmarks._history_costs import mean_to_requeue, to_requeue
 from benchmarks._slurm_lab import Lab, slurm_lab
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
 from goodput.recover.incident import IncidentReport

@@ -47,17 +47,23 @@ def at_start(key: IncidentKey, mode: Mode) -> TypedSearchAttributes:
 
 def upsert(key: IncidentKey, state: IncidentState, mode: Mode, attributed: AttributeResult | None,
            outcome: Outcome | None, node_incidents: Sequence[str] = ()) -> None:
-    updates: list[SearchAttributeUpdate[Any]] = [JOB_ID.value_set(key.job_id), CLUSTER.value_set(key.cluster),
-               STATE.value_set(state.value), MODE.value_set(mode.value)]
+    workflow.upsert_search_attributes(updates(key, state, mode, attributed, outcome, node_incidents))
+
+
+def updates(key: IncidentKey, state: IncidentState, mode: Mode, attributed: AttributeResult | None,
+            outcome: Outcome | None, node_incidents: Sequence[str] = ()) -> list[SearchAttributeUpdate[Any]]:
+    """Every attribute the incident lists under now (one upsert sets them all)."""
+    wanted: list[SearchAttributeUpdate[Any]] = [JOB_ID.value_set(key.job_id), CLUSTER.value_set(key.cluster),
+                                                 STATE.value_set(state.value), MODE.value_set(mode.value)]
     if attributed is not None:
-        updates.append(CATEGORY.value_set(attributed.attribution.category.value))
+        wanted.append(CATEGORY.value_set(attributed.attribution.category.value))
         nodes = list(attributed.attribution.culprit_nodes)
         if nodes:
-            updates.append(CULPRIT_NODES.value_set(nodes))
+            wanted.append(CULPRIT_NODES.value_set(nodes))
         if attributed.job is not None and attributed.job.partition:
-            updates.append(PARTITION.value_set(attributed.job.partition))
+            wanted.append(PARTITION.value_set(attributed.job.partition))
     if outcome is not None:
-        updates.append(OUTCOME.value_set(outcome.value))
+        wanted.append(OUTCOME.value_set(outcome.value))
     if node_incidents:  # only when linked: incidents from before the link replay the same upserts
-        updates.append(NODE_INCIDENTS.value_set(list(node_incidents)))
-    workflow.upsert_search_attributes(updates)
+        wanted.append(NODE_INCIDENTS.value_set(list(node_incidents)))
+    return wanted
