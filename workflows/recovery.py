@@ -142,7 +142,8 @@ class RecoveryWorkflow:
         restart and the incident goes on following the job."""
         attribution, job = await self._stand_on(start, attributed)
         corroboration = None
-        if start.policy.exclude_before_drain.enabled and attribution.drain and workflow.patched("exclude-before-drain"):
+        if (start.policy.exclude_before_drain.enabled and attribution.drain
+                and (self._straight or workflow.patched("exclude-before-drain"))):
             corroboration = corroborate(attribution, self._s.anomalies, self._s.memory)
             # Lines not shown to be the job's own output may not make goodput run commands on nodes.
             if (corroboration.suspect and start.policy.exclude_before_drain.probe_command
@@ -162,7 +163,8 @@ class RecoveryWorkflow:
             return False
         if plan.suspect_nodes:  # only ever set under the exclude-before-drain patch
             await mark_suspects(self, attribution, job, plan.suspect_nodes)
-        follow = follows_in_job(attribution, start.policy) and workflow.patched("follow-in-job-restarts")
+        follow = follows_in_job(attribution, start.policy) and (
+            self._straight or workflow.patched("follow-in-job-restarts"))
         await execute(self, plan, job.job_id, job.restart_count, follow=follow)
         return follow and self._s.state is S.FOLLOWING_LAUNCHER
 

@@ -30,7 +30,7 @@ async def may_act(wf: Incident, attributed: AttributeResult, plan: RecoveryPlan)
     """Whether the plan is carried out: not on evidence only, not in monitor mode or under
     the kill switch (then it is recommended), and in approve mode only once approved."""
     start = wf.start
-    if attributed.evidence_only and workflow.patched("pushed-output-checked"):
+    if attributed.evidence_only and (wf.straight or workflow.patched("pushed-output-checked")):
         # Whatever the mode: lines goodput could not tie to the job's own output are reported only.
         said = f"evidence only ({attributed.evidence_only}): recommended — {plan.rationale}"
         if start.policy.evidence_only_wait_s > 0:
