@@ -19,13 +19,11 @@ pool (workflows.spares); decisions with no Temporal in them are goodput.recover.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -75,7 +73,7 @@ class RecoveryWorkflow:
         # A reporter's incident knows the service's mode only once it asked: until then, monitor.
         self._s = RecoveryState(mode=Mode.MONITOR if start.policy_from_service else start.mode or start.policy.mode)
         self._straight = False
-        self._search: list[SearchAttributeUpdate[Any]] | None = None  # the upsert this task still owes
+        self._search = search.OnePerTask()
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -326,19 +324,10 @@ class RecoveryWorkflow:
             return
         wanted = search.updates(self._start.key, self._s.state, self._s.mode, self._s.attributed,
                                 OUTCOME_OF.get(self._s.state), self._s.node_incidents)
-        if not self._straight:
+        if self._straight:
+            self._search.ask(wanted)
+        else:
             workflow.upsert_search_attributes(wanted)
-            return
-        # One upsert per workflow task: the last values asked for, sent once the workflow's code
-        # has run as far as this task takes it (the loop runs the callback before the task ends).
-        if self._search is None:
-            asyncio.get_running_loop().call_soon(self._send_search)
-        self._search = wanted
-
-    def _send_search(self) -> None:
-        if self._search is not None:
-            workflow.upsert_search_attributes(self._search)
-            self._search = None
 
     async def notify(self, summary: str) -> None:
         attributed = self._s.attributed

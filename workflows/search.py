@@ -6,6 +6,7 @@ external cluster; the workflow upserts them as the incident moves.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -67,3 +68,23 @@ def updates(key: IncidentKey, state: IncidentState, mode: Mode, attributed: Attr
     if node_incidents:  # only when linked: incidents from before the link replay the same upserts
         wanted.append(NODE_INCIDENTS.value_set(list(node_incidents)))
     return wanted
+
+
+class OnePerTask:
+    """One upsert per workflow task (the straight path, #29): the last values asked for, sent once
+    the workflow's code has run as far as this task takes it. The workflow's event loop runs the
+    callback before the task ends, so what the incident lists under at each task's end is what
+    an upsert per change would have left."""
+
+    def __init__(self) -> None:
+        self._owed: list[SearchAttributeUpdate[Any]] | None = None
+
+    def ask(self, wanted: list[SearchAttributeUpdate[Any]]) -> None:
+        if self._owed is None:
+            asyncio.get_running_loop().call_soon(self._send)
+        self._owed = wanted
+
+    def _send(self) -> None:
+        if self._owed is not None:
+            workflow.upsert_search_attributes(self._owed)
+            self._owed = None
