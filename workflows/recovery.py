@@ -13,8 +13,10 @@ This class reads as the loop (detect → attribute → plan → isolate → resu
 the incident's whole state in one `RecoveryState` (goodput.recover.recovery_state), which only
 it changes. The longer steps are functions that receive it as an `Incident`
 (workflows.recovery_steps): isolating nodes (workflows.node_link), carrying out the plan
-(workflows.recovery_actions), the waits between plans (workflows.recovery_follow) and the spare
-pool (workflows.spares); decisions with no Temporal in them are goodput.recover.recovery_rules.
+(workflows.recovery_actions), the waits between plans (workflows.recovery_follow), the mode gate
+(workflows.recovery_gate) and the spare pool (workflows.spares); decisions with no Temporal in
+them are goodput.recover.recovery_rules. Incidents started under `straight-path` take fewer
+workflow tasks to their requeue (docs/architecture.md, "The straight path"; #29).
 """
 
 from __future__ import annotations
