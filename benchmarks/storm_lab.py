@@ -44,6 +44,7 @@ from temporalio.client import Client
 from benchmarks import _storm_lab_rig as rig
 from benchmarks._git import commit
 from benchmarks._harness import connect, emit, environment, summary
+from benchmarks._history_costs import mean_to_requeue, to_requeue
 from benchmarks._slurm_lab import Lab, slurm_lab
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
 from goodput.recover.incident import IncidentReport
@@ -178,7 +179,7 @@ async def histories(client: Client, incidents: set[str]) -> dict[str, dict[str, 
         scheduled: dict[int, float] = {}
         names: dict[int, str] = {}
         row: dict[str, Any] = {"report": report, "types": Counter(), "activities": Counter(), "wft_wait": [],
-                               "wft_trip": [], "took": {}}
+                               "wft_trip": [], "took": {}, "to_requeue": to_requeue(history.events)}
         for event in history.events:
             kind, at = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_"), event.event_time.ToDatetime(UTC)
             row["types"][kind] += 1
@@ -291,6 +292,7 @@ async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab
                                         "max": max(events, default=0)},
         "events_per_incident_by_type": {k: round(v / n, 2) for k, v in
                                         sum((r["types"] for r in rows.values()), Counter()).most_common()},
+        "to_requeue_per_incident": mean_to_requeue(r["to_requeue"] for r in rows.values()),
         "activities_per_incident": round(statistics.fmean(activities), 2) if activities else 0,
         "activities_per_incident_by_type": {k: round(v / n, 2) for k, v in
                                             sum((r["activities"] for r in rows.values()), Counter()).most_common()},
@@ -326,6 +328,8 @@ ROWS: list[tuple[str, Any]] = [
     *[(f"{what} activity p50", lambda r, w=what: f"{r['activity_ms_p50_by_type'].get(w, float('nan')):.0f} ms")
       for what in ("attribute", "consult_node_memory", "resume", "verify")],
     ("history events / incident", lambda r: f"{r['history_events_per_incident']['mean']:.0f}"),
+    ("to requeue: events / workflow tasks", lambda r: f"{r['to_requeue_per_incident'].get('events', 0):.0f} / "
+                                                      f"{r['to_requeue_per_incident'].get('workflow_tasks', 0):.1f}"),
     ("activities / incident", lambda r: f"{r['activities_per_incident']:.1f}"),
     ("frontend RPCs / incident", lambda r: f"{r['frontend_rpcs_per_incident']:.0f}"),
     ("persistence requests / incident", lambda r: f"{r['persistence_requests_per_incident']:.0f}"),

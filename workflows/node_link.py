@@ -46,7 +46,7 @@ class Refused(Escalation):
 
 async def isolate(wf: Incident, action: RecoveryAction) -> None:
     """The plan's drain: decided here, or by the node's fault for every job it hit."""
-    if not wf.start.policy.node_incident.enabled or not workflow.patched("node-incident"):
+    if not wf.start.policy.node_incident.enabled or not (wf.straight or workflow.patched("node-incident")):
         await drain(wf, action.nodes, action.reason)
         return
     answers: dict[str, LinkAnswer | None] = {}
@@ -85,7 +85,7 @@ async def recommend(wf: Incident) -> None:
     """Monitor mode: the incident acts on nothing, but the fault still lists it."""
     plan = wf.incident.plan
     nodes = plan.nodes_to_drain() if plan else ()
-    if not nodes or not wf.start.policy.node_incident.enabled or not workflow.patched("node-incident"):
+    if not nodes or not wf.start.policy.node_incident.enabled or not (wf.straight or workflow.patched("node-incident")):
         return
     for node in dict.fromkeys(nodes):
         await link(wf, node, acts=False)
@@ -162,7 +162,7 @@ async def drain(wf: Incident, nodes: tuple[str, ...], reason: str) -> IsolateRes
     verdict = await wf.step("reserve_drain", ReserveInput(
         cluster=wf.start.key.cluster, policy=wf.start.policy.breaker,
         request=DrainRequest(incident_id=wf.id, nodes=nodes)), DrainVerdict)
-    if not verdict.allowed and verdict.group and workflow.patched("switch-limit-approval"):
+    if not verdict.allowed and verdict.group and (wf.straight or workflow.patched("switch-limit-approval")):
         # Past a switch's or rack's limit the drain is a person's call, not a refusal for good.
         await wf.approval_past_limit(verdict.reason)
         verdict = await wf.step("reserve_drain", ReserveInput(
@@ -183,7 +183,7 @@ async def drain(wf: Incident, nodes: tuple[str, ...], reason: str) -> IsolateRes
 async def return_to_service(wf: Incident, nodes: tuple[str, ...]) -> None:
     """Hands the nodes this incident drained to their return-to-service workflows."""
     policy = wf.start.policy.return_to_service
-    if not nodes or not policy.enabled or not workflow.patched("return-to-service"):
+    if not nodes or not policy.enabled or not (wf.straight or workflow.patched("return-to-service")):
         return
     try:
         spares = wf.start.policy.spares

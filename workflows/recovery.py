@@ -13,8 +13,10 @@ This class reads as the loop (detect → attribute → plan → isolate → resu
 the incident's whole state in one `RecoveryState` (goodput.recover.recovery_state), which only
 it changes. The longer steps are functions that receive it as an `Incident`
 (workflows.recovery_steps): isolating nodes (workflows.node_link), carrying out the plan
-(workflows.recovery_actions), the waits between plans (workflows.recovery_follow) and the spare
-pool (workflows.spares); decisions with no Temporal in them are goodput.recover.recovery_rules.
+(workflows.recovery_actions), the waits between plans (workflows.recovery_follow), the mode gate
+(workflows.recovery_gate) and the spare pool (workflows.spares); decisions with no Temporal in
+them are goodput.recover.recovery_rules. Incidents started under `straight-path` take fewer
+workflow tasks to their requeue (docs/architecture.md, "The straight path"; #29).
 """
 
 from __future__ import annotations
@@ -42,22 +44,21 @@ with workflow.unsafe.imports_passed_through():
         RecoveryStart,
         TimelineEvent,
     )
-    from goodput.recover.kill_switch import KillSwitchState, effective_mode
+    from goodput.recover.kill_switch import KillSwitchState
     from goodput.recover.lifecycle import OUTCOME_OF, IncidentState, is_terminal, transition
     from goodput.recover.node_incident import Delivery, LinkAnswer
     from goodput.recover.policy import Policy, governing_mode, plan_recovery
     from goodput.recover.recovery_rules import cancel_requested, decide_refusal, follows_in_job, room_for
     from goodput.recover.recovery_state import RecoveryState, incident_report
     from goodput.recover.spares import SpareGrant
-    from goodput.recover.trust import incident_mode
     from goodput.scheduler import JobInfo
     from workflows import search
     from workflows.audit import audit_record, settled, write_audit
-    from workflows.node_link import recommend
     from workflows.recovery_actions import execute, mark_suspects, probe_suspects, remember
     from workflows.recovery_follow import await_actionable, follow_launcher, let_the_job_end
-    from workflows.recovery_steps import STEP_TIMEOUT, CancelledByOperator, Escalation, run_step, wait_for
-    from workflows.recovery_trust import closed, recommended
+    from workflows.recovery_gate import may_act, past_limit
+    from workflows.recovery_steps import LOCAL_STEPS, STEP_TIMEOUT, CancelledByOperator, Escalation, run_step, wait_for
+    from workflows.recovery_trust import closed
     from workflows.spares import end_spare_grants
 
 S = IncidentState
@@ -73,11 +74,15 @@ class RecoveryWorkflow:
         self._start = start
         # A reporter's incident knows the service's mode only once it asked: until then, monitor.
         self._s = RecoveryState(mode=Mode.MONITOR if start.policy_from_service else start.mode or start.policy.mode)
+        self._straight = False
+        self._search = search.OnePerTask()
 
     # -- the loop ---------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, start: RecoveryStart) -> IncidentReport:
+        # Asked first, so an incident runs one path from its start to its end (never switches midway).
+        self._straight = workflow.patched("straight-path")
         self.record(S.DETECTED, f"incident opened for job {start.key.job_id} attempt {start.key.job_attempt}")
         try:
             if start.policy_from_service:
@@ -98,9 +103,9 @@ class RecoveryWorkflow:
         if self._s.state is S.CANCELLED:
             await self.notify(self._s.timeline[-1].detail)
         await self._flush_audit()
-        if self._s.trust_rule and workflow.patched("trust-record"):
+        if self._s.trust_rule and (self._straight or workflow.patched("trust-record")):
             await closed(self, self._s.trust_rule)
-        if workflow.patched("linger-for-late-evidence") and start.policy.linger_s > 0:
+        if (self._straight or workflow.patched("linger-for-late-evidence")) and start.policy.linger_s > 0:
             await self.wait(lambda: False, start.policy.linger_s)
         return self.report()
 
@@ -114,7 +119,7 @@ class RecoveryWorkflow:
             if attributed is None:
                 attributed = await self.attribute()
             elif self._s.decision is not None and self._s.decision.verb is DecisionVerb.APPROVE:
-                self._s.decision = None  # approving the in-job plan approved nothing that came after it
+                self.approval_spent()  # approving the in-job plan approved nothing that came after it
             attributed = await let_the_job_end(self, attributed)
             if attributed is None:
                 return
@@ -137,7 +142,8 @@ class RecoveryWorkflow:
         restart and the incident goes on following the job."""
         attribution, job = await self._stand_on(start, attributed)
         corroboration = None
-        if start.policy.exclude_before_drain.enabled and attribution.drain and workflow.patched("exclude-before-drain"):
+        if (start.policy.exclude_before_drain.enabled and attribution.drain
+                and (self._straight or workflow.patched("exclude-before-drain"))):
             corroboration = corroborate(attribution, self._s.anomalies, self._s.memory)
             # Lines not shown to be the job's own output may not make goodput run commands on nodes.
             if (corroboration.suspect and start.policy.exclude_before_drain.probe_command
@@ -153,11 +159,12 @@ class RecoveryWorkflow:
             raise Escalation(plan.rationale)
         if job is None:
             raise Escalation(attributed.note or "the scheduler has no record of this job")
-        if not await self._may_act(start, attributed, plan):
+        if not await may_act(self, attributed, plan):
             return False
         if plan.suspect_nodes:  # only ever set under the exclude-before-drain patch
             await mark_suspects(self, attribution, job, plan.suspect_nodes)
-        follow = follows_in_job(attribution, start.policy) and workflow.patched("follow-in-job-restarts")
+        follow = follows_in_job(attribution, start.policy) and (
+            self._straight or workflow.patched("follow-in-job-restarts"))
         await execute(self, plan, job.job_id, job.restart_count, follow=follow)
         return follow and self._s.state is S.FOLLOWING_LAUNCHER
 
@@ -167,7 +174,7 @@ class RecoveryWorkflow:
         attribution, job = attributed.attribution, attributed.job
         # Evidence that may not act may not teach the node memory either (it would drain later).
         if (job is not None and start.policy.node_memory.enabled and not attributed.evidence_only
-                and workflow.patched("node-memory")):
+                and (self._straight or workflow.patched("node-memory"))):
             attribution, self._s.memory = await remember(self, attribution, job)
             if self._s.memory is not None:
                 self._s.attributed = attributed.model_copy(update={"attribution": attribution})
@@ -179,84 +186,9 @@ class RecoveryWorkflow:
         self.upsert()
         return attribution, job
 
-    async def _may_act(self, start: RecoveryStart, attributed: AttributeResult, plan: RecoveryPlan) -> bool:
-        """Whether the plan is carried out: not on evidence only, not in monitor mode or under
-        the kill switch (then it is recommended), and in approve mode only once approved."""
-        if attributed.evidence_only and workflow.patched("pushed-output-checked"):
-            # Whatever the mode: lines goodput could not tie to the job's own output are reported only.
-            said = f"evidence only ({attributed.evidence_only}): recommended — {plan.rationale}"
-            if start.policy.evidence_only_wait_s > 0:
-                self.move(S.AWAITING_EVIDENCE, f"{said}; waiting for evidence goodput may act on")
-                self.upsert()  # listed as open, in its own state, like one awaiting approval
-            else:
-                self.move(S.RECOMMENDED_ONLY, said)
-            await self.notify(f"recommendation (unverified pushed evidence): {plan.rationale}")
-            return False
-        if self._s.mode is not Mode.MONITOR and workflow.patched("kill-switch"):
-            self._s.mode, why = effective_mode(self._s.mode, await self._kill_switch())
-            if why:
-                self.record(self._s.state, why)
-        if workflow.patched("trust-record"):
-            await self._earned(start, attributed)
-        if self._s.mode is Mode.MONITOR:
-            await recommend(self)
-            self.move(S.RECOMMENDED_ONLY, f"monitor mode: recommended — {plan.rationale}")
-            await self.notify(f"recommendation: {plan.rationale}")
-            return False
-        if self._s.mode is Mode.APPROVE:
-            return await self._approved(start, plan)
-        return True
-
-    async def _earned(self, start: RecoveryStart, attributed: AttributeResult) -> None:
-        """Records the recommendation with its rule's track record; an autonomous partition acts
-        alone only when the rule earned it (or an operator pinned it) and the verdict is high."""
-        answer = await recommended(self, attributed)
-        if answer is None:
-            return
-        self._s.trust_rule = answer.rule
-        mode, why = incident_mode(self._s.mode, answer.level, answer.why, pinned=answer.pinned,
-                                  confidence=attributed.attribution.confidence, bar=start.policy.autonomy)
-        if mode is not self._s.mode:
-            self._s.mode = mode
-            self.record(self._s.state, f"{mode} mode for this incident: {why}")
-            self.upsert()
-
-    async def _approved(self, start: RecoveryStart, plan: RecoveryPlan) -> bool:
-        """Waits for an operator's decision; True when approved and the kill switch still off."""
-        self.move(S.AWAITING_APPROVAL, "waiting for an operator to approve or cancel")
-        self.upsert()
-        await self.notify(f"approval needed: {plan.rationale}")
-        decided = await self.wait(lambda: self._s.decision is not None, start.policy.approval_timeout_s)
-        if not decided:
-            raise Escalation(f"no decision within {start.policy.approval_timeout_s:.0f}s")
-        if self.cancelled_here():
-            return False
-        if workflow.patched("kill-switch"):
-            _, why = effective_mode(self._s.mode, await self._kill_switch())
-            if why:  # engaged while the plan waited: it wins over the approval
-                raise Escalation(f"approved, but not carried out: {why}")
-        return True
-
     async def approval_past_limit(self, why: str) -> None:
-        """A drain past a switch's or rack's limit: whatever the mode, an operator decides. An
-        approval of the plan (approve mode) did not approve this, so it is asked for again."""
-        if self._s.decision is not None and self._s.decision.verb is DecisionVerb.APPROVE:
-            self._s.decision = None
-        if self._s.state is S.AWAITING_APPROVAL:
-            # The plan's approval is answered first (the `decide` update returns on a new state),
-            # while the notification goes out; then the drain is asked for on its own.
-            self.move(S.ISOLATING, f"{why}; the plan's approval does not cover a drain past this limit")
-        await self.notify(f"approval needed: {why}")
-        self.move(S.AWAITING_APPROVAL, f"{why}; approve to drain anyway, or cancel")
-        self.upsert()
-        policy = self._start.policy
-        if not await self.wait(lambda: self._s.decision is not None, policy.approval_timeout_s):
-            raise Escalation(f"{why}; no decision within {policy.approval_timeout_s:.0f}s")
-        if self.cancelled_here():
-            raise CancelledByOperator
-        _, engaged = effective_mode(self._s.mode, await self._kill_switch())
-        if engaged:  # engaged while the drain waited: it wins over the approval
-            raise Escalation(f"approved, but not carried out: {engaged}")
+        """A drain past a switch's or rack's limit waits for an operator (workflows.recovery_gate)."""
+        await past_limit(self, why)
 
     async def attribute(self) -> AttributeResult:
         self._s.weighed = self._s.anomaly_count
@@ -351,6 +283,10 @@ class RecoveryWorkflow:
     def incident(self) -> RecoveryState:
         return self._s
 
+    @property
+    def straight(self) -> bool:
+        return self._straight
+
     def cancel_requested(self) -> bool:
         return cancel_requested(self._s.decision)
 
@@ -365,7 +301,8 @@ class RecoveryWorkflow:
         return lambda: self._s.anomaly_count > seen or self.cancel_requested()
 
     async def step(self, name: str, arg: object, result_type: type[T], timeout: timedelta = STEP_TIMEOUT) -> T:
-        return await run_step(name, arg, result_type, self.cancel_requested, timeout)
+        return await run_step(name, arg, result_type, self.cancel_requested, timeout,
+                              local=self._straight and name in LOCAL_STEPS)
 
     async def wait(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         return await wait_for(condition, timeout_s)
@@ -387,8 +324,12 @@ class RecoveryWorkflow:
     def upsert(self) -> None:
         if not self._start.index:
             return
-        search.upsert(self._start.key, self._s.state, self._s.mode, self._s.attributed,
-                      OUTCOME_OF.get(self._s.state), self._s.node_incidents)
+        wanted = search.updates(self._start.key, self._s.state, self._s.mode, self._s.attributed,
+                                OUTCOME_OF.get(self._s.state), self._s.node_incidents)
+        if self._straight:
+            self._search.ask(wanted)
+        else:
+            workflow.upsert_search_attributes(wanted)
 
     async def notify(self, summary: str) -> None:
         attributed = self._s.attributed
@@ -405,7 +346,7 @@ class RecoveryWorkflow:
                       outcome: Callable[[T], str]) -> T:
         """Runs one action step with its audit record (added before the step, its result filled in
         after, so a failed or cancelled action is recorded too), then writes it to the log."""
-        if not workflow.patched("audit-trail"):
+        if not (self._straight or workflow.patched("audit-trail")):
             return await step
         index = self._audit(action, nodes=nodes, reason=reason, result="started")
         try:
@@ -444,7 +385,7 @@ class RecoveryWorkflow:
         if self._s.decision is None and not is_terminal(self._s.state):
             self._s.decision = decision
             self.record(self._s.state, f"{decision.verb.value} by {decision.by.who}: {decision.by.reason}")
-            if workflow.patched("audit-trail"):
+            if self._straight or workflow.patched("audit-trail"):
                 self._audit(AuditAction(decision.verb.value), actor=f"operator:{decision.by.who}",
                             reason=decision.by.reason, origin=decision.by.origin,
                             result=f"taken while {self._s.state}")
@@ -459,9 +400,9 @@ class RecoveryWorkflow:
     async def _flush_audit(self) -> None:
         """Writes the records not yet in the log; the timeline says when it could not."""
         pending = tuple(self._s.audit[self._s.audit_written:])
-        if not pending or not workflow.patched("audit-trail"):
+        if not pending or not (self._straight or workflow.patched("audit-trail")):
             return
-        why_not = await write_audit(pending)
+        why_not = await write_audit(pending, local=self._straight)
         if why_not:
             self.record(self._s.state, f"{why_not}; the records stay in this incident's report")
             return
@@ -479,5 +420,14 @@ class RecoveryWorkflow:
         self.upsert()
         return start
 
-    async def _kill_switch(self) -> KillSwitchState:
+    async def kill_switch(self) -> KillSwitchState:
         return await self.step("consult_kill_switch", self._start.key.cluster, KillSwitchState)
+
+    def governed(self, mode: Mode) -> None:
+        self._s.mode = mode
+
+    def trusted(self, rule: str) -> None:
+        self._s.trust_rule = rule
+
+    def approval_spent(self) -> None:
+        self._s.decision = None

@@ -84,7 +84,7 @@ async def execute(wf: Incident, plan: RecoveryPlan, job_id: str, restarts: int, 
 async def _checkpoint(wf: Incident) -> Checkpoint | None:
     """The newest valid checkpoint to resume from, and the work lost since it, both kept."""
     attributed = wf.incident.attributed
-    if not workflow.patched("checkpoint-aware-resume") or attributed is None or attributed.job is None:
+    if not (wf.straight or workflow.patched("checkpoint-aware-resume")) or attributed is None or attributed.job is None:
         return None
     found = await wf.step("find_checkpoint", CheckpointInput(incident_id=wf.id, job=attributed.job),
                           CheckpointResult)

@@ -31,7 +31,7 @@ async def let_the_job_end(wf: Incident, attributed: AttributeResult) -> Attribut
     own exit code, which outer tooling reads, before the plan stops it. None: cancelled."""
     grace = wf.start.policy.never_restart_grace_s
     job = ending_by_itself(attributed, grace)
-    if job is None or not workflow.patched("let-the-job-end"):
+    if job is None or not (wf.straight or workflow.patched("let-the-job-end")):
         return attributed
     wf.record(wf.incident.state, f"job {job.job_id} asked not to be restarted and is still {job.state}: it gets "
                                  f"{grace:.0f} s to end by itself, with its own exit code, before goodput stops it")

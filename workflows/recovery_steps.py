@@ -2,8 +2,9 @@
 
 RecoveryWorkflow (workflows.recovery) decides what happens to an incident and is the only code
 that changes its state (goodput.recover.recovery_state). The steps that take more than a few
-lines (isolating nodes: workflows.node_link; resuming: workflows.recovery_resume; following the
-job: workflows.recovery_follow; the spare pool: workflows.spares) are plain async functions
+lines (isolating nodes: workflows.node_link; resuming: workflows.recovery_actions; following the
+job: workflows.recovery_follow; the spare pool: workflows.spares; the mode gate:
+workflows.recovery_gate) are plain async functions
 that receive the workflow as an `Incident`: they read its state, run activities through it and
 ask it to record and move, and hand back what they found. This module holds what they share: an
 activity run so that an operator's cancel cancels it in flight, a failure turned into an
@@ -22,8 +23,10 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from goodput.checkpoints import Checkpoint, LostWork
+    from goodput.models import Mode
     from goodput.recover.audit import AuditAction
     from goodput.recover.incident import AttributeResult, RecoveryStart
+    from goodput.recover.kill_switch import KillSwitchState
     from goodput.recover.lifecycle import IncidentState
     from goodput.recover.node_incident import LinkAnswer
     from goodput.recover.recovery_state import RecoveryState
@@ -34,6 +37,11 @@ T = TypeVar("T")
 STEP_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                          maximum_interval=timedelta(seconds=30), maximum_attempts=10)
 STEP_TIMEOUT = timedelta(seconds=120)
+# Fast lookups that touch no other workflow (a query that is usually "never started", a directory
+# listing, a file append): run as local activities on the straight path (workflow.patched
+# "straight-path"). Node memory and the track record stay activities: they wait on another
+# workflow's task, which a held workflow task slot could starve in a storm.
+LOCAL_STEPS = frozenset({"consult_kill_switch", "find_checkpoint"})
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 
 
@@ -46,11 +54,14 @@ class CancelledByOperator(Exception):
 
 
 async def run_step(name: str, arg: object, result_type: type[T], cancel_requested: Callable[[], bool],
-                   timeout: timedelta = STEP_TIMEOUT) -> T:
-    """Run one activity; an operator's cancel cancels it in flight (activities heartbeat)."""
-    handle = workflow.start_activity(
-        name, arg, result_type=result_type, start_to_close_timeout=timeout,
-        heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=STEP_RETRY)
+                   timeout: timedelta = STEP_TIMEOUT, *, local: bool = False) -> T:
+    """Run one activity; an operator's cancel cancels it in flight (activities heartbeat). A
+    `local` one runs in the worker inside the workflow task that asked for it: no task of its own,
+    one marker in the history instead of three events and a workflow task more."""
+    handle = (workflow.start_local_activity(name, arg, result_type=result_type, start_to_close_timeout=timeout,
+                                            retry_policy=STEP_RETRY) if local else
+              workflow.start_activity(name, arg, result_type=result_type, start_to_close_timeout=timeout,
+                                      heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=STEP_RETRY))
     await workflow.wait_condition(lambda: handle.done() or cancel_requested())
     if not handle.done() and name != "notify":
         handle.cancel()
@@ -89,6 +100,12 @@ class Incident(Protocol):
     @property
     def incident(self) -> RecoveryState:
         """The incident's state, to read."""
+
+    @property
+    def straight(self) -> bool:
+        """The incident runs the straight path's fewer round trips (workflow.patched "straight-path"):
+        fast lookups as local activities, one search-attribute upsert per workflow task, and the
+        patches that came before it taken without their markers."""
 
     def cancel_requested(self) -> bool:
         """An operator asked to cancel (the incident may not have moved to cancelled yet)."""
@@ -144,6 +161,18 @@ class Incident(Protocol):
 
     def resumed(self, job_id: str) -> None:
         """The job id the resume produced (a resubmit's new id, or the same job's)."""
+
+    async def kill_switch(self) -> KillSwitchState:
+        """Reads the cluster's kill switch now (the consult_kill_switch step)."""
+
+    def governed(self, mode: Mode) -> None:
+        """The mode this incident now runs in (the kill switch or the rule's track record chose it)."""
+
+    def trusted(self, rule: str) -> None:
+        """The rule whose track record this incident reports to as it closes."""
+
+    def approval_spent(self) -> None:
+        """The plan's approval covers nothing asked after it: the next decision is awaited afresh."""
 
     async def approval_past_limit(self, why: str) -> None:
         """Waits for an operator to approve a drain a switch's or rack's limit refused; raises

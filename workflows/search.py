@@ -6,6 +6,7 @@ external cluster; the workflow upserts them as the incident moves.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,17 +48,43 @@ def at_start(key: IncidentKey, mode: Mode) -> TypedSearchAttributes:
 
 def upsert(key: IncidentKey, state: IncidentState, mode: Mode, attributed: AttributeResult | None,
            outcome: Outcome | None, node_incidents: Sequence[str] = ()) -> None:
-    updates: list[SearchAttributeUpdate[Any]] = [JOB_ID.value_set(key.job_id), CLUSTER.value_set(key.cluster),
-               STATE.value_set(state.value), MODE.value_set(mode.value)]
+    workflow.upsert_search_attributes(updates(key, state, mode, attributed, outcome, node_incidents))
+
+
+def updates(key: IncidentKey, state: IncidentState, mode: Mode, attributed: AttributeResult | None,
+            outcome: Outcome | None, node_incidents: Sequence[str] = ()) -> list[SearchAttributeUpdate[Any]]:
+    """Every attribute the incident lists under now (one upsert sets them all)."""
+    wanted: list[SearchAttributeUpdate[Any]] = [JOB_ID.value_set(key.job_id), CLUSTER.value_set(key.cluster),
+                                                 STATE.value_set(state.value), MODE.value_set(mode.value)]
     if attributed is not None:
-        updates.append(CATEGORY.value_set(attributed.attribution.category.value))
+        wanted.append(CATEGORY.value_set(attributed.attribution.category.value))
         nodes = list(attributed.attribution.culprit_nodes)
         if nodes:
-            updates.append(CULPRIT_NODES.value_set(nodes))
+            wanted.append(CULPRIT_NODES.value_set(nodes))
         if attributed.job is not None and attributed.job.partition:
-            updates.append(PARTITION.value_set(attributed.job.partition))
+            wanted.append(PARTITION.value_set(attributed.job.partition))
     if outcome is not None:
-        updates.append(OUTCOME.value_set(outcome.value))
+        wanted.append(OUTCOME.value_set(outcome.value))
     if node_incidents:  # only when linked: incidents from before the link replay the same upserts
-        updates.append(NODE_INCIDENTS.value_set(list(node_incidents)))
-    workflow.upsert_search_attributes(updates)
+        wanted.append(NODE_INCIDENTS.value_set(list(node_incidents)))
+    return wanted
+
+
+class OnePerTask:
+    """One upsert per workflow task (the straight path, #29): the last values asked for, sent once
+    the workflow's code has run as far as this task takes it. The workflow's event loop runs the
+    callback before the task ends, so what the incident lists under at each task's end is what
+    an upsert per change would have left."""
+
+    def __init__(self) -> None:
+        self._owed: list[SearchAttributeUpdate[Any]] | None = None
+
+    def ask(self, wanted: list[SearchAttributeUpdate[Any]]) -> None:
+        if self._owed is None:
+            asyncio.get_running_loop().call_soon(self._send)
+        self._owed = wanted
+
+    def _send(self) -> None:
+        if self._owed is not None:
+            workflow.upsert_search_attributes(self._owed)
+            self._owed = None

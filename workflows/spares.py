@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
 async def grant_to_end(wf: Incident, spares: SparePolicy, job: JobInfo | None) -> SpareGrant | None:
     """The grant goodput must take back at the end: the owner was not listed before we let them in."""
     grant = pool_grant(spares, job, wf.incident.spare_grants)
-    if grant is None or not workflow.patched("spare-grants-end-with-the-recovery"):
+    if grant is None or not (wf.straight or workflow.patched("spare-grants-end-with-the-recovery")):
         return None
     access = await wf.step("pool_access", grant, PoolAccess)
     return None if access.listed else grant

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         summary,
     )
     from workflows.audit import write_audit
+    from workflows.update_batch import check_batch
 
 CONTINUE_AS_NEW_AFTER = 500
 
@@ -46,6 +47,12 @@ class NoteRequest(Frozen):
     # The reporting incident's bar: an incident is judged by the policy it started with. None:
     # the bar the record last used (return to service reports without an incident's policy).
     bar: AutonomyPolicy | None = None
+
+
+class NoteBatch(Frozen):
+    """Several incidents' reports in one update (activities.adapters.update_batch), as for node memory."""
+
+    requests: tuple[NoteRequest, ...]
 
 
 class PinRequest(Frozen):
@@ -85,10 +92,22 @@ class TrustRecordWorkflow:
 
     @workflow.update
     def note(self, request: NoteRequest) -> RuleAutonomy:
+        return self._note(request)
+
+    def _note(self, request: NoteRequest) -> RuleAutonomy:
         self._bar = request.bar or self._bar
         self._state, changes = note(self._state, request.event, self._bar, workflow.now())
         self._audit(changes, incident_id=request.event.incident_id)
         return standing_of(self._state.get(request.event.rule), self._bar, workflow.now())
+
+    @workflow.update
+    def note_many(self, batch: NoteBatch) -> tuple[RuleAutonomy, ...]:
+        """`note` for each request in order: the same answers as one update each."""
+        return tuple(self._note(request) for request in batch.requests)
+
+    @note_many.validator
+    def _bounded(self, batch: NoteBatch) -> None:
+        check_batch(len(batch.requests), "reports")
 
     @workflow.update
     def pin(self, request: PinRequest) -> RuleAutonomy:

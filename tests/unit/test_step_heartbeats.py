@@ -5,11 +5,13 @@ instead of Temporal's 5 s heartbeat timeout abandoning the call mid-flight."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from temporalio.testing import ActivityEnvironment
 
 from activities.recovery import RecoveryActivities
+from activities.scheduler_calls import heartbeating
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, IncidentKey
 from goodput.recover.breaker import LocalDrainGate
@@ -51,3 +53,18 @@ async def test_verification_heartbeats_while_one_poll_is_slow() -> None:
     result = await env.run(activities.verify, VerifyInput(job_id="1001", same_job=False, timeout_s=30,
                                                          poll_interval_s=0.1))
     assert result.ok and len(beats) >= 2
+
+
+async def test_a_step_run_as_a_local_activity_does_not_heartbeat() -> None:
+    """Local activities (the straight path's fast lookups, #29) run inside their workflow task
+    and cannot heartbeat: each beat would only be refused by the worker (a warning per second)."""
+    env = ActivityEnvironment()
+    env.info = replace(env.info, is_local=True)
+    beats = recorded(env)
+
+    async def slow() -> None:
+        async with heartbeating():
+            await asyncio.sleep(SLOW_S)
+
+    await env.run(slow)
+    assert beats == []

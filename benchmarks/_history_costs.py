@@ -1,0 +1,63 @@
+"""What one incident cost Temporal up to its requeue, read from its workflow history.
+
+Why: issue #29 sets its targets on the straight path (autonomous crash → requeue) per incident —
+workflow tasks and history events from the first anomaly to the requeue — and a history is where
+those are counted, not estimated. `storm-lab` folds this over every incident of a round; the
+replay corpus (tests/workflows/histories/) and the shape test read the same function, so the
+benchmark, the tests and docs/scaling.md count the same way.
+
+The requeue is the scheduling of the `resume` activity (Slurm's requeue runs inside it), or, for a
+`resume` run as a local activity, its marker. Workflow tasks are counted as started (a task that
+timed out and ran again is two).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+
+_LOCAL_ACTIVITY_MARKER = "core_local_activity"
+_PATCH_MARKER = "core_patch"
+
+
+def _kind(event: HistoryEvent) -> str:
+    return EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+
+
+def to_requeue(events: Iterable[HistoryEvent]) -> dict[str, Any] | None:
+    """Counts from the workflow's start through the requeue's scheduling; None when the incident
+    never resumed its job (monitor mode, an escalation, a drain-only plan)."""
+    kinds: Counter[str] = Counter()
+    activities: Counter[str] = Counter()
+    for count, event in enumerate(events, start=1):
+        kind = _kind(event)
+        kinds[kind] += 1
+        if kind == "ACTIVITY_TASK_SCHEDULED":
+            name = event.activity_task_scheduled_event_attributes.activity_type.name
+            activities[name] += 1
+            if name == "resume":
+                return _costs(count, kinds, activities)
+        elif kind == "MARKER_RECORDED":
+            marker = event.marker_recorded_event_attributes.marker_name
+            kinds[f"MARKER:{marker}"] += 1
+    return None
+
+
+def _costs(events: int, kinds: Counter[str], activities: Counter[str]) -> dict[str, Any]:
+    return {"events": events, "workflow_tasks": kinds["WORKFLOW_TASK_STARTED"],
+            "activities": sum(activities.values()), "activity_types": dict(activities),
+            "local_activities": kinds[f"MARKER:{_LOCAL_ACTIVITY_MARKER}"],
+            "patch_markers": kinds[f"MARKER:{_PATCH_MARKER}"],
+            "search_attribute_upserts": kinds["UPSERT_WORKFLOW_SEARCH_ATTRIBUTES"],
+            "timers": kinds["TIMER_STARTED"], "signals": kinds["WORKFLOW_EXECUTION_SIGNALED"]}
+
+
+def mean_to_requeue(costs: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
+    """The mean cost to the requeue over the incidents that requeued, per counted kind."""
+    counted = [c for c in costs if c is not None]
+    keys = [k for k in (counted[0] if counted else {}) if k != "activity_types"]
+    return {"incidents": len(counted), **{k: round(sum(c[k] for c in counted) / len(counted), 2) for k in keys}}
