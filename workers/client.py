@@ -9,6 +9,7 @@ on to a new attempt, and that attempt gets its own incident.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Iterable, Sequence
 from datetime import UTC, timedelta
 from pathlib import Path
@@ -61,6 +62,17 @@ from workflows.recovery import RecoveryWorkflow
 from workflows.trust import trust_workflow_id
 
 RPC_TIMEOUT = timedelta(seconds=10)
+# A refused anomaly is retried for about 15 s in all before the detector's own retry takes over.
+INJECT_ATTEMPTS = 7
+RETRIED_STATUSES = frozenset({RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE,
+                              RPCStatusCode.DEADLINE_EXCEEDED})
+
+
+def inject_backoff_s(attempt: int) -> float:
+    """0.25, 0.5, 1, 2, 4, 4 s, each with up to half again of jitter, so a storm's refused senders
+    do not come back all at once."""
+    base: float = min(4.0, 0.25 * 2.0 ** attempt)
+    return base * (1 + random.random() / 2)  # noqa: S311 -- jitter, not secrets
 
 
 async def connect(address: str, namespace: str = "default", tracer: Tracer | None = None, *,
@@ -150,18 +162,24 @@ class TemporalIncidentService:
         # No policy: the reporter is not the service; the workflow asks its worker for the service's.
         start = RecoveryStart(key=key, policy=policy or Policy(), mode=mode, index=self._index,
                               policy_from_service=policy is None)
-        try:
-            handle = await self._client.start_workflow(
-                RecoveryWorkflow.run, start, id=key.workflow_id, task_queue=self._task_queue,
-                start_signal="anomaly", start_signal_args=[anomaly],
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                search_attributes=search.at_start(key, mode or start.policy.mode) if self._index else None,
-                rpc_timeout=RPC_TIMEOUT)
-        except WorkflowAlreadyStartedError:
-            return InjectResult(incident_id=key.workflow_id, new_incident=False,
-                                note="incident already closed for this job attempt; evidence not added")
-        except RPCError as err:
-            raise ServiceUnavailableError(f"Temporal refused the anomaly: {err}") from err
+        for attempt in range(INJECT_ATTEMPTS):
+            try:
+                handle = await self._client.start_workflow(
+                    RecoveryWorkflow.run, start, id=key.workflow_id, task_queue=self._task_queue,
+                    start_signal="anomaly", start_signal_args=[anomaly],
+                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    search_attributes=search.at_start(key, mode or start.policy.mode) if self._index else None,
+                    rpc_timeout=RPC_TIMEOUT)
+                break
+            except WorkflowAlreadyStartedError:
+                return InjectResult(incident_id=key.workflow_id, new_incident=False,
+                                    note="incident already closed for this job attempt; evidence not added")
+            except RPCError as err:
+                # A server shedding load in a storm (RESOURCE_EXHAUSTED) or briefly unreachable: the
+                # anomaly is tried again shortly, since the workflow folds a repeated anomaly id once.
+                if err.status not in RETRIED_STATUSES or attempt == INJECT_ATTEMPTS - 1:
+                    raise ServiceUnavailableError(f"Temporal refused the anomaly: {err}") from err
+                await asyncio.sleep(inject_backoff_s(attempt))
         # Only the raw SignalWithStart response says whether this call started the run; the SDK
         # keeps it on the handle without a public accessor.
         response = getattr(handle, "_start_workflow_response", None)
