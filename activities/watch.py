@@ -55,6 +55,20 @@ def _poll_all(tailers: list[LogTailer], now: datetime, refused: list[str]) -> li
     return lines
 
 
+async def _pause(seconds: float) -> None:
+    """The wait between polls. A worker shutting down ends the watch at once, as a retryable
+    failure (the watch resumes from its last heartbeat's checkpoint on the next worker), instead of
+    holding the shutdown for its whole grace period: Ctrl-C on `goodput up` stops in seconds."""
+    shutdown = asyncio.ensure_future(activity.wait_for_worker_shutdown())
+    try:
+        done, _ = await asyncio.wait({shutdown}, timeout=seconds)
+    finally:
+        shutdown.cancel()
+    if done:
+        raise ApplicationError("the worker is shutting down; the watch resumes on the next one",
+                               type="WorkerShutdown")
+
+
 def _details(model: type[WatchCheckpoint] | type[ClusterCheckpoint]) -> object | None:
     details = activity.info().heartbeat_details
     return model.model_validate(details[0]) if details else None
@@ -127,7 +141,7 @@ class WatchActivities:
                             await self._sink.submit(anomaly)
                         return WatchJobResult(job_id=job.job_id, anomalies=detector.state.anomalies, reason=ended,
                                               cursors=tuple(t.cursor for t in tailers))
-                await asyncio.sleep(request.poll_interval_s)
+                await _pause(request.poll_interval_s)
         finally:
             for tailer in tailers:
                 tailer.close()
@@ -159,7 +173,7 @@ class WatchActivities:
             except SchedulerError as err:
                 log.warning("scheduler scan of %s failed (will retry): %s", request.cluster, err)
                 activity.heartbeat(checkpoint)
-                await asyncio.sleep(request.poll_interval_s)
+                await _pause(request.poll_interval_s)
                 continue
             current = snapshot(jobs, nodes)
             watched = {j.job_id: j for j in jobs if request.opt_in.admits(j)}
@@ -175,4 +189,4 @@ class WatchActivities:
             previous, scans = current, scans + 1
             checkpoint = ClusterCheckpoint(previous=previous, scans=scans)
             activity.heartbeat(checkpoint)
-            await asyncio.sleep(request.poll_interval_s)
+            await _pause(request.poll_interval_s)
