@@ -108,6 +108,7 @@ class Locator:
         """The hits that only teach the layout (who is where), by signature id."""
         learners: dict[str, Callable[[Match], None]] = {
             "torchrun-summary-host": self._summary_host_line, "shell-prompt": self._prompt_line,
+            "shell-prompt-host": self._prompt_line,
             "torchrun-root-cause": self._root_cause_line, "torchrun-summary-rank": self._summary_rank_line,
             "nccl-init-rank": self._nccl_init_line, "gpu-pci-banner": self._banner_line}
         learners.update(dict.fromkeys(_ADDRESS_PAIRS, self._address_pair_line))

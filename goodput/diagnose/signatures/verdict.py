@@ -24,6 +24,7 @@ from goodput.diagnose.signatures.crossline import (
     collective_mismatch,
     driver_hang,
     recurring_app_xid,
+    same_host_peer,
     silent_rank,
     single_node_local_rank,
 )
@@ -188,7 +189,8 @@ class VerdictBuilder:
         mismatch = self._collective_mismatch()
         if mismatch is not None:
             self._hits.append(mismatch)
-        for synthesized in (recurring_app_xid(self._hits), driver_hang(self._stuck, self._driver_frames)):
+        for synthesized in (recurring_app_xid(self._hits), driver_hang(self._stuck, self._driver_frames),
+                            same_host_peer(self._hits, self.locator.name_of)):
             if synthesized is not None:
                 self._hits.append(synthesized)
         self._hits += self.circumstances.synthesize(self._hits, self._timeouts, reporting_rank)
