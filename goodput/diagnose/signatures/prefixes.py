@@ -153,6 +153,43 @@ def split_prefix_bytes(data: bytes) -> tuple[LineContext, int]:
     return LineContext(host=host, rank=rank, task=task), pos
 
 
+# A name first in a line's message, in a form no prefix above names a host by (`gpu7: `, `[node-a12] `,
+# `[10.0.3.17] `): a host only when many lines of the same chunk start with it (the log's own line
+# prefix, whatever wrapper wrote it) and it has a machine's shape.
+_LEADING_NAME = LinearRegex(r"(?:\[([A-Za-z0-9][A-Za-z0-9.\-]{0,252})\]|([A-Za-z0-9][A-Za-z0-9.\-]{0,252}):) ")
+MIN_PREFIX_REPEATS = 3
+# Distinct candidate prefixes judged per chunk: each costs one count over the chunk, so the work per
+# chunk stays a fixed multiple of its size whatever its lines hold.
+MAX_PREFIX_CANDIDATES = 32
+
+
+class RepeatedPrefix:
+    """The line prefixes a chunk of log repeats, judged lazily: only for lines that hold a catalogue
+    literal and whose host no known prefix named (the hot path never gets here for clean lines)."""
+
+    __slots__ = ("_chunk", "_judged")
+
+    def __init__(self, chunk: bytes) -> None:
+        self._chunk = chunk
+        self._judged: dict[bytes, bool] = {}
+
+    def host(self, data: bytes, pos: int) -> tuple[str, int] | None:
+        """The host a repeated prefix at `pos` of a line names, and where its message starts."""
+        m = _LEADING_NAME.match_spans(data, pos)
+        if m is None:
+            return None
+        prefix = data[m[0][0]:m[0][1]]
+        name_at = m[1] if m[1][0] >= 0 else m[2]
+        name = data[name_at[0]:name_at[1]].decode("ascii")
+        known = self._judged.get(prefix)
+        if known is None:
+            if len(self._judged) >= MAX_PREFIX_CANDIDATES:
+                return None
+            known = host_shaped(name) and self._chunk.count(prefix) >= MIN_PREFIX_REPEATS
+            self._judged[prefix] = known
+        return (name, m[0][1]) if known else None
+
+
 def split_prefix(line: str) -> tuple[LineContext, str]:
     """The printing host/rank/task (where known) and the message body."""
     context, offset = split_prefix_bytes(utf8(line))
