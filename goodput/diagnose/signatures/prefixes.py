@@ -155,8 +155,8 @@ def split_prefix_bytes(data: bytes) -> tuple[LineContext, int]:
 
 # A name first in a line's message, in a form no prefix above names a host by (`gpu7: `, `[node-a12] `,
 # `[10.0.3.17] `): a host only when many lines of the same chunk start with it (the log's own line
-# prefix, whatever wrapper wrote it) and it has a machine's shape.
-_LEADING_NAME = LinearRegex(r"(?:\[([A-Za-z0-9][A-Za-z0-9.\-]{0,252})\]|([A-Za-z0-9][A-Za-z0-9.\-]{0,252}):) ")
+# prefix, whatever wrapper wrote it) and it has a machine's shape (`host_shaped` checks every byte).
+MAX_PREFIX_NAME = 253
 MIN_PREFIX_REPEATS = 3
 # Distinct candidate prefixes judged per chunk: each costs one count over the chunk, so the work per
 # chunk stays a fixed multiple of its size whatever its lines hold.
@@ -171,23 +171,28 @@ class RepeatedPrefix:
 
     def __init__(self, chunk: bytes) -> None:
         self._chunk = chunk
-        self._judged: dict[bytes, bool] = {}
+        # prefix bytes -> the host it names, or "" for a prefix that names none
+        self._judged: dict[bytes, str] = {}
 
     def host(self, data: bytes, pos: int) -> tuple[str, int] | None:
         """The host a repeated prefix at `pos` of a line names, and where its message starts."""
-        m = _LEADING_NAME.match_spans(data, pos)
-        if m is None:
+        if data[pos:pos + 1] == b"[":
+            close = data.find(b"] ", pos + 1, pos + MAX_PREFIX_NAME + 3)
+            name_at, end = pos + 1, close + 2
+        else:
+            close = data.find(b": ", pos, pos + MAX_PREFIX_NAME + 2)
+            name_at, end = pos, close + 2
+        if close <= name_at:
             return None
-        prefix = data[m[0][0]:m[0][1]]
-        name_at = m[1] if m[1][0] >= 0 else m[2]
-        name = data[name_at[0]:name_at[1]].decode("ascii")
+        prefix = data[pos:end]
         known = self._judged.get(prefix)
         if known is None:
             if len(self._judged) >= MAX_PREFIX_CANDIDATES:
                 return None
-            known = host_shaped(name) and self._chunk.count(prefix) >= MIN_PREFIX_REPEATS
+            name = data[name_at:close].decode("ascii", "replace")
+            known = name if host_shaped(name) and self._chunk.count(prefix) >= MIN_PREFIX_REPEATS else ""
             self._judged[prefix] = known
-        return (name, m[0][1]) if known else None
+        return (known, end) if known else None
 
 
 def split_prefix(line: str) -> tuple[LineContext, str]:
