@@ -6,7 +6,9 @@ unless the WARN lines around it name a link. ncclRemoteError is "a network error
 process exiting prematurely": with the peer on the printing host itself no network lies between
 them, so a process of that node died first. NCCL's proxy logs every local rank that closes its
 connection at INFO level, at a normal end as much as after a failure: not a failure on its own.
-A shell prompt that shows `host:dir$` without a user still names the host of what follows. Lines
+NCCL picks loopback or a container bridge for its sockets only when no other interface is there
+(or NCCL_SOCKET_IFNAME asks): a network failure between hosts then is that configuration, which a
+restart repeats. A shell prompt that shows `host:dir$` without a user still names the host of what follows. Lines
 are synthetic, in the format NCCL, PyTorch and bash print.
 """
 
@@ -24,6 +26,7 @@ SYSTEM = ("torch.distributed.DistBackendError: NCCL error in: /opt/pytorch/torch
 CLOSED = N + "misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer {peer}<47861>"
 BOOTSTRAP = N + "NCCL INFO Bootstrap : Using eth0:{ip}<0>"
 LOCAL = N + "NCCL INFO [Service thread] Connection closed by localRank {r}"
+IFACE = N + "NCCL INFO {what} : Using {iface}<0>"
 
 # (name, log, category, culprit kind, restart, drain)
 CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool]] = [
@@ -59,6 +62,18 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool]] = [
      Category.NETWORK, CulpritKind.NETWORK, True, False),
     # Two addresses are not one host because their first octets agree.
     ("peer-address-shares-only-a-prefix", [CLOSED.format(h="10.0.0.11", peer="10.0.0.12")],
+     Category.NETWORK, CulpritKind.NETWORK, True, False),
+    # NCCL's sockets on loopback or a container bridge: a failure between hosts is configuration.
+    ("loopback-then-peer-lost", [IFACE.format(h="hx-1", what="Bootstrap", iface="lo:127.0.0.1"),
+                                 CLOSED.format(h="hx-1", peer="hx-2")],
+     Category.NETWORK, CulpritKind.NETWORK, False, False),
+    ("docker-bridge-then-peer-lost", [IFACE.format(h="hx-1", what="NET/Socket", iface="[0]docker0:172.17.0.1"),
+                                      "RuntimeError: NCCL error: remote process exited or there was a network error"],
+     Category.NETWORK, CulpritKind.NETWORK, False, False),
+    ("loopback-alone-is-no-failure", [IFACE.format(h="hx-1", what="Bootstrap", iface="lo:127.0.0.1")],
+     Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
+    ("fabric-interface-then-peer-lost", [IFACE.format(h="hx-1", what="Bootstrap", iface="eth0:10.0.0.1"),
+                                         CLOSED.format(h="hx-1", peer="hx-2")],
      Category.NETWORK, CulpritKind.NETWORK, True, False),
     # The proxy's INFO line when a local rank disconnects: printed at every end, not a failure.
     ("local-rank-closed-alone", [LOCAL.format(h="hx-1", r=3), LOCAL.format(h="hx-1", r=1)],

@@ -394,6 +394,8 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
      "nccl-system-error", {}),
     ("hx-1:2201:2250 [0] NCCL INFO [Service thread] Connection closed by localRank 3", "nccl-local-rank-closed", {}),
+    ("hx-1:2201:2201 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>", "nccl-socket-local-interface",
+     {"detail": "docker0"}),
     ("RuntimeError: [enforce fail at inline_container.cc:626] . PytorchStreamWriter failed writing file "
      "data/12: file write failed", "storage-torch-writer", {"path": "data/12"}),
     # Slurm

@@ -261,14 +261,9 @@ class VerdictBuilder:
         if others and kind in (CulpritKind.GPU, CulpritKind.NODE):
             explanation += f" The same kind of fault is also reported on {', '.join(others[:5])}."
         restart, why_not = self._restart(sig.restart)
-        first = self.circumstances.first_transfer
-        # Only a fault between two hosts: a node's own HCA failing (a drain) is hardware, whenever it fails.
-        if (restart and first is not None and sig.category is Category.NETWORK
-                and sig.culprit_kind is CulpritKind.NETWORK):
-            restart, why_not = False, (
-                f"Not restarted: the error came on the first transfer after NCCL connected (line "
-                f"{first.line_no}): the hosts never exchanged data, a fabric configuration fault (GID index, "
-                "routing, security group) that an unchanged restart repeats.")
+        fabric = self.circumstances.fabric_configuration(sig) if restart else None
+        if fabric is not None:
+            restart, why_not = False, fabric
         if why_not:
             explanation += " " + why_not
         confidence, settle = grade(Ingredients(
