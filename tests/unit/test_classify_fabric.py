@@ -77,7 +77,7 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bool]
     ("verbs-out-of-locked-memory", [
         "[1668693503.473099] [hx-1:1188443:0]          ib_log.c:246  UCX  ERROR mlx5_0: ibv_create_cq() failed: "
         "Cannot allocate memory. Please set max locked memory (ulimit -l) to 'unlimited' (current: 64 kbytes)"],
-     Category.NETWORK, CulpritKind.NETWORK, None, False, False),
+     Category.NETWORK, CulpritKind.NETWORK, "hx-1 HCA mlx5_0", False, False),
     # NCCL_NET_PLUGIN / NCCL_NET / NCCL_SOCKET_IFNAME: configuration of every rank.
     ("net-plugin-needs-a-newer-library", [
         (N + "NCCL INFO NET/Plugin: version 'EFA_1.4' not found").format(h=1)],

@@ -391,6 +391,11 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
      "nccl-ib-flush", {"code": "5"}),
     ("NCCL error: remote process exited or there was a network error, NCCL version 2.21.5",
      "nccl-remote-or-system-error", {}),
+    ("RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+     "nccl-system-error", {}),
+    ("hx-1:2201:2250 [0] NCCL INFO [Service thread] Connection closed by localRank 3", "nccl-local-rank-closed", {}),
+    ("hx-1:2201:2201 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>", "nccl-socket-local-interface",
+     {"detail": "docker0"}),
     ("RuntimeError: [enforce fail at inline_container.cc:626] . PytorchStreamWriter failed writing file "
      "data/12: file write failed", "storage-torch-writer", {"path": "data/12"}),
     # Slurm
@@ -427,6 +432,8 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("zeyer@cn-234 ~ % nvidia-smi", "shell-prompt", {"host": "cn-234"}),
     ("[admin@gpu-a07 ~]$ dmesg -T | grep NVRM", "shell-prompt", {"host": "gpu-a07"}),
     ("root@dgx-3:/workspace# nvidia-smi -q -d ROW_REMAPPER", "shell-prompt", {"host": "dgx-3"}),
+    ("hoth:~$ lspci | grep -i nvidia", "shell-prompt-bare", {"host": "hoth"}),
+    ("gpu-a07:/var/log# dmesg -T", "shell-prompt-bare", {"host": "gpu-a07"}),
     ("| Diagnostic                | Result                                         |", "dcgm-diag-report", {}),
     # GPU, NVLink and node platform (issue #25)
     ("error creating nvml.Device 5: nvml: GPU is lost, which is unexpected", "nvml-gpu-lost", {}),

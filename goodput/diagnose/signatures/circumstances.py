@@ -38,6 +38,7 @@ MAX_RANGES_PER_LINE = 64
 _SETUP_IDS = frozenset({"nccl-init-rank"})
 _TIMEOUT_ID = "nccl-watchdog-timeout"
 _HEARTBEAT_ID = "nccl-heartbeat-stuck"
+_LOCAL_INTERFACE_ID = "nccl-socket-local-interface"
 
 
 def _synthetic(sig_id: str, family: str, category: Category, culprit: CulpritKind, precedence: int,
@@ -90,6 +91,8 @@ class Circumstances:
         self._setup_at: int | None = None
         self._network_seen = False
         self.first_transfer: Match | None = None
+        # NCCL's sockets on loopback or a container bridge (`Bootstrap : Using lo:127.0.0.1<0>`).
+        self.local_interface: Match | None = None
         self._main_thread_at: int | None = None
         self.data_wait: Match | None = None
         self.owner_cancel: Match | None = None
@@ -108,6 +111,8 @@ class Circumstances:
             self._save_open = None
         elif sig_id in _SETUP_IDS:
             self._setup_at = line
+        elif sig_id == _LOCAL_INTERFACE_ID and self.local_interface is None:
+            self.local_interface = match
         elif sig_id == "py-spy-dump":
             self._main_thread_at = line if '"MainThread"' in match.text else None
         elif (sig_id == "py-spy-data-frame" and self.data_wait is None and self._main_thread_at is not None
@@ -146,6 +151,25 @@ class Circumstances:
         if self.data_wait is not None:
             found.append(_as(INPUT_PIPELINE_HANG, self.data_wait))
         return found + self._oom.synthesize()
+
+    def fabric_configuration(self, sig: Signature) -> str | None:
+        """Why a network failure decided by `sig` is the fabric's configuration, which an unchanged
+        restart repeats; None when nothing in the log says so. Only a fault between hosts: a node's
+        own HCA failing (a drain) is hardware, whenever it fails."""
+        if sig.category is not Category.NETWORK or sig.culprit_kind is CulpritKind.NODE:
+            return None
+        first = self.first_transfer
+        if first is not None and sig.culprit_kind is CulpritKind.NETWORK:
+            return (f"Not restarted: the error came on the first transfer after NCCL connected (line "
+                    f"{first.line_no}): the hosts never exchanged data, a fabric configuration fault (GID index, "
+                    "routing, security group) that an unchanged restart repeats.")
+        local = self.local_interface
+        if local is not None:
+            return (f"Not restarted: NCCL's sockets use {local.groups.get('detail', 'a local interface')} (line "
+                    f"{local.line_no}), which NCCL only picks when no other interface is available or "
+                    "NCCL_SOCKET_IFNAME asks for it; other hosts cannot reach it, so every attempt fails the "
+                    "same way until the interface is configured.")
+        return None
 
     def failed_task(self) -> tuple[int, str | None] | None:
         """The one task missing from the tasks Slurm terminated, and their host if they share one."""

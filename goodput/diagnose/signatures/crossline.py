@@ -15,7 +15,8 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, Match, Signature
+from goodput.diagnose.signatures.hostshape import ipv4
+from goodput.diagnose.signatures.model import MAX_RANK_DIGITS, LineContext, Match, Role, Signature
 from goodput.models import Category, CulpritKind
 from goodput.untrusted_text import LinearRegex, bounded_int, utf8
 
@@ -58,6 +59,42 @@ DRIVER_HANG = Signature(
     explanation=("A process is stuck in uninterruptible sleep inside the NVIDIA driver (its kernel stack "
                  "runs through nvidia/nvidia_uvm): the GPU or its driver hangs, nothing on this node makes "
                  "progress until the node is reset. Drain it and restart the job elsewhere."))
+
+
+# Connection errors whose `peer` group names the other end of a socket NCCL itself opened.
+_PEER_CLOSED_IDS = frozenset({"nccl-socket-closed"})
+SAME_HOST_PEER = Signature(
+    id="nccl-peer-on-same-host", family="nccl-net", category=Category.APP_ERROR, culprit_kind=CulpritKind.APP,
+    role=Role.KNOCK_ON, precedence=25, pattern=r"Connection closed by", literals=("Connection closed by",),
+    restart=True, drain=False, settles=False,
+    source=("NVIDIA NCCL User Guide, API types: ncclResult_t, ncclRemoteError (6): a call failed possibly due "
+            "to a network error or a remote process exiting prematurely"),
+    explanation=("NCCL's socket to a peer on the same host was closed: no network lies between two "
+                 "processes of one node, so of the two readings NCCL gives (a network error, a remote "
+                 "process exiting) only the second remains. A process of this node died first; its own "
+                 "error (a crash, an OOM kill) is the cause, not the fabric. Restart once; if it recurs, "
+                 "the dying process's output says why."))
+
+
+def _first_label(name: str | None) -> str | None:
+    """A host's short name (`node7.cluster.local` is `node7`, as `hostname -s` says); an address whole."""
+    if not name:
+        return None
+    return name if ipv4(name) else name.split(".", 1)[0].lower()
+
+
+def same_host_peer(hits: Iterable[Match], resolve: Callable[[str | None], str | None]) -> Match | None:
+    """The first closed NCCL socket whose peer is the host that printed the line (a process of the
+    same node exited), re-labelled as that knock-on. `resolve` turns a host or an address into the
+    node the log itself says it is (`Locator.name_of`): a peer given as the host's own address counts."""
+    for m in sorted(hits, key=lambda m: m.line_no):
+        peer = m.groups.get("peer")
+        if m.signature.id not in _PEER_CLOSED_IDS or not peer or not m.context.host:
+            continue
+        local = _first_label(resolve(m.context.host))
+        if local and local == _first_label(resolve(peer)):
+            return Match(signature=SAME_HOST_PEER, line_no=m.line_no, text=m.text, groups={}, context=LineContext())
+    return None
 
 
 @dataclass(frozen=True, slots=True)

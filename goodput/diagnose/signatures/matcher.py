@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
-from goodput.diagnose.signatures.model import Match, Signature
-from goodput.diagnose.signatures.prefixes import split_prefix_bytes
+from goodput.diagnose.signatures.model import LineContext, Match, Signature
+from goodput.diagnose.signatures.prefixes import RepeatedPrefix, split_prefix_bytes
 from goodput.untrusted_text import LinearRegex, LiteralSet, PatternSet, any_of, utf8
 
 MAX_SCAN_CHARS = 64 * 1024
@@ -97,8 +97,9 @@ class Catalogue:
                 self._combined[key] = found
         return found
 
-    def match_line(self, line: str, line_no: int = 0) -> list[Match]:
-        """Every signature that matches one line, specific rules displacing generic ones and fallbacks."""
+    def match_line(self, line: str, line_no: int = 0, layout: RepeatedPrefix | None = None) -> list[Match]:
+        """Every signature that matches one line, specific rules displacing generic ones and fallbacks.
+        `layout`: the prefixes the line's chunk repeats, for a host no known prefix names."""
         if len(line) > MAX_SCAN_CHARS:
             line = line[:MAX_SCAN_CHARS]
         data = utf8(line)
@@ -109,6 +110,9 @@ class Catalogue:
         if not candidates:
             return []
         context, offset = split_prefix_bytes(data)
+        if layout is not None and context.host is None and (inferred := layout.host(data, offset)) is not None:
+            context = LineContext(host=inferred[0], rank=context.rank, task=context.task)
+            offset = inferred[1]
         body = data[offset:] if offset else data
         ruled_out = self._ruled_out(present, body)
         hits: list[Match] = []
@@ -164,13 +168,14 @@ class Catalogue:
                 yield from self.match_line(line, first + index)
             return
         data = utf8(text)
+        layout = RepeatedPrefix(data)
         find = self._first_literal.search
         index, pos = 0, 0  # the line `index` starts at byte `pos`
         while (found := find(data, pos)) is not None:
             hit_at = found.start()
             index += data.count(b"\n", pos, hit_at)
             line_end = data.find(b"\n", found.end())  # literals hold no newline (the loader checks)
-            yield from self.match_line(batch[index], first + index)
+            yield from self.match_line(batch[index], first + index, layout)
             if line_end < 0:
                 return
             index += 1

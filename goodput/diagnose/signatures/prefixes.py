@@ -153,6 +153,48 @@ def split_prefix_bytes(data: bytes) -> tuple[LineContext, int]:
     return LineContext(host=host, rank=rank, task=task), pos
 
 
+# A name first in a line's message, in a form no prefix above names a host by (`gpu7: `, `[node-a12] `,
+# `[10.0.3.17] `): a host only when many lines of the same chunk start with it (the log's own line
+# prefix, whatever wrapper wrote it) and it has a machine's shape (`host_shaped` checks every byte).
+MAX_PREFIX_NAME = 253
+MIN_PREFIX_REPEATS = 3
+# Distinct candidate prefixes judged per chunk: each costs one count over the chunk, so the work per
+# chunk stays a fixed multiple of its size whatever its lines hold.
+MAX_PREFIX_CANDIDATES = 32
+
+
+class RepeatedPrefix:
+    """The line prefixes a chunk of log repeats, judged lazily: only for lines that hold a catalogue
+    literal and whose host no known prefix named (the hot path never gets here for clean lines)."""
+
+    __slots__ = ("_chunk", "_judged")
+
+    def __init__(self, chunk: bytes) -> None:
+        self._chunk = chunk
+        # prefix bytes -> the host it names, or "" for a prefix that names none
+        self._judged: dict[bytes, str] = {}
+
+    def host(self, data: bytes, pos: int) -> tuple[str, int] | None:
+        """The host a repeated prefix at `pos` of a line names, and where its message starts."""
+        if data[pos:pos + 1] == b"[":
+            close = data.find(b"] ", pos + 1, pos + MAX_PREFIX_NAME + 3)
+            name_at, end = pos + 1, close + 2
+        else:
+            close = data.find(b": ", pos, pos + MAX_PREFIX_NAME + 2)
+            name_at, end = pos, close + 2
+        if close <= name_at:
+            return None
+        prefix = data[pos:end]
+        known = self._judged.get(prefix)
+        if known is None:
+            if len(self._judged) >= MAX_PREFIX_CANDIDATES:
+                return None
+            name = data[name_at:close].decode("ascii", "replace")
+            known = name if host_shaped(name) and self._chunk.count(prefix) >= MIN_PREFIX_REPEATS else ""
+            self._judged[prefix] = known
+        return (known, end) if known else None
+
+
 def split_prefix(line: str) -> tuple[LineContext, str]:
     """The printing host/rank/task (where known) and the message body."""
     context, offset = split_prefix_bytes(utf8(line))

@@ -24,6 +24,7 @@ from goodput.diagnose.signatures.crossline import (
     collective_mismatch,
     driver_hang,
     recurring_app_xid,
+    same_host_peer,
     silent_rank,
     single_node_local_rank,
 )
@@ -191,7 +192,8 @@ class VerdictBuilder:
         mismatch = self._collective_mismatch()
         if mismatch is not None:
             self._hits.append(mismatch)
-        for synthesized in (recurring_app_xid(self._hits), driver_hang(self._stuck, self._driver_frames)):
+        for synthesized in (recurring_app_xid(self._hits), driver_hang(self._stuck, self._driver_frames),
+                            same_host_peer(self._hits, self.locator.name_of)):
             if synthesized is not None:
                 self._hits.append(synthesized)
         self._hits += self.circumstances.synthesize(self._hits, self._timeouts, reporting_rank)
@@ -266,14 +268,9 @@ class VerdictBuilder:
         if others and kind in (CulpritKind.GPU, CulpritKind.NODE):
             explanation += f" The same kind of fault is also reported on {', '.join(others[:5])}."
         restart, why_not = self._restart(sig.restart)
-        first = self.circumstances.first_transfer
-        # Only a fault between two hosts: a node's own HCA failing (a drain) is hardware, whenever it fails.
-        if (restart and first is not None and sig.category is Category.NETWORK
-                and sig.culprit_kind is CulpritKind.NETWORK):
-            restart, why_not = False, (
-                f"Not restarted: the error came on the first transfer after NCCL connected (line "
-                f"{first.line_no}): the hosts never exchanged data, a fabric configuration fault (GID index, "
-                "routing, security group) that an unchanged restart repeats.")
+        fabric = self.circumstances.fabric_configuration(sig) if restart else None
+        if fabric is not None:
+            restart, why_not = False, fabric
         if why_not:
             explanation += " " + why_not
         confidence, settle = grade(Ingredients(

@@ -1,0 +1,117 @@
+"""Verdicts for NCCL errors that name a layer, not a culprit: each class rests on NCCL's own meaning.
+
+ncclSystemError is "a call to the system failed" (NCCL's API types; its troubleshooting guide: a
+call to an external library failed, read the WARN line): the node's environment, not the network,
+unless the WARN lines around it name a link. ncclRemoteError is "a network error or a remote
+process exiting prematurely": with the peer on the printing host itself no network lies between
+them, so a process of that node died first. NCCL's proxy logs every local rank that closes its
+connection at INFO level, at a normal end as much as after a failure: not a failure on its own.
+NCCL picks loopback or a container bridge for its sockets only when no other interface is there
+(or NCCL_SOCKET_IFNAME asks): a network failure between hosts then is that configuration, which a
+restart repeats. A shell prompt that shows `host:dir$` without a user still names the host of what follows. Lines
+are synthetic, in the format NCCL, PyTorch and bash print.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from goodput.diagnose.classify import classify_lines
+from goodput.models import Category, CulpritKind
+
+N = "{h}:2201:2250 [0] "
+SYSTEM = ("torch.distributed.DistBackendError: NCCL error in: /opt/pytorch/torch/csrc/distributed/c10d/"
+          "ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), "
+          "NCCL version 2.21.5")
+CLOSED = N + "misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer {peer}<47861>"
+BOOTSTRAP = N + "NCCL INFO Bootstrap : Using eth0:{ip}<0>"
+LOCAL = N + "NCCL INFO [Service thread] Connection closed by localRank {r}"
+IFACE = N + "NCCL INFO {what} : Using {iface}<0>"
+
+# (name, log, category, culprit kind, restart, drain)
+CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool]] = [
+    # ncclSystemError alone: the environment refused a call; no network named, no blind restart.
+    ("system-error-alone", [SYSTEM], Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
+    ("system-error-by-name", [(N + "NCCL WARN init.cc:1500 -> ncclSystemError").format(h="hx-1")],
+     Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
+    ("system-error-with-topology-warn", [
+        "graph/xml.cc:332 NCCL WARN Could not find real path of /sys/class/pci_bus/fffffff/../../fffffff:ff:f",
+        "NCCL error: unhandled system error"], Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
+    # The WARN line says which call failed: a shared-memory segment, the container's /dev/shm.
+    ("system-error-with-shm-warn", [
+        (N + "NCCL WARN Error while creating shared memory segment /dev/shm/nccl-1Q2w (size 9637888)").format(h="hx-1"),
+        SYSTEM], Category.APP_ERROR, CulpritKind.APP, False, False),
+    # The WARN lines name a link to another host: the network decides, as before.
+    ("system-error-after-a-closed-socket", [CLOSED.format(h="hx-1", peer="hx-7"), SYSTEM],
+     Category.NETWORK, CulpritKind.NETWORK, True, False),
+    # ncclRemoteError is still the network (or a remote process): unchanged.
+    ("remote-error-is-still-network", [
+        "RuntimeError: NCCL error: remote process exited or there was a network error, NCCL version 2.21.5"],
+     Category.NETWORK, CulpritKind.NETWORK, True, False),
+    # A socket closed by a peer on the printing host itself: a local process died first.
+    ("peer-is-the-same-host", [CLOSED.format(h="a100-st-22", peer="a100-st-22.cluster.internal")],
+     Category.APP_ERROR, CulpritKind.APP, True, False),
+    ("peer-is-the-same-host-by-address", [BOOTSTRAP.format(h="hx-1", ip="10.0.0.11"),
+                                          CLOSED.format(h="hx-1", peer="10.0.0.11")],
+     Category.APP_ERROR, CulpritKind.APP, True, False),
+    ("peer-is-another-host", [CLOSED.format(h="hx-1", peer="hx-2.cluster.internal")],
+     Category.NETWORK, CulpritKind.NETWORK, True, False),
+    ("peer-is-another-host-by-address", [BOOTSTRAP.format(h="hx-1", ip="10.0.0.11"),
+                                         BOOTSTRAP.format(h="hx-2", ip="10.0.0.12"),
+                                         CLOSED.format(h="hx-1", peer="10.0.0.12")],
+     Category.NETWORK, CulpritKind.NETWORK, True, False),
+    # Two addresses are not one host because their first octets agree.
+    ("peer-address-shares-only-a-prefix", [CLOSED.format(h="10.0.0.11", peer="10.0.0.12")],
+     Category.NETWORK, CulpritKind.NETWORK, True, False),
+    # NCCL's sockets on loopback or a container bridge: a failure between hosts is configuration.
+    ("loopback-then-peer-lost", [IFACE.format(h="hx-1", what="Bootstrap", iface="lo:127.0.0.1"),
+                                 CLOSED.format(h="hx-1", peer="hx-2")],
+     Category.NETWORK, CulpritKind.NETWORK, False, False),
+    ("docker-bridge-then-peer-lost", [IFACE.format(h="hx-1", what="NET/Socket", iface="[0]docker0:172.17.0.1"),
+                                      "RuntimeError: NCCL error: remote process exited or there was a network error"],
+     Category.NETWORK, CulpritKind.NETWORK, False, False),
+    ("loopback-alone-is-no-failure", [IFACE.format(h="hx-1", what="Bootstrap", iface="lo:127.0.0.1")],
+     Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
+    ("fabric-interface-then-peer-lost", [IFACE.format(h="hx-1", what="Bootstrap", iface="eth0:10.0.0.1"),
+                                         CLOSED.format(h="hx-1", peer="hx-2")],
+     Category.NETWORK, CulpritKind.NETWORK, True, False),
+    # The proxy's INFO line when a local rank disconnects: printed at every end, not a failure.
+    ("local-rank-closed-alone", [LOCAL.format(h="hx-1", r=3), LOCAL.format(h="hx-1", r=1)],
+     Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
+    ("local-rank-closed-after-an-exception", [
+        "[rank3]: Traceback (most recent call last):", "[rank3]: ValueError: bad shape (3, 4)",
+        LOCAL.format(h="hx-1", r=3)], Category.APP_ERROR, CulpritKind.APP, False, False),
+]
+
+
+@pytest.mark.parametrize(("name", "log", "category", "kind", "restart", "drain"), CASES, ids=[c[0] for c in CASES])
+def test_nccl_knock_on_class(name: str, log: list[str], category: Category, kind: CulpritKind, restart: bool,
+                             drain: bool) -> None:
+    lines = [line.format(h="hx-1") if "{h}" in line else line for line in log]
+    v = classify_lines(lines)
+    assert (v.category, v.culprit_kind, v.restart, v.drain) == (category, kind, restart, drain), (
+        v.signatures, v.explanation)
+
+
+def test_a_same_host_peer_is_never_a_confident_verdict() -> None:
+    v = classify_lines([CLOSED.format(h="hx-1", peer="hx-1")])
+    assert "nccl-peer-on-same-host" in v.signatures
+    assert str(v.confidence) != "high"
+
+
+# (prompt line, host it names or None); the output line after it is an Xid on that host's GPU.
+PROMPTS: list[tuple[str, str | None]] = [
+    ("hoth:~$ lspci | grep -i nvidia", "hoth"),
+    ("gpu-a07:/var/log# dmesg -T", "gpu-a07"),
+    ("node17:~/runs% ls", "node17"),
+    ("https://example.org/docs# see below", None),  # a URL is no prompt
+    ("Note: the cost is $ 5", None),
+    ("C:/Users$ dir", None),  # a drive letter is not a host
+]
+
+
+@pytest.mark.parametrize(("prompt", "host"), PROMPTS, ids=[p[0] for p in PROMPTS])
+def test_a_prompt_without_a_user_names_its_host(prompt: str, host: str | None) -> None:
+    v = classify_lines([prompt, "NVRM: Xid (PCI:0000:1c:00): 79, pid=1234, GPU has fallen off the bus."])
+    assert v.category is Category.GPU_HARDWARE
+    assert v.host == host, v.explanation
