@@ -46,9 +46,9 @@ from benchmarks._git import commit
 from benchmarks._harness import connect, emit, environment, summary
 from benchmarks._slurm_lab import Lab, slurm_lab
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
+from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
 from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
-from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
 from goodput.recover.policy import Policy
 from goodput.recover.trust import AutonomyPolicy
 from workers.client import TemporalIncidentService
