@@ -27,6 +27,7 @@ from activities.metrics import RecoveryMetrics
 from activities.progress import ProgressReader
 from activities.resume import requeue, resubmit
 from activities.scheduler_calls import heartbeating, mapped
+from activities.topology import SwitchMap
 from goodput.checkpoints import CheckpointFinder
 from goodput.checkpoints.finder import find_for_job
 from goodput.detect.nvrx_cycles import cycle_note
@@ -37,7 +38,7 @@ from goodput.diagnose.provenance import pushed_files, sort_evidence
 from goodput.models import Anomaly
 from goodput.ownership import drain_reason, owning_incident
 from goodput.recover.audit import AuditAction, AuditLog
-from goodput.recover.breaker import DrainGate, DrainVerdict
+from goodput.recover.breaker import BreakerPolicy, DrainGate, DrainVerdict
 from goodput.recover.capacity import capacity_note
 from goodput.recover.incident import (
     AttributeInput,
@@ -100,6 +101,7 @@ class RecoveryActivities:
                  meter: Meter | None = None, layouts: LayoutSource | None = None,
                  policy: Policy | None = None, trust: TrustRecord | None = None) -> None:
         self._scheduler = scheduler
+        self._switch_map = SwitchMap(scheduler)
         self._trust = trust or LocalTrustRecord()
         self._policy = policy or Policy()
         self._layouts = layouts
@@ -117,7 +119,8 @@ class RecoveryActivities:
     @activity.defn(name="reserve_drain")
     async def reserve_drain(self, request: ReserveInput) -> DrainVerdict:
         async with heartbeating():
-            return await self._gate.reserve(request.cluster, request.request, request.policy)
+            policy = await self._switch_map.applied(request.policy)
+            return await self._gate.reserve(request.cluster, request.request, policy)
 
     @activity.defn(name="consult_node_memory")
     async def consult_node_memory(self, request: MemoryInput) -> MemoryVerdict:
@@ -273,6 +276,14 @@ class RecoveryActivities:
         del cluster  # one policy per deployment today; the cluster is asked for so it can differ
         return self._policy
 
+    @activity.defn(name="breaker_policy")
+    async def breaker_policy(self, cluster: str) -> BreakerPolicy:
+        """The breaker policy this worker's service runs under, with Slurm's switch map where the
+        settings limit drains per switch and name no switches: a breaker takes it as it continues."""
+        del cluster  # one policy per deployment today, as for service_policy
+        async with heartbeating():
+            return await self._switch_map.applied(self._policy.breaker)
+
     @activity.defn(name="consult_kill_switch")
     async def consult_kill_switch(self, cluster: str) -> KillSwitchState:
         async with heartbeating():
@@ -324,4 +335,5 @@ class RecoveryActivities:
     def all(self) -> list[Callable[..., Awaitable[object]]]:
         return [self.attribute, self.reserve_drain, self.consult_node_memory, self.find_checkpoint, self.isolate,
                 self.resume, self.verify, self.stop_job, self.notify, self.audit, self.consult_kill_switch,
-                self.service_policy, self.start_node_health, self.check_node, self.return_node, self.consult_trust]
+                self.service_policy, self.breaker_policy, self.start_node_health, self.check_node, self.return_node,
+                self.consult_trust]

@@ -68,8 +68,11 @@ from workflows.watch import cluster_watch_id
 
 # The only settings named: act (the shipped mode only recommends), and a drain breaker that lets
 # the drain classes run back to back (shipped: 4 drains per 10 min; it limits how many nodes may be
-# drained, not how fast one is).
-SETTINGS = {"GOODPUT_POLICY__MODE": "autonomous", "GOODPUT_POLICY__BREAKER__MAX_DRAINED_NODES": "100"}
+# drained, not how fast one is); act on every verdict and on one signal (shipped: a rule acts alone
+# only once it earned it at the site, and a drain needs two signals, which would measure an
+# operator's approval, not the loop).
+SETTINGS = {"GOODPUT_POLICY__MODE": "autonomous", "GOODPUT_POLICY__BREAKER__MAX_DRAINED_NODES": "100",
+            "GOODPUT_POLICY__AUTONOMY__EARNED": "false", "GOODPUT_POLICY__EXCLUDE_BEFORE_DRAIN__ENABLED": "false"}
 HANG_NODE, PINNED_NODE = "node1", "node2"
 SLURM_DEFAULT_SLURMD_TIMEOUT_S = 300
 

@@ -20,8 +20,10 @@ from benchmarks._harness import connect, dev_server, emit, environment, summary,
 from goodput.demo.scheduler import FakeClusterState, FakeScheduler
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
 from goodput.recover.breaker import BreakerPolicy
+from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
 from goodput.recover.incident import IncidentReport
 from goodput.recover.policy import Policy
+from goodput.recover.trust import AutonomyPolicy
 from goodput.scheduler import JobInfo, JobState, NodeInfo
 from workers.client import TemporalIncidentService
 from workflows.recovery import RecoveryWorkflow
@@ -71,7 +73,10 @@ async def run_storm(args: argparse.Namespace) -> dict[str, Any]:
     for offset, a in plan:
         first_offsets.setdefault(a.incident_key.workflow_id, offset)
     policy = Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=1.0, verify_poll_interval_s=0.5,
-                    breaker=BreakerPolicy(max_drained_nodes=args.breaker_nodes))
+                    breaker=BreakerPolicy(max_drained_nodes=args.breaker_nodes),
+                    # the loop acting, not an operator's approval: every verdict acts, one signal drains
+                    autonomy=AutonomyPolicy(earned=False),
+                    exclude_before_drain=ExcludeBeforeDrainPolicy(enabled=False))
     fake = FakeScheduler(cluster(args.jobs))
     async with dev_server("sqlite-wal") as server:
         client = await connect(server.address)

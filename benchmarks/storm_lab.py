@@ -47,9 +47,11 @@ from benchmarks._harness import connect, emit, environment, summary
 from benchmarks._history_costs import mean_to_requeue, to_requeue
 from benchmarks._slurm_lab import Lab, slurm_lab
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
+from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
 from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
+from goodput.recover.trust import AutonomyPolicy
 from workers.client import TemporalIncidentService
 from workflows.recovery import RecoveryWorkflow
 
@@ -66,6 +68,8 @@ def p(values: list[float], q: str = "p50", scale: float = 1.0) -> float:
 def overrides(address: str, queue: str, cluster: str) -> dict[str, str]:
     """The only settings changed from the shipped defaults (data_dir is per worker)."""
     return {"GOODPUT_SCHEDULER": "slurm-cli", "GOODPUT_POLICY__MODE": "autonomous", "GOODPUT_WATCH": "false",
+            # the loop acting, not an operator's approval: every verdict acts, one signal drains
+            "GOODPUT_POLICY__AUTONOMY__EARNED": "false", "GOODPUT_POLICY__EXCLUDE_BEFORE_DRAIN__ENABLED": "false",
             "GOODPUT_TEMPORAL_ADDRESS": address, "GOODPUT_TASK_QUEUE": queue, "GOODPUT_CLUSTER": cluster,
             "GOODPUT_RESUBMIT_KEY": KEY}
 
@@ -117,7 +121,9 @@ async def storm(client: Client, queue: str, cluster: str, jobs: list[str], args:
     plan = sorted(((i % len(jobs) * step + rng.uniform(0, 0.5), jobs[i % len(jobs)]) if paced else
                    (rng.uniform(0, args.seconds), jobs[i] if i < len(jobs) else rng.choice(jobs))
                    for i in range(args.anomalies)), key=lambda pair: pair[0])
-    service, policy = TemporalIncidentService(client, queue), Policy(mode=Mode.AUTONOMOUS)
+    service = TemporalIncidentService(client, queue)
+    policy = Policy(mode=Mode.AUTONOMOUS, autonomy=AutonomyPolicy(earned=False),
+                    exclude_before_drain=ExcludeBeforeDrainPolicy(enabled=False))
     first: dict[str, float] = {}
     latency: list[float] = []
     start_latency: list[float] = []

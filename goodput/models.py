@@ -158,9 +158,13 @@ class Anomaly(Frozen):
     # Log push only (None for everything goodput observed itself): the record's claimed source file.
     # Such an anomaly may move goodput only once that file is the job's own output.
     pushed: PushedFrom | None = None
-    # How sure the verdict behind this anomaly was (goodput.diagnose.signatures.confidence), for
-    # log detectors; None for evidence that is not graded (agents, the scheduler, older histories).
+    # How sure the verdict behind this anomaly was: goodput.diagnose.signatures.confidence for log
+    # detectors, goodput.diagnose.source_grades for the node's own evidence (agents, NVML/DCGM,
+    # NVSentinel, the scheduler); None for evidence that is not graded (pushes, older histories).
     confidence: Literal["high", "medium", "low"] | None = None
+    # The rule this evidence counts towards in the track record when none of its signature ids
+    # names one (NVML's `gpu-health:gpu-lost`, Slurm's reason rule): goodput.diagnose.source_grades.
+    rule: str = Field(default="", max_length=200)
 
     @property
     def incident_key(self) -> IncidentKey:

@@ -122,6 +122,15 @@ class ResubmitRequest(Frozen):
     incident_id: str = ""
 
 
+class SlurmSwitch(Frozen):
+    """One switch of Slurm's topology (topology.conf): its name, its level (0: a leaf, nodes hang
+    under it directly) and its nodes (a Slurm hostlist)."""
+
+    name: str = Field(min_length=1, max_length=128)
+    level: int = Field(default=0, ge=0, le=64)
+    nodes: str = Field(default="", max_length=65_536)
+
+
 class SchedulerError(Exception):
     """Any scheduler failure. Subclasses say whether retrying can help."""
 
@@ -169,6 +178,11 @@ class Scheduler(Protocol):
     async def list_nodes(self, partition: str = "") -> Sequence[NodeInfo]:
         """Every node of the cluster; only those of `partition` (a comma-separated list) when given,
         so that what an incident reads does not grow with the cluster (issue #29)."""
+        ...
+
+    async def topology(self) -> Sequence[SlurmSwitch]:
+        """The switches of Slurm's topology (`scontrol show topology`); empty when Slurm has none.
+        A backend that cannot read it raises PermanentSchedulerError."""
         ...
 
     async def drain_node(self, name: str, reason: str) -> ActionResult:

@@ -2,14 +2,22 @@
 
 Recovery workflows ask it for permission (an update, through the `reserve_drain` activity's
 update-with-start) before isolating nodes. Being a workflow, its count survives every crash and
-its decisions are in history. It continues-as-new to keep that history short.
+its decisions are in history. It continues-as-new to keep that history short, and takes the
+service's breaker policy as it does (`breaker_policy`: the settings and Slurm's switch map now),
+so a changed limit or topology reaches a breaker that outlives the workers that started it.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import Field
+
     from goodput.models import Frozen, OperatorDecision
     from goodput.recover.audit import GOODPUT_ACTOR, AuditAction, AuditRecord
     from goodput.recover.breaker import (
@@ -30,6 +38,8 @@ class BreakerStart(Frozen):
     cluster: str
     policy: BreakerPolicy = BreakerPolicy()
     state: BreakerState = BreakerState()
+    # Decisions per run before it continues as new (tests set it low to see a continuation).
+    continue_as_new_after: int = Field(default=CONTINUE_AS_NEW_AFTER, ge=1)
 
 
 class DrainBatch(Frozen):
@@ -57,7 +67,7 @@ class DrainBreakerWorkflow:
     async def run(self, start: BreakerStart) -> None:
         while True:
             await workflow.wait_condition(
-                lambda: bool(self._pending) or self._decisions >= CONTINUE_AS_NEW_AFTER
+                lambda: bool(self._pending) or self._decisions >= start.continue_as_new_after
                 or workflow.info().is_continue_as_new_suggested())
             if self._pending and workflow.patched("audit-breaker"):
                 records, self._pending = tuple(self._pending), []
@@ -66,10 +76,26 @@ class DrainBreakerWorkflow:
                     workflow.logger.warning("breaker change: %s", why_not)
                 continue
             self._pending.clear()
-            if self._decisions >= CONTINUE_AS_NEW_AFTER or workflow.info().is_continue_as_new_suggested():
+            if self._decisions >= start.continue_as_new_after or workflow.info().is_continue_as_new_suggested():
                 break
+        policy = start.policy
+        if workflow.patched("breaker-policy-refresh"):
+            policy = await self._service_policy(start)
         await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(start.model_copy(update={"state": self._state}))
+        workflow.continue_as_new(start.model_copy(update={"state": self._state, "policy": policy}))
+
+    async def _service_policy(self, start: BreakerStart) -> BreakerPolicy:
+        """The breaker policy of the service now (its settings, Slurm's switch map), so that a change
+        reaches the breaker at its next run; the one it ran with when the service cannot say."""
+        try:
+            policy: BreakerPolicy = await workflow.execute_activity(
+                "breaker_policy", start.cluster, result_type=BreakerPolicy,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1)))
+            return policy
+        except ActivityError as exc:
+            workflow.logger.warning("breaker policy not refreshed, the last one is kept: %s", exc)
+            return start.policy
 
     @workflow.update
     def reserve(self, request: DrainRequest) -> DrainVerdict:

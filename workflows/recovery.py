@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.recover.kill_switch import KillSwitchState
     from goodput.recover.lifecycle import OUTCOME_OF, IncidentState, is_terminal, transition
     from goodput.recover.node_incident import Delivery, LinkAnswer
-    from goodput.recover.policy import Policy, governing_mode, plan_recovery
+    from goodput.recover.policy import Policy, as_recorded, governing_mode, plan_recovery
     from goodput.recover.recovery_rules import cancel_requested, decide_refusal, follows_in_job, room_for
     from goodput.recover.recovery_state import RecoveryState, incident_report
     from goodput.recover.spares import SpareGrant
@@ -71,7 +71,8 @@ class RecoveryWorkflow:
 
     @workflow.init
     def __init__(self, start: RecoveryStart) -> None:
-        self._start = start
+        # A snapshot recorded before the safe defaults existed keeps the behaviour it was recorded with.
+        self._start = start = start.model_copy(update={"policy": as_recorded(start.policy)})
         # A reporter's incident knows the service's mode only once it asked: until then, monitor.
         self._s = RecoveryState(mode=Mode.MONITOR if start.policy_from_service else start.mode or start.policy.mode)
         self._straight = False
@@ -83,6 +84,7 @@ class RecoveryWorkflow:
     async def run(self, start: RecoveryStart) -> IncidentReport:
         # Asked first, so an incident runs one path from its start to its end (never switches midway).
         self._straight = workflow.patched("straight-path")
+        start = self._start
         self.record(S.DETECTED, f"incident opened for job {start.key.job_id} attempt {start.key.job_attempt}")
         try:
             if start.policy_from_service:

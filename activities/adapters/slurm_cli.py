@@ -48,6 +48,7 @@ from goodput.scheduler import (
     PermanentSchedulerError,
     ReservationInfo,
     ResubmitRequest,
+    SlurmSwitch,
     UnknownNodeError,
     UnknownReservationError,
 )
@@ -60,6 +61,7 @@ from goodput.slurm.records import job_from_record, node_from_record
 from goodput.slurm.reservations import parse_reservation
 from goodput.slurm.resubmit import ResubmitKey, find_copy, merged_exclusions, options_from_record
 from goodput.slurm.submit_as import OwnerError, job_owner, validate_user_name
+from goodput.slurm.topology import parse_topology
 from goodput.slurm.unambiguous import job_record, node_record
 
 JSON_SCONTROL = (23, 2, 0)
@@ -215,6 +217,9 @@ class SlurmCliBackend:
             except ValueError as err:
                 raise PermanentSchedulerError(f"sinfo for partition {partition}: {err}") from None
         return parse_sinfo_json((await self._run(commands.sinfo_json())).stdout)
+
+    async def topology(self) -> Sequence[SlurmSwitch]:
+        return parse_topology((await self._run(commands.show_topology())).stdout)
 
     # -- node actions ---------------------------------------------------------------------
 

@@ -57,6 +57,7 @@ from goodput.scheduler import (
     ReservationInfo,
     ResubmitRequest,
     SchedulerError,
+    SlurmSwitch,
     TransientSchedulerError,
     UnknownJobError,
     UnknownNodeError,
@@ -298,6 +299,10 @@ class PyslurmBackend:
         validate_job_id(job_id)
         # pyslurm's modify path for dependencies is not wired here; the chain is reported instead.
         raise PermanentSchedulerError(f"the pyslurm backend does not update dependencies (job {job_id})")
+
+    async def topology(self) -> Sequence[SlurmSwitch]:
+        # pyslurm has no topology API: the breaker uses the configured switch map only.
+        raise PermanentSchedulerError("the pyslurm backend does not read the topology")
 
     # The hot-spare pool is not wired to pyslurm's Reservation API: recovery then queues normally
     # and the incident says why (goodput.recover.spares).

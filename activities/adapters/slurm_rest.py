@@ -37,6 +37,7 @@ from goodput.scheduler import (
     ReservationInfo,
     ResubmitRequest,
     Scheduler,
+    SlurmSwitch,
     TransientSchedulerError,
     UnknownJobError,
     UnknownNodeError,
@@ -337,6 +338,10 @@ class SlurmRestBackend:
     async def update_dependency(self, job_id: str, dependency: str) -> ActionResult:
         validate_job_id(job_id)
         return await self._need_fallback("update job dependencies").update_dependency(job_id, dependency)
+
+    # slurmrestd has no topology endpoint: the CLI/SSH fallback reads it.
+    async def topology(self) -> Sequence[SlurmSwitch]:
+        return await self._need_fallback("read the topology").topology()
 
     # slurmrestd 22.05 (v0.0.36-38) has no reservation updates: the CLI/SSH fallback does them.
     async def get_reservation(self, name: str) -> ReservationInfo:

@@ -35,6 +35,7 @@ from goodput.scheduler import (
     NodeInfo,
     ReservationInfo,
     ResubmitRequest,
+    SlurmSwitch,
     UnknownJobError,
     UnknownNodeError,
 )
@@ -94,6 +95,7 @@ class FakeScheduler(FakeReservations):
                  action_delay_s: float = 0.0, allow_partitions: Collection[str] = (),
                  comment_marker: str = DEFAULT_MARKER, enforce_opt_in: bool = True,
                  resubmit_key: ResubmitKey | None = None) -> None:
+        self.switches: list[SlurmSwitch] = []
         self._memory = state if state is not None else demo_cluster()
         self._resubmit_key = resubmit_key or FAKE_RESUBMIT_KEY
         self._path = state_path
@@ -169,6 +171,10 @@ class FakeScheduler(FakeReservations):
     async def list_nodes(self, partition: str = "") -> Sequence[NodeInfo]:
         del partition  # the fake cluster is one partition
         return self._read(lambda s: list(s.nodes.values()))
+
+    async def topology(self) -> Sequence[SlurmSwitch]:
+        """The switches set on `self.switches` (none by default: a cluster without a topology)."""
+        return tuple(self.switches)
 
     # -- node actions ---------------------------------------------------------------------
 

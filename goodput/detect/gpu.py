@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import Field
 
+from goodput.diagnose.source_grades import Grade, gpu_health_grade, xid_grade
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Frozen
 
 _PCI = re.compile(r"^(?:PCI:)?(?:([0-9A-Fa-f]{1,8}):)?([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.([0-7]))?$")
@@ -194,11 +195,21 @@ class GpuFinding(Frozen):
         key = "\0".join([cluster, job_id, str(job_attempt), self.rule, self.node or "",
                          self.gpu_ref, str(self.xid)])
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        grade = self.grade
         return Anomaly(
             id=f"gpu:{self.rule}:{digest}", source=AnomalySource.GPU, kind=self.kind, cluster=cluster,
             job_id=job_id, job_attempt=job_attempt, nodes=(self.node,) if self.node else (),
             ranks=ranks, gpus=(self.gpu_ref,), evidence=list(self.evidence), category=self.category,
-            signature_ids=self.signature_ids, observed_at=observed_at, detected_at=detected_at)
+            signature_ids=self.signature_ids, observed_at=observed_at, detected_at=detected_at,
+            confidence=grade.confidence, rule=grade.rule)
+
+    @property
+    def grade(self) -> Grade:
+        """An Xid by NVIDIA's bucket for it (rule `xid-N`, as in a job's log); a health finding by
+        its severity."""
+        if self.xid is not None:
+            return xid_grade(self.xid)
+        return gpu_health_grade(self.rule, critical=self.severity is Severity.CRITICAL)
 
 
 # Xid → (category, critical?, meaning). Only codes whose cause is well established are listed;

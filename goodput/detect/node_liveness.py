@@ -28,6 +28,7 @@ import re2
 from pydantic import BaseModel, ConfigDict, Field
 
 from goodput.detect.scheduler_watch import node_dead
+from goodput.diagnose.source_grades import Grade, slurm_node_grade
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Frozen
 from goodput.scheduler import JobInfo, JobState, NodeInfo
 
@@ -268,6 +269,15 @@ def _anomaly_id(cluster: str, job: JobInfo, node: str, since: datetime) -> str:
     return "loss-" + hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
+def loss_grade(node: NodeInfo | None) -> Grade:
+    """A silent agent with Slurm saying the node is dead is graded by Slurm's reason for it; a silent
+    agent with only the job's output or its peers' lines to back it is `medium` (the node may be
+    alive behind a broken network), under its own rule."""
+    if node is not None and node_dead(node):
+        return slurm_node_grade(node.reason)
+    return Grade(confidence="medium", rule="node-loss")
+
+
 def corroborate(suspect: Suspect, *, cluster: str, node: NodeInfo | None, outputs: Sequence[JobOutput],
                 now: datetime, config: LivenessConfig) -> list[Anomaly]:
     """A node-loss anomaly for each running job on the suspect node that has a second signal.
@@ -286,10 +296,11 @@ def corroborate(suspect: Suspect, *, cluster: str, node: NodeInfo | None, output
         found = signals(suspect, node, output, now, config)
         if not found:
             continue
+        grade = loss_grade(node)
         anomalies.append(Anomaly(
             id=_anomaly_id(cluster, job, suspect.node, suspect.last_seen), source=AnomalySource.SCHEDULER,
             kind=AnomalyKind.NODE_FAILURE, cluster=cluster, job_id=job.job_id, job_attempt=job.restart_count,
-            nodes=(suspect.node,), category=Category.NODE_FAILURE,
+            nodes=(suspect.node,), category=Category.NODE_FAILURE, confidence=grade.confidence, rule=grade.rule,
             evidence=[f"node loss: {suspect.node} (heartbeat missed, corroborated by "
                       f"{', '.join(sorted({line.split(':', 1)[0] for line in found}))})", heartbeat, *found],
             observed_at=suspect.last_seen, detected_at=now))

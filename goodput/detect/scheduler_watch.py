@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
+from goodput.diagnose.source_grades import slurm_job_grade, slurm_node_grade
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Frozen, RestartEffect
 from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo, JobState, NodeInfo
 
@@ -74,10 +75,12 @@ def changes(previous: Snapshot, current: Snapshot, *, cluster: str, now: datetim
             dead = tuple(n for n in job.nodes if (node := current.nodes.get(n)) is not None and node_dead(node))
             status = exit_status(job.exit_code) if job.state is JobState.FAILED else None
             never = status is not None and status in never_restart_exit_codes
+            nodes = dead if category is Category.NODE_FAILURE else ()
+            grade = slurm_job_grade(job.state.value, nodes_named=bool(nodes))
             out.append(Anomaly(
                 id=_id(cluster, job_id, job.restart_count, job.state), source=AnomalySource.SCHEDULER,
                 kind=kind, cluster=cluster, job_id=job_id, job_attempt=job.restart_count,
-                nodes=dead if category is Category.NODE_FAILURE else (), category=category,
+                nodes=nodes, category=category, confidence=grade.confidence, rule=grade.rule,
                 evidence=[f"slurm: job {job_id} {job.state}"
                           + (f" exit={job.exit_code}" if job.exit_code else "")
                           + (f" reason={job.state_reason}" if job.state_reason else "")
@@ -91,11 +94,12 @@ def changes(previous: Snapshot, current: Snapshot, *, cluster: str, now: datetim
             continue
         for job_id, job in scope.items():
             if job.state in ACTIVE_JOB_STATES and name in job.nodes:
+                grade = slurm_node_grade(node.reason)
                 out.append(Anomaly(
                     id=_id(cluster, job_id, job.restart_count, "node", name, node.state),
                     source=AnomalySource.SCHEDULER,
                     kind=AnomalyKind.NODE_FAILURE, cluster=cluster, job_id=job_id, job_attempt=job.restart_count,
-                    nodes=(name,), category=Category.NODE_FAILURE,
+                    nodes=(name,), category=Category.NODE_FAILURE, confidence=grade.confidence, rule=grade.rule,
                     evidence=[f"slurm: node {name} {node.state} {' '.join(node.flags)} {node.reason}".strip()],
                     observed_at=now, detected_at=now))
     return out

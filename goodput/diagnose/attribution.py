@@ -252,7 +252,7 @@ def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
                         "reported, never acted on")
     return Attribution(category=category, culprits=tuple(culprits), explanation=explanation,
                        restart=restart, drain=drain, signature_ids=signatures, unverified_nodes=unverified,
-                       restart_effect=effect, rule=sig.id if sig is not None else f"category:{category}",
+                       restart_effect=effect, rule=sig.id if sig is not None else (lead.rule or f"category:{category}"),
                        confidence=lead.confidence)
 
 

@@ -7,7 +7,8 @@ that would exceed the budget trips it, and while it is open every drain is refus
 escalates to a person) until the cool-down passes or an operator resets it.
 
 The breaker also limits drains per switch and per rack (`switches`, `racks`: a configured map of
-the site's topology, Slurm hostlist expressions). Nodes under one switch failing together are
+the site's topology, Slurm hostlist expressions; without a configured switch map, Slurm's own leaf
+switches from topology.conf, `with_slurm_switches`). Nodes under one switch failing together are
 more often the switch than N bad nodes: a drain that would pass a group's limit trips that group,
 and further drains under it are refused until the cool-down passes or an operator resets the
 breaker: the incident waits for an operator's approval, told the switch is the likelier culprit,
@@ -19,13 +20,16 @@ Pure: the breaker workflow holds the state and calls `decide` with `workflow.now
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from pydantic import Field, field_validator
 
 from goodput.models import Frozen
+from goodput.scheduler import SlurmSwitch
 from goodput.slurm.hostlist import expand_hostlist
+from goodput.slurm.topology import leaf_switches
 
 MAX_GROUPS = 10_000
 
@@ -65,6 +69,17 @@ class BreakerPolicy(Frozen):
                      for kind, groups, limit in (("switch", self.switches, self.max_drains_per_switch),
                                                  ("rack", self.racks, self.max_drains_per_rack))
                      if limit > 0 for g in groups if node in g.members())
+
+
+def with_slurm_switches(policy: BreakerPolicy, switches: Sequence[SlurmSwitch]) -> BreakerPolicy:
+    """The policy with Slurm's leaf switches (topology.conf) as its switch map, where it limits drains
+    per switch and the site configured no map of its own: a configured map overrides Slurm's."""
+    if policy.switches or policy.max_drains_per_switch <= 0:
+        return policy
+    leaves = leaf_switches(switches)[:MAX_GROUPS]
+    if not leaves:
+        return policy
+    return policy.model_copy(update={"switches": tuple(TopologyGroup(name=s.name, nodes=s.nodes) for s in leaves)})
 
 
 class DrainGrant(Frozen):

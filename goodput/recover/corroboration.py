@@ -30,7 +30,7 @@ from goodput.recover.node_health import CheckResult
 class ExcludeBeforeDrainPolicy(Frozen):
     """`[policy.exclude_before_drain]`: whether a drain needs a second, independent signal."""
 
-    enabled: bool = False
+    enabled: bool = True
     # The site's health probe for a node only the job's log blames, run on request before deciding
     # (`{node}` is replaced by the node's name), e.g. ["ssh", "{node}", "dcgmi", "diag", "-r", "1"];
     # its failure is the node's own signal. Empty: no probe.

@@ -106,6 +106,19 @@ class Policy(Frozen):
         return self.partition_modes.get(partition, self.mode)
 
 
+def as_recorded(policy: Policy) -> Policy:
+    """The policy as the release that recorded it meant it. A snapshot from before earned autonomy
+    or exclude before drain existed carries neither key, and then both were off; their defaults
+    turned on later, and a recovery in flight never changes its policy, so such a snapshot keeps
+    them off. A snapshot that names them (every one written since) is returned as it is."""
+    update: dict[str, object] = {}
+    if "autonomy" not in policy.model_fields_set:
+        update["autonomy"] = AutonomyPolicy(earned=False)
+    if "exclude_before_drain" not in policy.model_fields_set:
+        update["exclude_before_drain"] = ExcludeBeforeDrainPolicy(enabled=False)
+    return policy.model_copy(update=update) if update else policy
+
+
 def _corroborated(corroboration: Corroboration) -> str:
     """What the plan says about the signals it found, node by node."""
     return "; ".join([*(f"drain {n}: corroborated ({corroboration.described(n)})" for n in corroboration.drain),

@@ -79,7 +79,7 @@ class AutonomyPolicy(Frozen):
 
     # False: autonomous partitions act on every verdict, as before records existed (the record is
     # still kept and shown). True: only a rule that earned it acts alone, on a `high` verdict.
-    earned: bool = False
+    earned: bool = True
     min_decisions: int = Field(default=20, ge=0, le=MAX_EVENTS_PER_RULE)
     min_agreement: float = Field(default=0.95, ge=0.0, le=1.0)
     no_false_drain_window_days: float = Field(default=30.0, ge=0.0, le=3650.0)

@@ -63,6 +63,10 @@ def squeue_output_patterns(job_id: str) -> Argv:
             "--Format=STDOUT:0|,STDERR:0|"]
 
 
+def show_topology() -> Argv:
+    return ["scontrol", "show", "topology"]
+
+
 def sinfo_json() -> Argv:
     return ["sinfo", "--json"]
 

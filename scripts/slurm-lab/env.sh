@@ -33,13 +33,14 @@ fi
 : "${SLURMLAB_REST_USER:=slurm}"         # slurmrestd refuses to run as root
 : "${SLURMLAB_CRED_EXPIRE:=10}"          # requeued jobs become eligible after this + 1 s
 : "${SLURMLAB_SLURMD_TIMEOUT:=20}"       # a dead slurmd -> node DOWN after about this + 20 s
+: "${SLURMLAB_SWITCH:=lableaf}"           # topology.conf's one leaf switch, over every node
 : "${SLURMLAB_USERS:=goodput-alice goodput-mallory}"  # unprivileged users for hostile-user tests
 : "${SLURMLAB_SLURM:=host}"             # host: the installed Slurm (22.05); 24.11|26.05: a Debian root
 : "${SLURMLAB_ROOTS:=/var/cache/goodput-slurmlab}"  # where root.sh caches those roots
 
 export SLURMLAB_HOME SLURMLAB_DIR SLURMLAB_NODES SLURMLAB_CPUS SLURMLAB_MEM SLURMLAB_GPUS \
   SLURMLAB_UTS SLURMLAB_CTL_PORT SLURMLAB_SLURMD_BASEPORT SLURMLAB_REST_PORT SLURMLAB_REST_USER \
-  SLURMLAB_CRED_EXPIRE SLURMLAB_SLURMD_TIMEOUT SLURMLAB_USERS SLURMLAB_SLURM SLURMLAB_ROOTS
+  SLURMLAB_CRED_EXPIRE SLURMLAB_SLURMD_TIMEOUT SLURMLAB_SWITCH SLURMLAB_USERS SLURMLAB_SLURM SLURMLAB_ROOTS
 export SLURM_CONF="$SLURMLAB_DIR/etc/slurm.conf"
 
 # Marker put into the environment of every daemon the lab starts.  down.sh only signals a pid

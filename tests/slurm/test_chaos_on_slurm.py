@@ -34,7 +34,7 @@ from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import JobInfo, JobState
-from tests.workflows.helpers import anomaly, inject
+from tests.workflows.helpers import ACTS_ALONE, anomaly, inject
 
 from .conftest import Lab, SlurmRecords
 from .harness import eventually
@@ -55,7 +55,7 @@ while true; do
   sleep 0.2
 done
 """
-POLICY = Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
+POLICY = Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
                 verify_running_timeout_s=120, in_job_follow_s=0)
 
 

@@ -26,7 +26,7 @@ from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
 from goodput.scheduler import ActionResult, JobState
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import anomaly, inject
+from tests.workflows.helpers import ACTS_ALONE, anomaly, inject
 from workers.client import TemporalIncidentService
 from workers.worker import build_worker
 
@@ -66,7 +66,7 @@ async def test_a_controller_stopped_for_a_minute_during_requeue_delays_the_recov
     job_id = submit(lab, tmp_path, "--nodes=2")
     job = await eventually(lambda: backend.get_job(job_id), lambda j: j.state is JobState.RUNNING,
                            timeout=30, what="job to run")
-    policy = Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
+    policy = Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
                     verify_running_timeout_s=120, in_job_follow_s=0)
     service = TemporalIncidentService(client, task_queue)
     seen: list[IncidentReport] = []

@@ -26,9 +26,10 @@ from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
 from goodput.recover.incident import Decision, DecisionVerb, IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy, ResumeStrategy
+from goodput.recover.trust import AutonomyPolicy
 from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import anomaly, inject, wait_for_state
+from tests.workflows.helpers import ACTS_ALONE, anomaly, inject, wait_for_state
 from workers.client import TemporalIncidentService
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
@@ -41,7 +42,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.timeout(240)]
 
 TWO_SIGNALS = Policy(mode=Mode.AUTONOMOUS, resume=ResumeStrategy.REQUEUE, coalesce_window_s=0.2, linger_s=0,
                      verify_poll_interval_s=0.5, verify_running_timeout_s=120, in_job_follow_s=0,
-                     exclude_before_drain=ExcludeBeforeDrainPolicy(enabled=True))
+                     exclude_before_drain=ExcludeBeforeDrainPolicy(enabled=True),
+                     autonomy=AutonomyPolicy(earned=False))  # the second signal, not the rule's record
 
 
 def _agent_xid(cluster: str, job_id: str, node: str) -> Anomaly:
@@ -118,7 +120,7 @@ async def test_three_drains_under_one_switch_trip_the_switch_limit(
     # Every lab node under one leaf switch; the requeued jobs are not waited for (the point is the drains).
     policy = Policy(mode=Mode.AUTONOMOUS, resume=ResumeStrategy.REQUEUE, coalesce_window_s=0.2, linger_s=0,
                     verify_poll_interval_s=0.5, verify_running_timeout_s=5, capacity_wait_s=0, in_job_follow_s=0,
-                    max_resume_attempts=1,
+                    max_resume_attempts=1, **ACTS_ALONE,
                     breaker=BreakerPolicy(max_drained_nodes=10, max_drains_per_switch=2,
                                           switches=(TopologyGroup(name="leaf1", nodes="node[1-64]"),)))
     jobs = [await _running(backend, lab, tmp_path) for _ in range(3)]

@@ -25,7 +25,7 @@ from goodput.recover.incident import IncidentReport
 from goodput.recover.policy import Policy
 from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import result
+from tests.workflows.helpers import ACTS_ALONE, result
 from tests.workflows.test_watchers import incident_appears
 from workers.client import TemporalIncidentService
 from workers.push import PushServer
@@ -68,7 +68,7 @@ async def test_a_job_printing_another_nodes_xid_drains_nothing(lab: Lab, client:
     cluster = f"lab{uuid.uuid4().hex[:6]}"
     backend = SlurmCliBackend()
     # Autonomous: if the forged host reached the plan, goodput would really drain it.
-    policy = Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
+    policy = Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
                     verify_running_timeout_s=5, verify_progress_timeout_s=5, max_resume_attempts=1)
     job_id = submit_as_mallory(lab, FORGED.format(victim="node4"))
     job = await eventually(lambda: backend.get_job(job_id), lambda j: j.state is JobState.RUNNING,
@@ -92,7 +92,8 @@ async def test_a_pushed_line_cannot_implicate_a_node_outside_its_job(lab: Lab, c
                                                                      task_queue: str) -> None:
     cluster = f"lab{uuid.uuid4().hex[:6]}"
     backend = SlurmCliBackend()
-    policy = Policy(mode=Mode.MONITOR, coalesce_window_s=0.2, linger_s=0)
+    # One log line would drain (no second signal needed): so only the allocation check keeps node3 out.
+    policy = Policy(mode=Mode.MONITOR, **ACTS_ALONE, coalesce_window_s=0.2, linger_s=0)
     job_id = submit_as_mallory(lab, "nothing to see")
     job = await eventually(lambda: backend.get_job(job_id), lambda j: j.state is JobState.RUNNING, timeout=20,
                            what="mallory's job to run")

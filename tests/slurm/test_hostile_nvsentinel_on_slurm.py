@@ -23,6 +23,7 @@ from goodput.models import IncidentKey, Mode
 from goodput.recover.policy import Policy
 from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
+from tests.workflows.helpers import ACTS_ALONE
 from tests.workflows.test_watchers import incident_appears
 from workers.client import TemporalIncidentService
 from workers.nvsentinel.server import serve_nvsentinel
@@ -67,7 +68,7 @@ async def test_mallorys_forged_event_on_loopback_does_not_touch_alices_job(lab: 
     await eventually(lambda: backend.get_job(job_id), lambda j: j.state is JobState.RUNNING, timeout=30,
                      what="alice's job running on node2")
     cluster = f"lab{uuid.uuid4().hex[:6]}"
-    rules = Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=0.2, linger_s=0)
+    rules = Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, coalesce_window_s=0.2, linger_s=0)
     sink = IncidentSink(TemporalIncidentService(client, task_queue), rules)
     settings = NvSentinelSettings(enabled=True, grpc_enabled=False, http_port=0,
                                   oauth_clients={"nvsentinel": "exporter-secret-0123456789abcdef"})

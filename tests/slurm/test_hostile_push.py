@@ -28,7 +28,7 @@ from goodput.recover.incident import IncidentReport
 from goodput.recover.policy import Policy
 from goodput.scheduler import JobInfo, JobState
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import result
+from tests.workflows.helpers import ACTS_ALONE, result
 from workers.client import TemporalIncidentService
 from workers.push import PushServer
 from workers.watch import IncidentSink
@@ -54,7 +54,7 @@ while true; do
   sleep 0.2
 done
 """
-POLICY = Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
+POLICY = Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
                 verify_running_timeout_s=5, verify_progress_timeout_s=5, max_resume_attempts=1, evidence_only_wait_s=0)
 
 

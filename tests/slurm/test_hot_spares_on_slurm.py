@@ -33,7 +33,7 @@ from goodput.scheduler import JobInfo, JobState, UnknownReservationError
 from goodput.slurm.submit_as import OwnerError
 from tests.fakes.notifier import RecordingNotifier
 from tests.helpers import wait_until
-from tests.workflows.helpers import anomaly, inject, result
+from tests.workflows.helpers import ACTS_ALONE, anomaly, inject, result
 from workers.worker import build_worker
 from workflows.node_health import NodeHealthWorkflow, node_health_workflow_id
 
@@ -100,7 +100,7 @@ async def fill(lab: Lab, backend: SlurmCliBackend) -> Full:
 
 
 def policy(spares: SparePolicy | None = None, **update: object) -> Policy:
-    base = Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
+    base = Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
                   verify_running_timeout_s=90, capacity_wait_s=300)
     return base.model_copy(update={"spares": spares or SparePolicy(), **update})
 

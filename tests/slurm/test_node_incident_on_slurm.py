@@ -42,6 +42,7 @@ from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
 from tests.helpers import wait_until
+from tests.workflows.helpers import ACTS_ALONE
 from tests.workflows.test_watchers import workflow_exists
 from workers.client import TemporalIncidentService
 from workers.watch import start_cluster_watch
@@ -55,7 +56,7 @@ from .harness import eventually
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.timeout(600)]
 
 NODE = "node3"
-POLICY = Policy(mode=Mode.AUTONOMOUS, resume=ResumeStrategy.RESUBMIT, coalesce_window_s=0.5, linger_s=0,
+POLICY = Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, resume=ResumeStrategy.RESUBMIT, coalesce_window_s=0.5, linger_s=0,
                 verify_poll_interval_s=0.5, verify_running_timeout_s=120)
 
 

@@ -20,7 +20,7 @@ from goodput.ownership import owning_incident
 from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import anomaly, inject
+from tests.workflows.helpers import ACTS_ALONE, anomaly, inject
 from workers.client import TemporalIncidentService
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.timeout(600)]
 SLEEP = "#!/bin/bash\nsleep 600\n"
 # Resubmission, because the jobs pin their nodes: a requeued copy pinned to a drained node would
 # wait for it forever; a resubmitted one drops the pin that names the excluded node.
-POLICY = Policy(mode=Mode.AUTONOMOUS, resume=ResumeStrategy.RESUBMIT, coalesce_window_s=0.2, linger_s=0,
+POLICY = Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, resume=ResumeStrategy.RESUBMIT, coalesce_window_s=0.2, linger_s=0,
                 verify_poll_interval_s=0.5, verify_running_timeout_s=90)
 
 

@@ -33,6 +33,7 @@ from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo, JobState
 from tests.fakes.notifier import RecordingNotifier
 from tests.helpers import free_port
 from tests.required import require_module
+from tests.workflows.helpers import ACTS_ALONE
 from tests.workflows.test_watchers import incident_appears
 from workers.watch import start_cluster_watch
 from workers.worker import build_worker
@@ -125,7 +126,7 @@ class Scenario:
 def policy(**overrides: object) -> Policy:
     # The coalesce window covers the launcher's monitor interval (1 s) plus the log poll, so its
     # restart line is weighed with the failure it answers; the follow window is short for a test.
-    return Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=4.0, linger_s=0, verify_poll_interval_s=0.5,
+    return Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, coalesce_window_s=4.0, linger_s=0, verify_poll_interval_s=0.5,
                   verify_running_timeout_s=60, verify_progress_timeout_s=60, max_resume_attempts=1,
                   in_job_follow_s=12.0).model_copy(update=overrides)
 

@@ -28,6 +28,7 @@ from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
 from tests.integration.test_nvsentinel import AUTH, CE_HEADERS, TOKEN, batch, cloudevent, fresh, xid_proto
+from tests.workflows.helpers import ACTS_ALONE
 from workers.client import TemporalIncidentService
 from workers.nvsentinel.server import serve_nvsentinel
 from workers.watch import IncidentSink
@@ -39,7 +40,7 @@ from .harness import eventually
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.timeout(300)]
 
-POLICY = Policy(mode=Mode.AUTONOMOUS, resume=ResumeStrategy.REQUEUE, coalesce_window_s=0.2, linger_s=0,
+POLICY = Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, resume=ResumeStrategy.REQUEUE, coalesce_window_s=0.2, linger_s=0,
                 verify_poll_interval_s=0.5, verify_running_timeout_s=120, in_job_follow_s=0)
 
 

@@ -24,7 +24,7 @@ from goodput.recover.node_incident import node_incident_id
 from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import anomaly, inject
+from tests.workflows.helpers import ACTS_ALONE, anomaly, inject
 from workers.client import TemporalIncidentService
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.timeout(300)]
 
 NODE = "node2"
 # Resubmission: the jobs pin NODE, and a requeued copy would keep the pin and wait for it.
-POLICY = Policy(mode=Mode.AUTONOMOUS, resume=ResumeStrategy.RESUBMIT, coalesce_window_s=0.2, linger_s=0,
+POLICY = Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, resume=ResumeStrategy.RESUBMIT, coalesce_window_s=0.2, linger_s=0,
                 verify_poll_interval_s=0.5, verify_running_timeout_s=90, in_job_follow_s=0)
 
 

@@ -31,7 +31,7 @@ from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import ActionResult, JobState
 from goodput.slurm.records import split_record
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import anomaly, inject
+from tests.workflows.helpers import ACTS_ALONE, anomaly, inject
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
 
@@ -41,7 +41,7 @@ from .test_chaos_on_slurm import XID
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.timeout(240)]
 
-POLICY = Policy(mode=Mode.AUTONOMOUS, resume=ResumeStrategy.REQUEUE, coalesce_window_s=0.2, linger_s=0,
+POLICY = Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, resume=ResumeStrategy.REQUEUE, coalesce_window_s=0.2, linger_s=0,
                 verify_poll_interval_s=0.5, verify_running_timeout_s=120, in_job_follow_s=0)
 
 

@@ -27,7 +27,7 @@ from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
 from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import anomaly, inject
+from tests.workflows.helpers import ACTS_ALONE, anomaly, inject
 from workers.client import TemporalIncidentService
 from workers.worker import build_worker, scheduler_from
 
@@ -54,7 +54,7 @@ async def test_slurmrestd_down_as_an_incident_opens_delays_it_without_escalating
                                "command_timeout_s": 8})
     backend = scheduler_from(settings)
     assert isinstance(backend, SlurmRestBackend)
-    policy = Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
+    policy = Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
                     verify_running_timeout_s=120, in_job_follow_s=0)
     service = TemporalIncidentService(client, task_queue)
     seen: list[IncidentReport] = []

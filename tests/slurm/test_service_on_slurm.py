@@ -18,7 +18,7 @@ from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
 from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import anomaly, inject, result
+from tests.workflows.helpers import ACTS_ALONE, anomaly, inject, result
 from tests.workflows.test_watchers import incident_appears
 from workers.watch import start_cluster_watch
 from workers.worker import build_worker
@@ -71,12 +71,14 @@ async def test_xid_printed_by_a_slurm_job_opens_an_incident(lab: Lab, client: Cl
     assert report.state is IncidentState.RECOMMENDED_ONLY
     lead = report.anomalies[0]
     assert "xid-79" in lead.signature_ids and lead.nodes == job.nodes
-    assert report.plan is not None and report.plan.nodes_to_drain() == job.nodes
+    # The job's log alone blames the node: by default it is excluded and marked suspect, not drained.
+    assert report.plan is not None and report.plan.suspect_nodes == job.nodes
+    assert report.plan.nodes_to_drain() == ()
 
 
 async def test_autonomous_recovery_of_a_real_job(lab: Lab, client: Client, task_queue: str, tmp_path: Path) -> None:
     backend = SlurmCliBackend()
-    policy = Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
+    policy = Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
                     verify_running_timeout_s=90)
     job_id = submit(lab, tmp_path, "--nodes=2")
     job = await eventually(lambda: backend.get_job(job_id), lambda j: j.state is JobState.RUNNING,

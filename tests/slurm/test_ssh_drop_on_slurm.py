@@ -31,7 +31,7 @@ from goodput.recover.policy import Policy
 from goodput.scheduler import JobState
 from goodput.slurm.records import split_record
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import anomaly, inject
+from tests.workflows.helpers import ACTS_ALONE, anomaly, inject
 from workers.worker import build_worker
 
 from .conftest import Lab, SlurmRecords, Sshd
@@ -144,7 +144,7 @@ async def test_a_connection_dropped_mid_requeue_requeues_the_job_once(
     sshd_pid = int((sshd.known_hosts.parent / "sshd.pid").read_text().split()[0])
     runner = DropsMidRequeue(lab, sshd, sshd_pid=sshd_pid, controller=controller_pid(lab))
     backend = SlurmCliBackend(runner)
-    policy = Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
+    policy = Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
                     verify_running_timeout_s=120, in_job_follow_s=0)
     try:
         job_id = submit(lab, tmp_path, "--nodes=2")

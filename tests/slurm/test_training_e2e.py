@@ -27,7 +27,7 @@ from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
 from tests.required import require_module
-from tests.workflows.helpers import result
+from tests.workflows.helpers import ACTS_ALONE, result
 from tests.workflows.test_watchers import incident_appears
 from workers.watch import start_cluster_watch
 from workers.worker import build_worker
@@ -89,7 +89,7 @@ class Scenario:
 
 
 def policy(**overrides: object) -> Policy:
-    return Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=1.0, linger_s=0, verify_poll_interval_s=0.5,
+    return Policy(mode=Mode.AUTONOMOUS, **ACTS_ALONE, coalesce_window_s=1.0, linger_s=0, verify_poll_interval_s=0.5,
                   verify_running_timeout_s=120, verify_progress_timeout_s=120, max_resume_attempts=1).model_copy(
         update=overrides)
 

@@ -16,6 +16,7 @@ from temporalio.client import Client
 
 from activities.adapters.slurm_cli import SlurmCliBackend
 from goodput.models import Anomaly, AnomalyKind, Category, Mode, OperatorDecision
+from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
 from goodput.recover.incident import Decision, DecisionVerb
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
@@ -35,7 +36,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.timeout(600)]
 # No decisions needed: a fresh rule is trusted until operators say it is wrong.
 POLICY = Policy(mode=Mode.AUTONOMOUS, coalesce_window_s=0.2, linger_s=0, verify_poll_interval_s=0.5,
                 verify_running_timeout_s=240, approval_timeout_s=300,
-                autonomy=AutonomyPolicy(earned=True, min_decisions=0, min_agreement=0.0))
+                autonomy=AutonomyPolicy(earned=True, min_decisions=0, min_agreement=0.0),
+                exclude_before_drain=ExcludeBeforeDrainPolicy(enabled=False))  # the record, not the second signal
 
 
 async def test_three_wrong_of_five_fall_back_to_approval_and_a_pin_overrides(lab: Lab, client: Client,

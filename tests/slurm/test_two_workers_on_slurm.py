@@ -50,7 +50,9 @@ async def test_two_workers_and_two_detectors_make_one_incident_that_acts_once(
     env = {"SLURM_CONF": str(lab.conf), "GOODPUT_SCHEDULER": "slurm-cli", "GOODPUT_CLUSTER": cluster,
            "GOODPUT_SCHEDULER_POLL_S": "0.5", "GOODPUT_LOG_POLL_S": "0.1", "GOODPUT_RESUBMIT_KEY": uuid.uuid4().hex,
            "GOODPUT_POLICY__MODE": "autonomous", "GOODPUT_POLICY__LINGER_S": "0",
-           "GOODPUT_POLICY__VERIFY_POLL_INTERVAL_S": "0.5", "GOODPUT_POLICY__IN_JOB_FOLLOW_S": "0"}
+           "GOODPUT_POLICY__VERIFY_POLL_INTERVAL_S": "0.5", "GOODPUT_POLICY__IN_JOB_FOLLOW_S": "0",
+           # the point is acting once: on the job's log alone, with no record at the site yet
+           "GOODPUT_POLICY__AUTONOMY__EARNED": "false", "GOODPUT_POLICY__EXCLUDE_BEFORE_DRAIN__ENABLED": "false"}
     workers: list[subprocess.Popen[bytes]] = []
     for name in ("head1", "head2"):
         (tmp_path / name).mkdir()

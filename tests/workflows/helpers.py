@@ -13,9 +13,11 @@ from temporalio.client import Client
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
 from goodput.recover.audit import AuditLog
+from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
 from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
+from goodput.recover.trust import AutonomyPolicy
 from goodput.scheduler import JobInfo, JobState
 from tests.fakes.notifier import RecordingNotifier
 from tests.helpers import eventually
@@ -23,7 +25,16 @@ from workers.client import TemporalIncidentService
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
 
-FAST = Policy(coalesce_window_s=0.2, verify_poll_interval_s=0.2, verify_running_timeout_s=20, linger_s=0)
+# What a recovery does once it acts alone. Earned autonomy and the second signal for a drain are
+# on by default (a rule with no record at the site waits for approval; a node only the job's log
+# blames is excluded, not drained): these tests opt out in their own policy, so an autonomous
+# incident acts on one log line as they were written to test. The defaults themselves are tested
+# in test_trust_record.py, test_exclude_before_drain.py and test_safe_defaults.py.
+# `policy.model_copy(update=ACTS_ALONE)` opts another policy out the same way.
+ACTS_ALONE: dict[str, object] = {"autonomy": AutonomyPolicy(earned=False),
+                                 "exclude_before_drain": ExcludeBeforeDrainPolicy(enabled=False)}
+FAST = Policy(coalesce_window_s=0.2, verify_poll_interval_s=0.2, verify_running_timeout_s=20, linger_s=0,
+              autonomy=AutonomyPolicy(earned=False), exclude_before_drain=ExcludeBeforeDrainPolicy(enabled=False))
 
 
 def anomaly(job_id: str = "1001", *, kind: AnomalyKind = AnomalyKind.GPU_FAULT,

@@ -19,6 +19,7 @@ from goodput.detect.nvsentinel.disposition import Disposition, Triage
 from goodput.detect.nvsentinel.events import HealthEvent, NvSentinelEventError
 from goodput.detect.nvsentinel.wire import MAX_LIST, clean_text
 from goodput.detect.watch import OptInRule
+from goodput.diagnose.source_grades import nvsentinel_grade
 from goodput.identifiers import InvalidIdentifierError, validate_node_name
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category
 from goodput.ownership import is_goodput_reason
@@ -136,11 +137,12 @@ def event_anomalies(event: HealthEvent, *, node: str, cluster: str, jobs: Sequen
     kind, category = kind_and_category(event.component_class)
     evidence = evidence_lines(event, triaged=triaged, node_info=node_info, earlier=earlier)
     when = observed_at(event, now)
+    grade = nvsentinel_grade(event.recommended_action.value)
     return [Anomaly(id=anomaly_id(event, cluster=cluster, job=job, node=node), source=AnomalySource.GPU,
                     kind=kind, cluster=cluster, job_id=job.job_id, job_attempt=job.restart_count,
                     nodes=(node,) if triaged.blame_node else (), gpus=impacted_gpus(event, node),
                     evidence=evidence, category=category, signature_ids=_xid_signatures(event),
-                    observed_at=when, detected_at=now)
+                    observed_at=when, detected_at=now, confidence=grade.confidence)
             for job in jobs]
 
 

@@ -1,0 +1,54 @@
+"""Slurm's switch map for the drain breaker, read through the scheduler at most every few minutes.
+
+The breaker limits drains per switch; a site that runs TopologyPlugin=topology/tree has that map
+in Slurm already. Reading it for every drain request would put a `scontrol show topology` on the
+path of every recovery, and a topology changes when hardware is recabled, not between drains; so
+it is read at most once per `refresh_s`, and a read that fails keeps the last map known (none at
+first) with a warning: the breaker's own cluster limit never depends on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from goodput.recover.breaker import BreakerPolicy, with_slurm_switches
+from goodput.scheduler import Scheduler, SchedulerError, SlurmSwitch
+
+log = logging.getLogger(__name__)
+
+TOPOLOGY_REFRESH_S = 300.0
+
+
+class SwitchMap:
+    """One scheduler's leaf switches, cached for `refresh_s`."""
+
+    def __init__(self, scheduler: Scheduler, refresh_s: float = TOPOLOGY_REFRESH_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._scheduler = scheduler
+        self._refresh_s = refresh_s
+        self._clock = clock
+        self._switches: tuple[SlurmSwitch, ...] = ()
+        self._read_at: float | None = None
+        self._lock = asyncio.Lock()
+
+    async def switches(self) -> tuple[SlurmSwitch, ...]:
+        async with self._lock:
+            now = self._clock()
+            if self._read_at is not None and now - self._read_at < self._refresh_s:
+                return self._switches
+            self._read_at = now  # a failed read is not retried before the next refresh either
+            try:
+                self._switches = tuple(await self._scheduler.topology())
+            except SchedulerError as exc:
+                log.warning("Slurm's topology could not be read (%s): the breaker keeps the switch map it had "
+                            "(%d switches)", exc, len(self._switches))
+            return self._switches
+
+    async def applied(self, policy: BreakerPolicy) -> BreakerPolicy:
+        """`policy` with Slurm's switches where it limits drains per switch and configures no map."""
+        if policy.switches or policy.max_drains_per_switch <= 0:
+            return policy
+        return with_slurm_switches(policy, await self.switches())
