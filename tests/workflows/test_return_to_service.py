@@ -26,6 +26,7 @@ from goodput.recover.node_health import (
     return_refusal,
 )
 from goodput.service.incidents import DecisionRejectedError, UnknownIncidentError
+from tests.helpers import eventually
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
 from workers.client import TemporalIncidentService
 from workflows.node_health import NodeHealthWorkflow, node_health_workflow_id
@@ -89,16 +90,22 @@ async def test_a_node_failing_its_check_stays_drained_and_is_escalated(client: C
         assert (shown.node, shown.phase) == ("node2", Phase.ESCALATED)
 
 
-async def test_someone_elses_drain_is_left_alone(client: Client, task_queue: str) -> None:
+async def test_someone_elses_drain_is_left_alone(client: Client, task_queue: str, tmp_path: Path) -> None:
+    # The check says it started, then waits for the test's gate: the administrator's takeover happens
+    # while goodput's check runs, whatever the machine's load.
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    check = (f"import os, time\nopen({str(started)!r}, 'w').close()\n"
+             f"while not os.path.exists({str(gate)!r}): time.sleep(0.05)")
     policy = FAST.model_copy(update={"return_to_service": QUICK.model_copy(update={
-        "check_command": (sys.executable, "-c", "import time; time.sleep(0.5)")})})
+        "check_command": (sys.executable, "-c", check)})})
     fake = FakeScheduler()
     async with running_worker(client, task_queue, scheduler=fake):
         a = anomaly()
         await result(client, await inject(client, task_queue, a, policy, Mode.AUTONOMOUS))
-        await asyncio.sleep(0.4)  # quarantined: an administrator takes the node over
+        await eventually(started.exists, timeout=30, what="the check started")  # an administrator takes over
         await fake.resume_node("node2", (await fake.get_node("node2")).reason)
         await fake.drain_node("node2", "bad PSU, ticket 4711")
+        gate.touch()
         final = await asyncio.wait_for(health(client, a.cluster, "node2"), 30)
     assert final.phase is Phase.NOT_OURS and "drained by someone else" in final.why
     node = await fake.get_node("node2")
