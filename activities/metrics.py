@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from opentelemetry import metrics
-from opentelemetry.metrics import Meter
+from opentelemetry.metrics import Counter, Meter
 
 from goodput.recover.audit import AuditAction, AuditRecord
 from goodput.recover.incident import Notification
@@ -72,6 +72,10 @@ class RecoveryMetrics:
             "goodput.breaker.trips", description="drain breaker trips, by cluster")
         self._closed = Once()
         self._trips = Once()
+
+    def counters(self) -> dict[str, Counter]:
+        return {"goodput.drains": self.drains, "goodput.incidents.closed": self.incidents_closed,
+                "goodput.lost_gpu_hours": self.lost_gpu_hours, "goodput.breaker.trips": self.breaker_trips}
 
     def accepted(self, action: AuditAction, observed_at: datetime | None) -> None:
         """Slurm accepted one action (one node's drain, a requeue, a resubmission, a stop) just now."""

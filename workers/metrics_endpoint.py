@@ -12,7 +12,7 @@ import asyncio
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from workers.prometheus import CONTENT_TYPE, published
+from workers.prometheus import CONTENT_TYPE, ExpositionUnavailableError, published
 
 
 async def metrics_endpoint(request: Request) -> Response:
@@ -21,5 +21,9 @@ async def metrics_endpoint(request: Request) -> Response:
         return PlainTextResponse("metrics are not set up in this process (workers.telemetry.setup_metrics)\n",
                                  status_code=503)
     # Collecting aggregates every instrument: off the event loop, which serves the console.
-    body = await asyncio.to_thread(exposition.render)
+    try:
+        body = await asyncio.to_thread(exposition.render)
+    except ExpositionUnavailableError as err:
+        # Never 200 with nothing: Prometheus marks the target down and says why, alerts do not flap.
+        return PlainTextResponse(f"{err}\n", status_code=503)
     return Response(body, headers={"Content-Type": CONTENT_TYPE})

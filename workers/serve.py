@@ -40,7 +40,8 @@ from workers.worker import ensure_search_attributes, scheduler_from, worker_for
 def start_telemetry(settings: Settings, metrics_file: Path | None) -> Callable[[], None]:
     """Metrics (JSON file, /metrics, OTLP when configured) and traces (OTLP when configured); the
     returned function flushes and stops both."""
-    metrics = setup_metrics(metrics_file, settings.metrics_interval_s, otlp_endpoint=settings.otlp_endpoint)
+    metrics = setup_metrics(metrics_file, settings.metrics_interval_s, otlp_endpoint=settings.otlp_endpoint,
+                            clusters=(settings.cluster,))
     tracing = setup_tracing(settings.otlp_endpoint)
 
     def stop() -> None:

@@ -11,6 +11,7 @@ leave the process; without an endpoint there is none, and spans cost nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -23,6 +24,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from activities.metrics import RecoveryMetrics
+from goodput import metric_series
 from goodput.extras import require
 from workers.prometheus import Exposition, publish
 
@@ -37,6 +40,10 @@ class Instruments:
     detection_latency: Histogram
     submit_latency: Histogram
     anomalies: Counter
+    incidents_opened: Counter
+
+    def counters(self) -> dict[str, Counter]:
+        return {"goodput.anomalies": self.anomalies, "goodput.incidents.opened": self.incidents_opened}
 
 
 def instruments(meter: Meter | None = None) -> Instruments:
@@ -50,7 +57,19 @@ def instruments(meter: Meter | None = None) -> Instruments:
             "goodput.anomaly.submit.latency", unit="s", explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
             description="from detection to the incident workflow accepting the anomaly (signal-with-start)"),
         anomalies=meter.create_counter("goodput.anomalies", description="anomalies submitted, by source and kind"),
+        incidents_opened=meter.create_counter(
+            "goodput.incidents.opened",
+            description="incidents this process's detectors opened (the anomaly started a new incident), by source"),
     )
+
+
+def start_at_zero(clusters: Iterable[str] = (), meter: Meter | None = None) -> None:
+    """Adds 0 to every counter for every known label set (goodput.metric_series), on the global
+    meters the recorders use unless one is given (tests), so each series exists from start-up."""
+    by_name = {**instruments(meter).counters(), **RecoveryMetrics(meter).counters()}
+    for series in metric_series.counters(clusters):
+        for labels in series.label_sets:
+            by_name[series.name].add(0, dict(labels))
 
 
 def otlp_url(endpoint: str, signal: str) -> str:
@@ -60,9 +79,11 @@ def otlp_url(endpoint: str, signal: str) -> str:
 
 
 def setup_metrics(metrics_file: Path | None, interval_s: float = 30.0,
-                  readers: tuple[MetricReader, ...] = (), *, otlp_endpoint: str = "") -> MeterProvider:
+                  readers: tuple[MetricReader, ...] = (), *, otlp_endpoint: str = "",
+                  clusters: Iterable[str] = ()) -> MeterProvider:
     """Installs the process's MeterProvider (the first call wins: OpenTelemetry keeps the first
-    global provider). Shut the returned provider down at exit: it flushes the last exports."""
+    global provider), its counters at 0 for every known label set (`clusters`: the breaker's).
+    Shut the returned provider down at exit: it flushes the last exports."""
     exposition = Exposition()  # pull-based: costs nothing until something scrapes /metrics
     all_readers = [*readers, exposition.reader]
     if metrics_file is not None:
@@ -79,6 +100,7 @@ def setup_metrics(metrics_file: Path | None, interval_s: float = 30.0,
     provider = MeterProvider(metric_readers=all_readers, resource=SERVICE)
     metrics.set_meter_provider(provider)
     if metrics.get_meter_provider() is provider:
+        start_at_zero(clusters)
         publish(exposition)  # only the installed provider sees the global meter's instruments
     return provider
 

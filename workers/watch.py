@@ -22,6 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from goodput.detect.logtail import TailCursor
 from goodput.detect.watch import WatchCheckpoint, WatchClusterInput, WatchJobInput
+from goodput.metric_series import anomaly_labels
 from goodput.models import Anomaly, IncidentKey, LogMark
 from goodput.recover.policy import Policy
 from goodput.service.incidents import IncidentService
@@ -46,7 +47,7 @@ class IncidentSink:
         self._tracer = tracer or trace.get_tracer("goodput.detect")
 
     async def submit(self, anomaly: Anomaly) -> None:
-        labels = {"source": anomaly.source.value, "kind": anomaly.kind.value}
+        labels = anomaly_labels(anomaly.source, anomaly.kind)
         self._metrics.detection_latency.record(
             max(0.0, (anomaly.detected_at - anomaly.observed_at).total_seconds()), labels)
         # The root of the incident's trace: the client's tracing interceptor carries it into the
@@ -60,6 +61,8 @@ class IncidentSink:
         self._metrics.submit_latency.record(
             max(0.0, (datetime.now(UTC) - anomaly.detected_at).total_seconds()), labels)
         self._metrics.anomalies.add(1, labels)
+        if result.new_incident:
+            self._metrics.incidents_opened.add(1, {"source": labels["source"]})
         if result.note:
             log.info("anomaly %s for %s: %s", anomaly.id, result.incident_id, result.note)
 

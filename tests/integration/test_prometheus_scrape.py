@@ -10,33 +10,23 @@ which installs it with scripts/install-console-tools.sh) it fails instead.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from opentelemetry.sdk.metrics import MeterProvider
-from starlette.applications import Starlette
-from starlette.routing import Route
 
-from tests.helpers import free_port
-from tests.required import unavailable
-from workers.metrics_endpoint import metrics_endpoint
+from tests.integration.metrics_harness import prometheus, prometheus_or_skip, query, serve_metrics
 from workers.prometheus import Exposition
 from workers.telemetry import instruments
 
 REPO = Path(__file__).resolve().parents[2]
-PROMETHEUS = Path("/usr/bin/prometheus")
 QUANTILE = "histogram_quantile(0.5, sum by (le) (goodput_detection_latency_seconds_bucket))"
 MEAN = "sum(goodput_detection_latency_seconds_sum) / sum(goodput_detection_latency_seconds_count)"
 # No proxy for loopback, whatever the environment says (requests and httpx both read these).
@@ -46,69 +36,8 @@ PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTP
 @pytest.fixture
 async def metrics_url(exposition: Exposition) -> AsyncIterator[str]:
     """`metrics_endpoint` served by uvicorn, as the console mounts it."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-    app = Starlette(routes=[Route("/metrics", metrics_endpoint)])
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", ws="none"))
-    task = asyncio.create_task(server.serve(sockets=[listener]))
-    try:
-        for _ in range(200):
-            if server.started or task.done():
-                break
-            await asyncio.sleep(0.05)
-        assert server.started, "uvicorn did not start"
-        yield f"http://127.0.0.1:{port}/metrics"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 10)
-        listener.close()
-
-
-def prometheus_or_skip() -> Path:
-    if PROMETHEUS.is_file() and os.access(PROMETHEUS, os.X_OK):
-        return PROMETHEUS
-    message = f"{PROMETHEUS} is not installed (scripts/install-console-tools.sh installs Debian's prometheus)"
-    unavailable(message)
-
-
-@contextlib.contextmanager
-def prometheus(binary: Path, workdir: Path, target: str) -> Iterator[str]:
-    """A real Prometheus scraping `target` every second; stopped (and reaped) whatever happens."""
-    port = free_port()
-    config = workdir / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                      "scrape_configs:\n  - job_name: goodput\n    metrics_path: /metrics\n"
-                      f"    static_configs:\n      - targets: ['{target}']\n")
-    log = (workdir / "prometheus.log").open("wb")
-    process = subprocess.Popen(
-        [str(binary), f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-        cwd=workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-        log.close()
-
-
-async def query(client: httpx.AsyncClient, api: str, promql: str, timeout_s: float = 60.0) -> float:
-    """The value of an instant query, once Prometheus has scraped enough to answer it."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = "no answer yet"
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.TransportError):  # still starting
-            answer = (await client.get(f"{api}/api/v1/query", params={"query": promql})).json()
-            last = answer
-            if answer.get("status") == "success" and answer["data"]["result"]:
-                return float(answer["data"]["result"][0]["value"][1])
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"Prometheus did not answer {promql!r} within {timeout_s:.0f}s: {last}")
+    async with serve_metrics() as url:
+        yield url
 
 
 async def test_prometheus_scrapes_the_detection_histogram(exposition: Exposition, metrics_url: str,

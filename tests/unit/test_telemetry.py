@@ -13,7 +13,9 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricR
 from starlette.requests import Request
 from temporalio.testing import ActivityEnvironment
 
+from activities.metrics import RecoveryMetrics
 from activities.recovery import RecoveryActivities
+from goodput import metric_series
 from goodput.checkpoints import LostWork
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Anomaly, Category, Mode
@@ -249,3 +251,27 @@ async def test_breaker_trips_count_once_per_audit_record(recorded: Recorded) -> 
     await recorded.env.run(recorded.activities.audit, trip)  # a retry after the log write failed
     await recorded.env.run(recorded.activities.audit, AuditInput(records=(record(3, AuditAction.BREAKER_TRIP),)))
     assert recorded.value("goodput.breaker.trips", cluster="c1") == 2
+
+
+async def test_an_anomaly_that_opens_an_incident_counts_it_opened_once() -> None:
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    service = Service()
+    sink = IncidentSink(service, Policy(), meter=meter)
+    now = datetime.now(UTC)
+    await sink.submit(Anomaly(id="a1", source="gpu", kind="gpu-fault", job_id="7", observed_at=now, detected_at=now))
+    data = reader.get_metrics_data()
+    assert data is not None
+    opened = [point for resource in data.resource_metrics for scope in resource.scope_metrics
+              for metric in scope.metrics if metric.name == "goodput.incidents.opened"
+              for point in metric.data.data_points if isinstance(point, NumberDataPoint)]
+    assert [(point.value, dict(point.attributes or {})) for point in opened] == [(1, {"source": "gpu"})]
+
+
+def test_every_counter_and_histogram_is_in_the_known_series() -> None:
+    """goodput.metric_series lists every instrument the recorders create, and nothing else."""
+    meter = MeterProvider(metric_readers=[InMemoryMetricReader()]).get_meter("test")
+    recorders = {**instruments(meter).counters(), **RecoveryMetrics(meter).counters()}
+    assert set(recorders) == {series.name for series in metric_series.counters()}
+    assert {"goodput.detection.latency", "goodput.anomaly.submit.latency", "goodput.action.latency"} == {
+        series.name for series in metric_series.histograms()}
