@@ -195,10 +195,16 @@ async def cmd_console(settings: Settings, console: Console) -> int:
     """The console alone, against a running service (its workers elsewhere)."""
     client = await connect_from(settings)
     settings = settings.model_copy(update={"console": settings.console.model_copy(update={"enabled": True})})
+    # Its /metrics is the chart's readiness probe: the process's own series (zero until it records)
+    # make it answer 200 from start-up, never 503 "not set up".
+    stop_telemetry = start_telemetry(settings, settings.metrics_file)
 
     async def serve(stop: asyncio.Event) -> None:
         async with console_if_enabled(settings, client, console):
             await stop.wait()
 
-    await run_until_signalled(serve)
+    try:
+        await run_until_signalled(serve)
+    finally:
+        stop_telemetry()
     return 0
