@@ -90,6 +90,16 @@ def waiting_for_capacity(reason: str) -> bool:
     return reason.split(",")[0].split(" ")[0] in CAPACITY_REASONS
 
 
+def until_next_poll(now: float, interval_s: float) -> float:
+    """Seconds to the next multiple of the interval on this process's clock (at least half an
+    interval away), so the polls of a storm's incidents fall on the same instants and go to Slurm
+    together (the CLI backend batches the reads of one tick)."""
+    if interval_s <= 0:
+        return 0.0
+    wait = interval_s - now % interval_s
+    return wait + interval_s if wait < interval_s / 2 else wait
+
+
 class RecoveryActivities:
     """Bound to one scheduler and one notifier; registered on the worker as methods."""
 
@@ -210,28 +220,31 @@ class RecoveryActivities:
         missing, missing_at = "", -1e9
         async with heartbeating(lambda: last):  # also while one poll waits on a slow scheduler
             while True:
-                job = await mapped(self._scheduler.get_job(request.job_id))
+                # the status alone (a storm's polls of one tick are one squeue): no job-written bytes
+                job = await mapped(self._scheduler.job_status(request.job_id))
                 restarted = not request.same_job or job.restart_count > request.restart_count_before
                 last = f"job {job.job_id} is {job.state} (restarts={job.restart_count})"
                 if job.state is JobState.PENDING and waiting_for_capacity(job.state_reason):
                     if loop.time() - missing_at >= CAPACITY_NOTE_EVERY_S:  # the node list costs a read
-                        missing, missing_at = await self._missing(job), loop.time()
+                        missing, missing_at = await self._missing(request.job_id), loop.time()
                     last += f", waiting for capacity ({job.state_reason}: {missing})"
                     deadline = max(deadline, min(loop.time() + request.poll_interval_s * 2, capacity_deadline))
                 if job.state is JobState.RUNNING and restarted:
                     running = f"{last} on {','.join(job.nodes) or '?'}"
                     if request.progress_past is None:
                         return VerifyResult(ok=True, detail=running, nodes=job.nodes)
-                    return (await self._progress(request, job, running)).model_copy(update={"nodes": job.nodes})
+                    full = await mapped(self._scheduler.get_job(request.job_id))  # its output paths
+                    return (await self._progress(request, full, running)).model_copy(update={"nodes": job.nodes})
                 if restarted and job.state not in (JobState.PENDING, JobState.REQUEUED, JobState.RUNNING,
                                                    JobState.COMPLETING):
                     return VerifyResult(ok=False, detail=f"resumed job ended: {last}")
                 if loop.time() >= deadline:
                     return VerifyResult(ok=False, detail=f"not running within {request.timeout_s:.0f}s: {last}")
-                await asyncio.sleep(request.poll_interval_s)
+                await asyncio.sleep(until_next_poll(loop.time(), request.poll_interval_s))
 
-    async def _missing(self, job: JobInfo) -> str:
+    async def _missing(self, job_id: str) -> str:
         try:
+            job = await self._scheduler.get_job(job_id)  # its partition, exclusions and size
             # the job's partition only: its cost must not grow with the cluster (issue #29)
             nodes = await self._scheduler.list_nodes(job.partition)
         except SchedulerError as err:

@@ -75,6 +75,23 @@ class JobInfo(Frozen):
     group_id: int | None = Field(default=None, ge=0, le=2**32 - 1)
 
 
+class JobStatus(Frozen):
+    """What a poll needs of a job, and nothing its owner can write: a storm's polls of many jobs
+    are one batched read of exactly these fields (issue #29)."""
+
+    job_id: str
+    state: JobState
+    state_reason: str = Field(default="", max_length=300)
+    nodes: tuple[str, ...] = ()
+    restart_count: int = Field(default=0, ge=0)
+
+
+def status_of(job: JobInfo) -> JobStatus:
+    """A full record's status fields (backends that read one job at a time)."""
+    return JobStatus(job_id=job.job_id, state=job.state, state_reason=job.state_reason[:300], nodes=job.nodes,
+                     restart_count=job.restart_count)
+
+
 class NodeInfo(Frozen):
     """One Slurm node: its state and flags, and why (and by whom) it is drained or down."""
 
@@ -156,6 +173,11 @@ class Scheduler(Protocol):
 
     async def get_job(self, job_id: str) -> JobInfo:
         """The job `job_id`, only from output that cannot be another job's; UnknownJobError if there is none."""
+        ...
+
+    async def job_status(self, job_id: str) -> JobStatus:
+        """The job's state, reason, nodes and restart count; backends may send the reads of one tick
+        as one command (the CLI's `squeue -j 1,2,3`); UnknownJobError if there is no such job."""
         ...
 
     async def list_jobs(self) -> Sequence[JobInfo]:

@@ -30,6 +30,7 @@ import contextlib
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from activities.adapters import slurm_batch
 from activities.adapters.slurm_action import act_unless_done, change_node
 from activities.adapters.slurm_batch import DEFAULT_MAX_WAIT_S, DEFAULT_TICK_S, Coalescer, Kind, Outcome, Share
 from activities.adapters.slurm_owner import (
@@ -44,12 +45,14 @@ from goodput.identifiers import validate_job_id, validate_node_name, validate_re
 from goodput.scheduler import (
     ActionResult,
     JobInfo,
+    JobStatus,
     NodeInfo,
     PermanentSchedulerError,
     ReservationInfo,
     ResubmitRequest,
     UnknownNodeError,
     UnknownReservationError,
+    status_of,
 )
 from goodput.slurm import batch, commands, rules
 from goodput.slurm.errors import SlurmRecordError, classify, is_pending_execution
@@ -195,6 +198,14 @@ class SlurmCliBackend:
         if record["BatchFlag"] == "1" and "StdOut" not in record:
             return await self._job_from_json(job_id)  # its output path could not be told apart
         return job_from_record(record)
+
+    async def job_status(self, job_id: str) -> JobStatus:
+        # A storm's polls share one squeue per tick; anything it does not plainly answer is read alone.
+        if batch.batchable_job(validate_job_id(job_id)):
+            status = await slurm_batch.read_status(self._coalescer, job_id)
+            if status is not None:
+                return status
+        return status_of(await self.get_job(job_id))
 
     async def list_jobs(self) -> Sequence[JobInfo]:
         return parse_squeue_json((await self._run(commands.squeue_json())).stdout)

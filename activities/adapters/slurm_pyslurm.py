@@ -52,6 +52,7 @@ from goodput.identifiers import validate_job_id, validate_node_name, validate_re
 from goodput.scheduler import (
     ActionResult,
     JobInfo,
+    JobStatus,
     NodeInfo,
     PermanentSchedulerError,
     ReservationInfo,
@@ -60,6 +61,7 @@ from goodput.scheduler import (
     TransientSchedulerError,
     UnknownJobError,
     UnknownNodeError,
+    status_of,
 )
 from goodput.slurm import rules
 from goodput.slurm.commands import validate_environment
@@ -191,6 +193,9 @@ class PyslurmBackend:
 
     async def get_job(self, job_id: str) -> JobInfo:
         return job_info((await self._load(job_id))[1])
+
+    async def job_status(self, job_id: str) -> JobStatus:
+        return status_of(await self.get_job(job_id))  # one in-process read, as get_job
 
     async def list_jobs(self) -> Sequence[JobInfo]:
         return [job_info(job) for job in _each(await self._call("Jobs.load", self._m.Jobs.load))]

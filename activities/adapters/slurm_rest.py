@@ -32,6 +32,7 @@ from goodput.identifiers import validate_job_id, validate_node_name, validate_re
 from goodput.scheduler import (
     ActionResult,
     JobInfo,
+    JobStatus,
     NodeInfo,
     PermanentSchedulerError,
     ReservationInfo,
@@ -40,6 +41,7 @@ from goodput.scheduler import (
     TransientSchedulerError,
     UnknownJobError,
     UnknownNodeError,
+    status_of,
 )
 from goodput.slurm import restapi, rules
 from goodput.slurm.errors import classify, is_pending_execution
@@ -208,6 +210,9 @@ class SlurmRestBackend:
         # The job with this id, never another one of the list; its output paths as scontrol prints
         # them (22.05's v0.0.38 sends the `%j` patterns), which pushed lines are checked against.
         return find_job(document, job_id, expand_output=True)
+
+    async def job_status(self, job_id: str) -> JobStatus:
+        return status_of(await self.get_job(job_id))  # one GET of the job (/job/ID), as get_job
 
     async def list_jobs(self) -> Sequence[JobInfo]:
         if not await self.can(restapi.Capability.READ):

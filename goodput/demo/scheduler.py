@@ -32,11 +32,13 @@ from goodput.scheduler import (
     ActionResult,
     JobInfo,
     JobState,
+    JobStatus,
     NodeInfo,
     ReservationInfo,
     ResubmitRequest,
     UnknownJobError,
     UnknownNodeError,
+    status_of,
 )
 from goodput.slurm import rules
 from goodput.slurm.commands import validate_environment
@@ -158,6 +160,9 @@ class FakeScheduler(FakeReservations):
             return _job(s, job_id)
 
         return self._read(read)
+
+    async def job_status(self, job_id: str) -> JobStatus:
+        return status_of(await self.get_job(job_id))  # the fake keeps one state
 
     async def list_jobs(self) -> Sequence[JobInfo]:
         return self._read(lambda s: list(s.jobs.values()))
