@@ -84,12 +84,19 @@ class JobStatus(Frozen):
     state_reason: str = Field(default="", max_length=300)
     nodes: tuple[str, ...] = ()
     restart_count: int = Field(default=0, ge=0)
+    held: bool = False
 
 
 def status_of(job: JobInfo) -> JobStatus:
     """A full record's status fields (backends that read one job at a time)."""
     return JobStatus(job_id=job.job_id, state=job.state, state_reason=job.state_reason[:300], nodes=job.nodes,
-                     restart_count=job.restart_count)
+                     restart_count=job.restart_count, held=job.held)
+
+
+def with_status(job: JobInfo, status: JobStatus) -> JobInfo:
+    """The record `job` with the state a later status read found (its owner's fields unchanged)."""
+    return job.model_copy(update={"state": status.state, "state_reason": status.state_reason, "nodes": status.nodes,
+                                  "restart_count": status.restart_count, "held": status.held})
 
 
 class NodeInfo(Frozen):
@@ -201,8 +208,12 @@ class Scheduler(Protocol):
         """Resume only a node whose drain reason is exactly `reason` (goodput's own)."""
         ...
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False) -> ActionResult:
-        """Requeue an opted-in job (held when `hold`); a job already pending again is a no-op (held if asked)."""
+    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None) -> ActionResult:
+        """Requeue an opted-in job (held when `hold`); a job already pending again is a no-op (held if asked).
+
+        `known`: the caller's record of this job a moment ago. Its opt-in is judged from it, and a
+        backend may then read only the job's status again before acting (the CLI's is batched with
+        the storm's other resumes) instead of the whole record."""
         ...
 
     async def resubmit_job(self, job_id: str, request: ResubmitRequest) -> ActionResult:

@@ -53,6 +53,7 @@ from goodput.scheduler import (
     UnknownNodeError,
     UnknownReservationError,
     status_of,
+    with_status,
 )
 from goodput.slurm import batch, commands, rules
 from goodput.slurm.errors import SlurmRecordError, classify, is_pending_execution
@@ -261,8 +262,12 @@ class SlurmCliBackend:
 
     # -- job actions ----------------------------------------------------------------------
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False) -> ActionResult:
-        job = await self._opted_in_job(job_id)
+    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None) -> ActionResult:
+        if known is not None and known.job_id == job_id:
+            self._check_opt_in(known)  # then only its state is read again, batched with the tick's others
+            job = with_status(known, await self.job_status(job_id))
+        else:
+            job = await self._opted_in_job(job_id)
         if rules.is_requeued(job):
             return await self._already_pending(job, hold)
         outcome = await self._job_command(REQUEUE_HOLD if hold else REQUEUE, job_id, job)

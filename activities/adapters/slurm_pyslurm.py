@@ -233,7 +233,8 @@ class PyslurmBackend:
 
     # -- job actions ----------------------------------------------------------------------
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False) -> ActionResult:
+    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None) -> ActionResult:
+        del known  # reads the whole job again: one call, as before
         number, job = await self._opted_in(job_id)
         if rules.is_requeued(job):
             return await self._already_pending(number, job, hold)

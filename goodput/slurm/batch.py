@@ -30,7 +30,7 @@ from goodput.identifiers import (
 )
 from goodput.scheduler import JobState, JobStatus, NodeInfo
 from goodput.slurm.hostlist import HostlistError, expand_hostlist
-from goodput.slurm.records import clean, node_state
+from goodput.slurm.records import HELD_REASONS, clean, node_state
 
 MAX_BATCH = 64  # ids or names in one command: argv stays far below ARG_MAX, a failure stays small
 MAX_ERROR_LINES = 1024
@@ -126,7 +126,8 @@ def parse_statuses(text: str) -> dict[str, JobStatus] | None:
             return None
         statuses[job_id] = JobStatus(job_id=job_id, state=JobState[match.group("state")],
                                      state_reason=clean(match.group("reason")), nodes=nodes,
-                                     restart_count=int(match.group("restarts")))
+                                     restart_count=int(match.group("restarts")),
+                                     held=match.group("reason") in HELD_REASONS)
     return statuses
 
 

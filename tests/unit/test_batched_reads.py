@@ -19,7 +19,8 @@ from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_runner import CommandResult
 from activities.recovery import RecoveryActivities
 from goodput.recover.breaker import LocalDrainGate
-from goodput.recover.incident import VerifyInput
+from goodput.recover.incident import ResumeInput, VerifyInput
+from goodput.recover.policy import ResumeStrategy
 from goodput.scheduler import JobState, UnknownJobError
 from goodput.slurm.batch import parse_statuses, squeue_status
 from tests.fakes.notifier import RecordingNotifier
@@ -119,3 +120,16 @@ async def test_verify_polls_of_several_incidents_share_reads() -> None:
     assert min(per_job.values()) >= 3, per_job
     assert all(r[0] == "squeue" for r in slurm.reads), slurm.reads
     assert len(slurm.reads) <= len(per_job) + max(per_job.values()) + 1, (len(slurm.reads), per_job)
+
+
+async def test_a_storms_resumes_read_each_job_once_and_check_their_states_in_one_squeue() -> None:
+    slurm = SqueueStandIn()
+    activities = RecoveryActivities(SlurmCliBackend(slurm), RecordingNotifier(), LocalDrainGate())
+    jobs = ("61", "62", "63")
+    results = await asyncio.gather(*(ActivityEnvironment().run(activities.resume, ResumeInput(
+        incident_id=f"inc-{j}", job_id=j, strategy=ResumeStrategy.REQUEUE)) for j in jobs))
+    assert all(r.changed for r in results), results
+    # before: each job's record read twice (the activity's, then requeue_job's check): 6 reads
+    assert sorted(r[-1] for r in slurm.reads if r[0] == "scontrol") == sorted(jobs), slurm.reads
+    assert [r[0] for r in slurm.reads].count("squeue") == 1, slurm.reads
+    assert slurm.acted == [("scontrol", "requeue", "61,62,63")]
