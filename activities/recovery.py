@@ -225,7 +225,9 @@ class RecoveryActivities:
                 restarted = not request.same_job or job.restart_count > request.restart_count_before
                 last = f"job {job.job_id} is {job.state} (restarts={job.restart_count})"
                 if job.state is JobState.PENDING and waiting_for_capacity(job.state_reason):
-                    if loop.time() - missing_at >= CAPACITY_NOTE_EVERY_S:  # the node list costs a read
+                    if job.state_reason == "BeginTime":  # Slurm's requeue delay: nodes free or not, it waits
+                        missing = "not eligible to start yet"
+                    elif loop.time() - missing_at >= CAPACITY_NOTE_EVERY_S:  # the node list costs 2 reads
                         missing, missing_at = await self._missing(request.job_id), loop.time()
                     last += f", waiting for capacity ({job.state_reason}: {missing})"
                     deadline = max(deadline, min(loop.time() + request.poll_interval_s * 2, capacity_deadline))

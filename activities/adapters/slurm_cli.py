@@ -26,6 +26,7 @@ scontrol has no compare-and-set, and the window is one round trip.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
@@ -106,6 +107,7 @@ class SlurmCliBackend:
         self._marker = comment_marker
         self._enforce_opt_in = enforce_opt_in
         self._version: tuple[int, int, int] | None = None
+        self._version_lock = asyncio.Lock()
         # Workers pass the deployment's key; a random one still makes tags unforgeable, but only
         # this instance recognises its copies.
         self._resubmit_key = resubmit_key or ResubmitKey.ephemeral()
@@ -130,9 +132,10 @@ class SlurmCliBackend:
         return result
 
     async def slurm_version(self) -> tuple[int, int, int]:
-        """(22, 5, 8) from `scontrol --version`; cached."""
-        if self._version is None:
-            self._version = commands.parse_version((await self._run(commands.version())).stdout)
+        """(22, 5, 8) from `scontrol --version`; cached (a storm's first reads ask it once, not once each)."""
+        async with self._version_lock:
+            if self._version is None:
+                self._version = commands.parse_version((await self._run(commands.version())).stdout)
         return self._version
 
     async def _has_json(self) -> bool:

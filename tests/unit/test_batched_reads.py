@@ -133,3 +133,20 @@ async def test_a_storms_resumes_read_each_job_once_and_check_their_states_in_one
     assert sorted(r[-1] for r in slurm.reads if r[0] == "scontrol") == sorted(jobs), slurm.reads
     assert [r[0] for r in slurm.reads].count("squeue") == 1, slurm.reads
     assert slurm.acted == [("scontrol", "requeue", "61,62,63")]
+
+
+async def test_a_storms_first_reads_ask_slurms_version_once() -> None:
+    class Versions(SqueueStandIn):
+        asked = 0
+
+        async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                      timeout_s: float | None = None) -> CommandResult:
+            if tuple(argv) == ("scontrol", "--version"):
+                self.asked += 1
+                await asyncio.sleep(0)  # the answer takes a moment, as a real command does
+            return await super().run(argv, stdin=stdin, timeout_s=timeout_s)
+
+    slurm = Versions()
+    backend = SlurmCliBackend(slurm)
+    await asyncio.gather(*(backend.get_job(j) for j in ("71", "72", "73")))
+    assert slurm.asked == 1  # was once per concurrent first read: 10 in the lab storm of 8 jobs
