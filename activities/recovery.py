@@ -12,6 +12,7 @@ however often an activity is retried (activities.metrics).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
@@ -72,6 +73,7 @@ from goodput.recover.trust import LocalTrustRecord, RuleAutonomy, TrustInput, Tr
 from goodput.scheduler import (
     JobInfo,
     JobState,
+    JobStatus,
     Scheduler,
     SchedulerError,
     UnknownJobError,
@@ -98,6 +100,16 @@ def until_next_poll(now: float, interval_s: float) -> float:
         return 0.0
     wait = interval_s - now % interval_s
     return wait + interval_s if wait < interval_s / 2 else wait
+
+
+def _next_poll_in(job: JobStatus, now: float, interval_s: float, latest: float) -> float:
+    """The next aligned poll, or, while Slurm says the job may not start before a time (its
+    requeue delay: `cred_expire` + 1 s, 121 s by default), that time: the polls in between could
+    only find it pending (issue #29). `latest` bounds the sleep (the capacity deadline)."""
+    wait = until_next_poll(now, interval_s)
+    if job.state is JobState.PENDING and job.state_reason == "BeginTime" and job.eligible_at is not None:
+        wait = max(wait, min(job.eligible_at - time.time(), latest - now))
+    return wait
 
 
 class RecoveryActivities:
@@ -242,7 +254,7 @@ class RecoveryActivities:
                     return VerifyResult(ok=False, detail=f"resumed job ended: {last}")
                 if loop.time() >= deadline:
                     return VerifyResult(ok=False, detail=f"not running within {request.timeout_s:.0f}s: {last}")
-                await asyncio.sleep(until_next_poll(loop.time(), request.poll_interval_s))
+                await asyncio.sleep(_next_poll_in(job, loop.time(), request.poll_interval_s, capacity_deadline))
 
     async def _missing(self, job_id: str) -> str:
         try:

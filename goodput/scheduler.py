@@ -85,6 +85,9 @@ class JobStatus(Frozen):
     nodes: tuple[str, ...] = ()
     restart_count: int = Field(default=0, ge=0)
     held: bool = False
+    # When Slurm lets it start (epoch seconds; None if not said): a requeued job waits out Slurm's
+    # requeue delay, which a poller can sleep through instead of polling (issue #29).
+    eligible_at: float | None = None
 
 
 def status_of(job: JobInfo) -> JobStatus:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 
 from goodput.identifiers import (
     InvalidIdentifierError,
@@ -29,7 +30,7 @@ from goodput.identifiers import (
     validate_reason,
 )
 from goodput.scheduler import JobState, JobStatus, NodeInfo
-from goodput.slurm.hostlist import HostlistError, expand_hostlist
+from goodput.slurm.hostlist import expand_hostlist
 from goodput.slurm.records import HELD_REASONS, clean, node_state
 
 MAX_BATCH = 64  # ids or names in one command: argv stays far below ARG_MAX, a failure stays small
@@ -37,12 +38,14 @@ MAX_ERROR_LINES = 1024
 _PLAIN_JOB = re.compile(r"[0-9]{1,12}")
 # scontrol's per-job error for a list: "<Slurm's message> for job <id>", one line each
 _JOB_ERROR = re.compile(r"(?P<message>[^\n]{1,300}) for job (?P<id>[0-9]{1,12})")
-# `12|PENDING|BeginTime|1||`: id, state, reason (Slurm's words: `ReqNodeNotAvail, UnavailableNodes:n1`),
-# restart count, node list. No `|` can be inside a field, so a line reads one way or not at all.
+# `12|PENDING|BeginTime|1|2026-12-03T18:18:08||`: id, state, reason (Slurm's words:
+# `ReqNodeNotAvail, UnavailableNodes:n1`), restart count, when it may start, node list. No `|` can
+# be inside a field, so a line reads one way or not at all.
 _STATUS = re.compile(r"(?P<id>[0-9]{1,12})\|(?P<state>[A-Z_]{1,32})\|(?P<reason>[A-Za-z0-9_(),:. =/+-]{0,300})"
-                     r"\|(?P<restarts>[0-9]{1,9})\|(?P<nodes>[A-Za-z0-9_.,\[\]-]{0,4096})\|")
+                     r"\|(?P<restarts>[0-9]{1,9})\|(?P<eligible>[0-9T:-]{19}|N/A|Unknown|None)"
+                     r"\|(?P<nodes>[A-Za-z0-9_.,\[\]-]{0,4096})\|")
 _NOT_PLAIN = re.compile(r"[0-9]{1,12}[_+][^\n]*")  # an array task or het component row: not a plain job
-STATUS_FIELDS = "--Format=JobID:|,State:|,Reason:|,RestartCnt:|,NodeList:|"
+STATUS_FIELDS = "--Format=JobID:|,State:|,Reason:|,RestartCnt:|,EligibleTime:|,NodeList:|"
 _STATE_WORD = re.compile(r"[a-z_*~#!%$@^-]{1,32}(?:\+[a-z_*~#!%$@^-]{1,32}){0,8}")
 
 Argv = list[str]
@@ -99,7 +102,7 @@ def job_errors(stderr: str, job_ids: Sequence[str]) -> Mapping[str, str] | None:
 
 
 def squeue_status(job_ids: Sequence[str]) -> Argv:
-    """One line per job of the list: `id|STATE|reason|restarts|nodes|` (22.05 and later)."""
+    """One line per job of the list: `id|STATE|reason|restarts|eligible|nodes|` (22.05 and later)."""
     return ["squeue", "--noheader", "-j", job_list(job_ids), STATUS_FIELDS]
 
 
@@ -121,14 +124,20 @@ def parse_statuses(text: str) -> dict[str, JobStatus] | None:
         if job_id in statuses or match.group("state") not in JobState.__members__:
             return None
         try:
-            nodes = expand_hostlist(match.group("nodes"))
-        except HostlistError:
+            nodes, eligible = expand_hostlist(match.group("nodes")), _local_time(match.group("eligible"))
+        except ValueError:  # HostlistError is one; so is a date that is no date
             return None
         statuses[job_id] = JobStatus(job_id=job_id, state=JobState[match.group("state")],
                                      state_reason=clean(match.group("reason")), nodes=nodes,
                                      restart_count=int(match.group("restarts")),
-                                     held=match.group("reason") in HELD_REASONS)
+                                     held=match.group("reason") in HELD_REASONS,
+                                     eligible_at=eligible)
     return statuses
+
+
+def _local_time(text: str) -> float | None:
+    """squeue's `2026-12-03T18:18:08` (the local time of the host that ran it) as epoch seconds."""
+    return datetime.fromisoformat(text).timestamp() if text[:1].isdigit() else None
 
 
 def sinfo_partition(partition: str) -> Argv:

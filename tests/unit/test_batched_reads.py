@@ -10,7 +10,9 @@ and the job read alone, the trusted way.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
+from datetime import datetime
 
 import pytest
 from temporalio.testing import ActivityEnvironment
@@ -44,28 +46,31 @@ class SqueueStandIn(SlurmStandIn):
         if argv[0] != "squeue":
             return await super().run(argv, stdin=stdin, timeout_s=timeout_s)
         ids = argv[argv.index("-j") + 1].split(",")
-        out = "".join(self.lines.get(j, f"{j}|RUNNING|None|1|node1|") + "\n" for j in ids)
+        out = "".join(self.lines.get(j, f"{j}|RUNNING|None|1|2026-12-03T18:00:00|node1|") + "\n" for j in ids)
         return CommandResult(argv, 0, out, "")
 
 
 def test_a_status_line_is_read_only_when_it_is_exactly_slurms_fields() -> None:
-    text = "12|PENDING|BeginTime|1||\n13|RUNNING|None|0|node[1-2]|\n"
+    text = "12|PENDING|BeginTime|1|2026-12-03T18:18:08||\n13|RUNNING|None|0|N/A|node[1-2]|\n"
     statuses = parse_statuses(text)
     assert statuses is not None
     assert statuses["12"].state is JobState.PENDING and statuses["12"].state_reason == "BeginTime"
     assert statuses["13"].nodes == ("node1", "node2") and statuses["13"].restart_count == 0
+    assert statuses["12"].eligible_at == datetime(2026, 12, 3, 18, 18, 8).timestamp()  # the host's local time
+    assert statuses["13"].eligible_at is None
     # a sixth field, a state Slurm has no name for, a pipe in a reason, a job twice: refused whole
-    for bad in ("12|RUNNING|None|1|node1|x|", "12|ROOT|None|1|node1|", "12|RUNNING|a|b|1|node1|",
-                "12|RUNNING|None|1|node1|\n12|PENDING|None|1||", "12|RUNNING|None|-1|node1|"):
+    for bad in ("12|RUNNING|None|1|N/A|node1|x|", "12|ROOT|None|1|N/A|node1|", "12|RUNNING|a|b|1|N/A|node1|",
+                "12|RUNNING|None|1|N/A|node1|\n12|PENDING|None|1|N/A||", "12|RUNNING|None|-1|N/A|node1|",
+                "12|RUNNING|None|1|2026-13-03T18:18:08|node1|", "12|RUNNING|None|1|node1|"):
         assert parse_statuses(bad) is None, bad
     # an array task or het component row is not a plain job: not read as one
-    assert parse_statuses("10_2|RUNNING|None|0|node1|\n") == {}
+    assert parse_statuses("10_2|RUNNING|None|0|N/A|node1|\n") == {}
 
 
 def test_the_status_read_asks_only_for_fields_no_job_controls() -> None:
     argv = squeue_status(["1", "2"])
     fields = argv[-1].removeprefix("--Format=").split(",")
-    assert [f.split(":")[0] for f in fields] == ["JobID", "State", "Reason", "RestartCnt", "NodeList"]
+    assert [f.split(":")[0] for f in fields] == ["JobID", "State", "Reason", "RestartCnt", "EligibleTime", "NodeList"]
     assert "-j" in argv and argv[argv.index("-j") + 1] == "1,2"
 
 
@@ -79,7 +84,7 @@ async def test_concurrent_status_reads_are_one_squeue() -> None:
 
 async def test_a_job_whose_line_is_hostile_or_missing_is_read_alone() -> None:
     # a reason Slurm would never print (as if a job could shape it), and a job squeue did not list
-    slurm = SqueueStandIn({"32": "32|RUNNING|None|1|node1|33|PENDING|", "33": ""})
+    slurm = SqueueStandIn({"32": "32|RUNNING|None|1|N/A|node1|33|PENDING|", "33": ""})
     backend = SlurmCliBackend(slurm)
     await asyncio.gather(backend.job_status("31"), backend.job_status("32"), backend.job_status("33"))
     alone = sorted(r[-1] for r in slurm.reads if r[0] == "scontrol")
@@ -99,7 +104,7 @@ async def test_a_job_slurm_does_not_know_is_unknown() -> None:
 
 
 async def test_verify_polls_of_several_incidents_share_reads() -> None:
-    slurm = SqueueStandIn({j: f"{j}|PENDING|None|0||" for j in ("51", "52", "53", "54")})
+    slurm = SqueueStandIn({j: f"{j}|PENDING|None|0|N/A||" for j in ("51", "52", "53", "54")})
     # a tick wide enough for a loaded test host: the polls fall on the same instants regardless
     activities = RecoveryActivities(SlurmCliBackend(slurm, coalesce_tick_s=0.2), RecordingNotifier(),
                                     LocalDrainGate())
@@ -150,3 +155,27 @@ async def test_a_storms_first_reads_ask_slurms_version_once() -> None:
     backend = SlurmCliBackend(slurm)
     await asyncio.gather(*(backend.get_job(j) for j in ("71", "72", "73")))
     assert slurm.asked == 1  # was once per concurrent first read: 10 in the lab storm of 8 jobs
+
+
+async def test_verify_sleeps_through_slurms_requeue_delay_instead_of_polling() -> None:
+    class Requeued(SqueueStandIn):
+        """Pending for BeginTime until `eligible`, then running (restarted once)."""
+
+        eligible = 0.0
+
+        async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                      timeout_s: float | None = None) -> CommandResult:
+            when = datetime.fromtimestamp(self.eligible).strftime("%Y-%m-%dT%H:%M:%S")
+            state = "PENDING|BeginTime" if time.time() < self.eligible else "RUNNING|None"
+            self.lines = {"81": f"81|{state}|1|{when}|{'' if 'PENDING' in state else 'node3'}|"}
+            return await super().run(argv, stdin=stdin, timeout_s=timeout_s)
+
+    slurm = Requeued()
+    slurm.eligible = float(int(time.time()) + 3)  # squeue prints whole seconds
+    activities = RecoveryActivities(SlurmCliBackend(slurm, coalesce_tick_s=0), RecordingNotifier(), LocalDrainGate())
+    result = await ActivityEnvironment().run(activities.verify, VerifyInput(
+        job_id="81", restart_count_before=0, timeout_s=30, poll_interval_s=0.25))
+    assert result.ok, result.detail
+    # polled at the start, then at its begin time (and once more if Slurm had not started it yet);
+    # polling every 0.25 s through the 2-3 s was about 10 reads
+    assert len(slurm.reads) <= 3, slurm.reads
