@@ -96,3 +96,21 @@ async def test_a_shared_faults_incidents_cost_at_most_three_slurm_commands_each(
     await eventually(lambda: [records.requeues(j) for j in jobs], lambda n: n == [1] * JOBS,
                      what="one Requeuing line per job")
     assert _on(lab, jobs, {"node3", "node4"})
+
+
+async def test_no_job_controlled_bytes_reach_a_batched_status_read(lab: Lab) -> None:
+    alice = lab.sbatch_as("goodput-alice", "-n1", "-o", "/dev/null", script="#!/bin/sh\nsleep 600\n")
+    # mallory writes a whole status line of alice's job wherever she can: name, comment, output
+    forged = f"{alice}|COMPLETED|None|9|N/A|node4|"
+    mallory = lab.sbatch_as("goodput-mallory", "--requeue", "-n1", f"--job-name={forged}",
+                            f"--comment=goodput:opt-in {forged}", "-o", "/dev/null",
+                            script=f"#!/bin/sh\necho '{forged}'\nsleep 600\n")
+    await eventually(lambda: _on(lab, [alice, mallory], {"node1", "node2", "node3", "node4"}),
+                     what="alice's and mallory's jobs running")
+    runner = CountingRunner()
+    backend = SlurmCliBackend(runner, coalesce_tick_s=TICK_S)
+    theirs, hers = await asyncio.gather(backend.job_status(alice), backend.job_status(mallory))
+    assert [argv[0] for argv in runner.ran].count("squeue") == 1, runner.ran  # one read for both
+    assert not any(argv[:3] == ("scontrol", "show", "job") for argv in runner.ran)  # nothing was read alone
+    assert (theirs.job_id, theirs.state.value, theirs.restart_count) == (alice, "RUNNING", 0)
+    assert (hers.job_id, hers.state.value, hers.restart_count) == (mallory, "RUNNING", 0)
