@@ -45,6 +45,8 @@ _STATUS = re.compile(r"(?P<id>[0-9]{1,12})\|(?P<state>[A-Z_]{1,32})\|(?P<reason>
                      r"\|(?P<restarts>[0-9]{1,9})\|(?P<eligible>[0-9T:-]{19}|N/A|Unknown|None)"
                      r"\|(?P<nodes>[A-Za-z0-9_.,\[\]-]{0,4096})\|")
 _NOT_PLAIN = re.compile(r"[0-9]{1,12}[_+][^\n]*")  # an array task or het component row: not a plain job
+# squeue words a requeuehold's reason with spaces (`job requeued in held state`), scontrol with `_`
+_HELD_REASONS = HELD_REASONS | {"job requeued in held state"}
 STATUS_FIELDS = "--Format=JobID:|,State:|,Reason:|,RestartCnt:|,EligibleTime:|,NodeList:|"
 _STATE_WORD = re.compile(r"[a-z_*~#!%$@^-]{1,32}(?:\+[a-z_*~#!%$@^-]{1,32}){0,8}")
 
@@ -130,7 +132,7 @@ def parse_statuses(text: str) -> dict[str, JobStatus] | None:
         statuses[job_id] = JobStatus(job_id=job_id, state=JobState[match.group("state")],
                                      state_reason=clean(match.group("reason")), nodes=nodes,
                                      restart_count=int(match.group("restarts")),
-                                     held=match.group("reason") in HELD_REASONS,
+                                     held=match.group("reason") in _HELD_REASONS,
                                      eligible_at=eligible)
     return statuses
 

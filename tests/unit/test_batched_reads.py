@@ -57,7 +57,10 @@ def test_a_status_line_is_read_only_when_it_is_exactly_slurms_fields() -> None:
     assert statuses["12"].state is JobState.PENDING and statuses["12"].state_reason == "BeginTime"
     assert statuses["13"].nodes == ("node1", "node2") and statuses["13"].restart_count == 0
     assert statuses["12"].eligible_at == datetime(2026, 12, 3, 18, 18, 8).timestamp()  # the host's local time
-    assert statuses["13"].eligible_at is None
+    assert statuses["13"].eligible_at is None and not statuses["12"].held
+    # squeue's words for a held requeue (22.05 lab), not scontrol's `job_requeued_in_held_state`
+    held = parse_statuses("14|PENDING|job requeued in held state|1|2026-12-03T18:30:28||")
+    assert held is not None and held["14"].held
     # a sixth field, a state Slurm has no name for, a pipe in a reason, a job twice: refused whole
     for bad in ("12|RUNNING|None|1|N/A|node1|x|", "12|ROOT|None|1|N/A|node1|", "12|RUNNING|a|b|1|N/A|node1|",
                 "12|RUNNING|None|1|N/A|node1|\n12|PENDING|None|1|N/A||", "12|RUNNING|None|-1|N/A|node1|",
