@@ -86,6 +86,7 @@ CAPACITY_REASONS = frozenset({"Resources", "Priority", "ReqNodeNotAvail", "Nodes
 
 
 CAPACITY_NOTE_EVERY_S = 30.0
+MAX_SLEEP_TO_ELIGIBLE_S = 300.0  # Slurm's requeue delay is cred_expire + 1 s: 121 s by default
 
 
 def waiting_for_capacity(reason: str) -> bool:
@@ -102,13 +103,17 @@ def until_next_poll(now: float, interval_s: float) -> float:
     return wait + interval_s if wait < interval_s / 2 else wait
 
 
-def _next_poll_in(job: JobStatus, now: float, interval_s: float, latest: float) -> float:
+def next_poll_in(job: JobStatus, now: float, interval_s: float, latest: float) -> float:
     """The next aligned poll, or, while Slurm says the job may not start before a time (its
     requeue delay: `cred_expire` + 1 s, 121 s by default), that time: the polls in between could
-    only find it pending (issue #29). `latest` bounds the sleep (the capacity deadline)."""
+    only find it pending (issue #29). `latest` bounds the sleep (the capacity deadline). A time
+    further ahead than any requeue delay is not slept to: a `--begin` of the job's own, or squeue
+    run over SSH on a host whose time zone differs (its times are that host's local time)."""
     wait = until_next_poll(now, interval_s)
     if job.state is JobState.PENDING and job.state_reason == "BeginTime" and job.eligible_at is not None:
-        wait = max(wait, min(job.eligible_at - time.time(), latest - now))
+        ahead = job.eligible_at - time.time()
+        if ahead <= MAX_SLEEP_TO_ELIGIBLE_S:
+            wait = max(wait, min(ahead, latest - now))
     return wait
 
 
@@ -254,7 +259,7 @@ class RecoveryActivities:
                     return VerifyResult(ok=False, detail=f"resumed job ended: {last}")
                 if loop.time() >= deadline:
                     return VerifyResult(ok=False, detail=f"not running within {request.timeout_s:.0f}s: {last}")
-                await asyncio.sleep(_next_poll_in(job, loop.time(), request.poll_interval_s, capacity_deadline))
+                await asyncio.sleep(next_poll_in(job, loop.time(), request.poll_interval_s, capacity_deadline))
 
     async def _missing(self, job_id: str) -> str:
         try:

@@ -19,11 +19,11 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_runner import CommandResult
-from activities.recovery import RecoveryActivities
+from activities.recovery import RecoveryActivities, next_poll_in
 from goodput.recover.breaker import LocalDrainGate
 from goodput.recover.incident import ResumeInput, VerifyInput
 from goodput.recover.policy import ResumeStrategy
-from goodput.scheduler import JobState, UnknownJobError
+from goodput.scheduler import JobState, JobStatus, UnknownJobError
 from goodput.slurm.batch import parse_statuses, squeue_status
 from tests.fakes.notifier import RecordingNotifier
 from tests.unit.test_slurm_batch import SlurmStandIn
@@ -182,3 +182,13 @@ async def test_verify_sleeps_through_slurms_requeue_delay_instead_of_polling() -
     # polled at the start, then at its begin time (and once more if Slurm had not started it yet);
     # polling every 0.25 s through the 2-3 s was about 10 reads
     assert len(slurm.reads) <= 3, slurm.reads
+
+
+def test_verify_does_not_sleep_to_a_begin_time_further_ahead_than_any_requeue_delay() -> None:
+    # an hour ahead: the job's own --begin, or squeue over SSH printing another time zone's clock
+    now = time.time()
+    status = JobStatus(job_id="9", state=JobState.PENDING, state_reason="BeginTime", eligible_at=now + 3600)
+    assert next_poll_in(status, 0.0, 2.0, latest=10_000.0) <= 3.0
+    soon = status.model_copy(update={"eligible_at": now + 60})
+    assert 55 <= next_poll_in(soon, 0.0, 2.0, latest=10_000.0) <= 60
+    assert next_poll_in(soon, 0.0, 2.0, latest=30.0) == 30.0  # never past the capacity deadline
