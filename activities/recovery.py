@@ -12,6 +12,7 @@ however often an activity is retried (activities.metrics).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
@@ -73,6 +74,7 @@ from goodput.recover.trust import LocalTrustRecord, RuleAutonomy, TrustInput, Tr
 from goodput.scheduler import (
     JobInfo,
     JobState,
+    JobStatus,
     Scheduler,
     SchedulerError,
     UnknownJobError,
@@ -85,10 +87,35 @@ CAPACITY_REASONS = frozenset({"Resources", "Priority", "ReqNodeNotAvail", "Nodes
 
 
 CAPACITY_NOTE_EVERY_S = 30.0
+MAX_SLEEP_TO_ELIGIBLE_S = 300.0  # Slurm's requeue delay is cred_expire + 1 s: 121 s by default
 
 
 def waiting_for_capacity(reason: str) -> bool:
     return reason.split(",")[0].split(" ")[0] in CAPACITY_REASONS
+
+
+def until_next_poll(now: float, interval_s: float) -> float:
+    """Seconds to the next multiple of the interval on this process's clock (at least half an
+    interval away), so the polls of a storm's incidents fall on the same instants and go to Slurm
+    together (the CLI backend batches the reads of one tick)."""
+    if interval_s <= 0:
+        return 0.0
+    wait = interval_s - now % interval_s
+    return wait + interval_s if wait < interval_s / 2 else wait
+
+
+def next_poll_in(job: JobStatus, now: float, interval_s: float, latest: float) -> float:
+    """The next aligned poll, or, while Slurm says the job may not start before a time (its
+    requeue delay: `cred_expire` + 1 s, 121 s by default), that time: the polls in between could
+    only find it pending (issue #29). `latest` bounds the sleep (the capacity deadline). A time
+    further ahead than any requeue delay is not slept to: a `--begin` of the job's own, or squeue
+    run over SSH on a host whose time zone differs (its times are that host's local time)."""
+    wait = until_next_poll(now, interval_s)
+    if job.state is JobState.PENDING and job.state_reason == "BeginTime" and job.eligible_at is not None:
+        ahead = job.eligible_at - time.time()
+        if ahead <= MAX_SLEEP_TO_ELIGIBLE_S:
+            wait = max(wait, min(ahead, latest - now))
+    return wait
 
 
 class RecoveryActivities:
@@ -213,28 +240,33 @@ class RecoveryActivities:
         missing, missing_at = "", -1e9
         async with heartbeating(lambda: last):  # also while one poll waits on a slow scheduler
             while True:
-                job = await mapped(self._scheduler.get_job(request.job_id))
+                # the status alone (a storm's polls of one tick are one squeue): no job-written bytes
+                job = await mapped(self._scheduler.job_status(request.job_id))
                 restarted = not request.same_job or job.restart_count > request.restart_count_before
                 last = f"job {job.job_id} is {job.state} (restarts={job.restart_count})"
                 if job.state is JobState.PENDING and waiting_for_capacity(job.state_reason):
-                    if loop.time() - missing_at >= CAPACITY_NOTE_EVERY_S:  # the node list costs a read
-                        missing, missing_at = await self._missing(job), loop.time()
+                    if job.state_reason == "BeginTime":  # Slurm's requeue delay: nodes free or not, it waits
+                        missing = "not eligible to start yet"
+                    elif loop.time() - missing_at >= CAPACITY_NOTE_EVERY_S:  # the node list costs 2 reads
+                        missing, missing_at = await self._missing(request.job_id), loop.time()
                     last += f", waiting for capacity ({job.state_reason}: {missing})"
                     deadline = max(deadline, min(loop.time() + request.poll_interval_s * 2, capacity_deadline))
                 if job.state is JobState.RUNNING and restarted:
                     running = f"{last} on {','.join(job.nodes) or '?'}"
                     if request.progress_past is None:
                         return VerifyResult(ok=True, detail=running, nodes=job.nodes)
-                    return (await self._progress(request, job, running)).model_copy(update={"nodes": job.nodes})
+                    full = await mapped(self._scheduler.get_job(request.job_id))  # its output paths
+                    return (await self._progress(request, full, running)).model_copy(update={"nodes": job.nodes})
                 if restarted and job.state not in (JobState.PENDING, JobState.REQUEUED, JobState.RUNNING,
                                                    JobState.COMPLETING):
                     return VerifyResult(ok=False, detail=f"resumed job ended: {last}")
                 if loop.time() >= deadline:
                     return VerifyResult(ok=False, detail=f"not running within {request.timeout_s:.0f}s: {last}")
-                await asyncio.sleep(request.poll_interval_s)
+                await asyncio.sleep(next_poll_in(job, loop.time(), request.poll_interval_s, capacity_deadline))
 
-    async def _missing(self, job: JobInfo) -> str:
+    async def _missing(self, job_id: str) -> str:
         try:
+            job = await self._scheduler.get_job(job_id)  # its partition, exclusions and size
             # the job's partition only: its cost must not grow with the cluster (issue #29)
             nodes = await self._scheduler.list_nodes(job.partition)
         except SchedulerError as err:

@@ -75,6 +75,33 @@ class JobInfo(Frozen):
     group_id: int | None = Field(default=None, ge=0, le=2**32 - 1)
 
 
+class JobStatus(Frozen):
+    """What a poll needs of a job, and nothing its owner can write: a storm's polls of many jobs
+    are one batched read of exactly these fields (issue #29)."""
+
+    job_id: str
+    state: JobState
+    state_reason: str = Field(default="", max_length=300)
+    nodes: tuple[str, ...] = ()
+    restart_count: int = Field(default=0, ge=0)
+    held: bool = False
+    # When Slurm lets it start (epoch seconds; None if not said): a requeued job waits out Slurm's
+    # requeue delay, which a poller can sleep through instead of polling (issue #29).
+    eligible_at: float | None = None
+
+
+def status_of(job: JobInfo) -> JobStatus:
+    """A full record's status fields (backends that read one job at a time)."""
+    return JobStatus(job_id=job.job_id, state=job.state, state_reason=job.state_reason[:300], nodes=job.nodes,
+                     restart_count=job.restart_count, held=job.held)
+
+
+def with_status(job: JobInfo, status: JobStatus) -> JobInfo:
+    """The record `job` with the state a later status read found (its owner's fields unchanged)."""
+    return job.model_copy(update={"state": status.state, "state_reason": status.state_reason, "nodes": status.nodes,
+                                  "restart_count": status.restart_count, "held": status.held})
+
+
 class NodeInfo(Frozen):
     """One Slurm node: its state and flags, and why (and by whom) it is drained or down."""
 
@@ -167,6 +194,11 @@ class Scheduler(Protocol):
         """The job `job_id`, only from output that cannot be another job's; UnknownJobError if there is none."""
         ...
 
+    async def job_status(self, job_id: str) -> JobStatus:
+        """The job's state, reason, nodes and restart count; backends may send the reads of one tick
+        as one command (the CLI's `squeue -j 1,2,3`); UnknownJobError if there is no such job."""
+        ...
+
     async def list_jobs(self) -> Sequence[JobInfo]:
         """Every job the controller knows."""
         ...
@@ -193,8 +225,12 @@ class Scheduler(Protocol):
         """Resume only a node whose drain reason is exactly `reason` (goodput's own)."""
         ...
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False) -> ActionResult:
-        """Requeue an opted-in job (held when `hold`); a job already pending again is a no-op (held if asked)."""
+    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None) -> ActionResult:
+        """Requeue an opted-in job (held when `hold`); a job already pending again is a no-op (held if asked).
+
+        `known`: the caller's record of this job a moment ago. Its opt-in is judged from it, and a
+        backend may then read only the job's status again before acting (the CLI's is batched with
+        the storm's other resumes) instead of the whole record."""
         ...
 
     async def resubmit_job(self, job_id: str, request: ResubmitRequest) -> ActionResult:

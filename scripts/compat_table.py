@@ -46,6 +46,7 @@ CELLS = {
 OPERATIONS = {
     "test_lists_nodes_with_gpus_and_the_running_job": "list jobs and nodes",
     "test_job_detail": "read a job",
+    "test_a_jobs_status_is_what_its_record_says": "read a job",
     "test_unknown_job_and_node_are_permanent": "unknown job / node is permanent",
     "test_hostile_identifiers_are_refused_before_any_call": "hostile identifiers refused before any call",
     "test_drain_and_resume_are_idempotent": "drain / resume (idempotent)",
@@ -53,6 +54,7 @@ OPERATIONS = {
     "test_another_incidents_drain_is_not_resumed": "someone else's drain left alone",
     "test_requeue_restarts_the_job": "requeue",
     "test_requeue_of_a_requeued_job_is_a_no_op": "requeue (held) twice is one requeue",
+    "test_requeue_given_the_callers_record_checks_the_jobs_state_again": "requeue (held) twice is one requeue",
     "test_exclude_nodes_of_a_held_job": "exclude a node (held job)",
     "test_requeue_hold_then_exclude_then_release": "requeue-hold, exclude a node, release",
     "test_hold_and_release_are_idempotent": "hold / release (idempotent)",

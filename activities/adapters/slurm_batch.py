@@ -16,6 +16,8 @@ result:
 A batch is sent once a tick (50 ms) passes without a new item, or 500 ms after its first item,
 whichever is first: a calm incident's command waits one tick. Bounded: at most `cap` items per
 batch; a full batch is sent at once and the next one opens.
+Reads go the same way (`read_status`): the status polls of one tick are one `squeue -j 1,2,3`,
+whose whole answer each caller reads its own line from (goodput.slurm.batch.parse_statuses).
 Each result carries its `Share` (the batch size and the command), which the backend writes into
 the action's detail, so the incident's timeline says it was batched.
 """
@@ -27,8 +29,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 
 from activities.adapters.slurm_runner import CommandResult, CommandRunner
-from goodput.scheduler import TransientSchedulerError
-from goodput.slurm.batch import MAX_BATCH, job_errors
+from goodput.scheduler import JobStatus, TransientSchedulerError
+from goodput.slurm.batch import MAX_BATCH, job_errors, parse_statuses, squeue_status
 
 DEFAULT_TICK_S = 0.05
 DEFAULT_MAX_WAIT_S = 0.5  # the most a storm's first requeue waits for its batch-mates
@@ -168,3 +170,17 @@ class Coalescer:
                                if i in errors else CommandResult(argv, 0, "", ""), share) for i in items}
         alone = await asyncio.gather(*(self._alone(kind, i) for i in items), return_exceptions=True)
         return dict(zip(items, alone, strict=True))
+
+
+# A read of many jobs fails whole (squeue names no job), so a failed batch is read again one by one.
+STATUS = Kind("status", lambda j: squeue_status([j]), squeue_status, per_item_errors=False)
+
+
+async def read_status(coalescer: Coalescer, job_id: str) -> JobStatus | None:
+    """Job `job_id`'s status from this tick's shared `squeue`; None when that answer does not say
+    (refused, failed, or the job not in it): the caller then reads the job alone."""
+    outcome = await coalescer.run(STATUS, (), job_id)
+    if not outcome.result.ok:
+        return None
+    statuses = parse_statuses(outcome.result.stdout)
+    return None if statuses is None else statuses.get(job_id)

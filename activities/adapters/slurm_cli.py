@@ -26,10 +26,12 @@ scontrol has no compare-and-set, and the window is one round trip.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from activities.adapters import slurm_batch
 from activities.adapters.slurm_action import act_unless_done, change_node
 from activities.adapters.slurm_batch import DEFAULT_MAX_WAIT_S, DEFAULT_TICK_S, Coalescer, Kind, Outcome, Share
 from activities.adapters.slurm_owner import (
@@ -44,6 +46,7 @@ from goodput.identifiers import validate_job_id, validate_node_name, validate_re
 from goodput.scheduler import (
     ActionResult,
     JobInfo,
+    JobStatus,
     NodeInfo,
     PermanentSchedulerError,
     ReservationInfo,
@@ -51,6 +54,8 @@ from goodput.scheduler import (
     SlurmSwitch,
     UnknownNodeError,
     UnknownReservationError,
+    status_of,
+    with_status,
 )
 from goodput.slurm import batch, commands, rules
 from goodput.slurm.errors import SlurmRecordError, classify, is_pending_execution
@@ -104,6 +109,7 @@ class SlurmCliBackend:
         self._marker = comment_marker
         self._enforce_opt_in = enforce_opt_in
         self._version: tuple[int, int, int] | None = None
+        self._version_lock = asyncio.Lock()
         # Workers pass the deployment's key; a random one still makes tags unforgeable, but only
         # this instance recognises its copies.
         self._resubmit_key = resubmit_key or ResubmitKey.ephemeral()
@@ -128,9 +134,10 @@ class SlurmCliBackend:
         return result
 
     async def slurm_version(self) -> tuple[int, int, int]:
-        """(22, 5, 8) from `scontrol --version`; cached."""
-        if self._version is None:
-            self._version = commands.parse_version((await self._run(commands.version())).stdout)
+        """(22, 5, 8) from `scontrol --version`; cached (a storm's first reads ask it once, not once each)."""
+        async with self._version_lock:
+            if self._version is None:
+                self._version = commands.parse_version((await self._run(commands.version())).stdout)
         return self._version
 
     async def _has_json(self) -> bool:
@@ -198,6 +205,14 @@ class SlurmCliBackend:
             return await self._job_from_json(job_id)  # its output path could not be told apart
         return job_from_record(record)
 
+    async def job_status(self, job_id: str) -> JobStatus:
+        # A storm's polls share one squeue per tick; anything it does not plainly answer is read alone.
+        if batch.batchable_job(validate_job_id(job_id)):
+            status = await slurm_batch.read_status(self._coalescer, job_id)
+            if status is not None:
+                return status
+        return status_of(await self.get_job(job_id))
+
     async def list_jobs(self) -> Sequence[JobInfo]:
         return parse_squeue_json((await self._run(commands.squeue_json())).stdout)
 
@@ -255,8 +270,12 @@ class SlurmCliBackend:
 
     # -- job actions ----------------------------------------------------------------------
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False) -> ActionResult:
-        job = await self._opted_in_job(job_id)
+    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None) -> ActionResult:
+        if known is not None and known.job_id == job_id:
+            self._check_opt_in(known)  # then only its state is read again, batched with the tick's others
+            job = with_status(known, await self.job_status(job_id))
+        else:
+            job = await self._opted_in_job(job_id)
         if rules.is_requeued(job):
             return await self._already_pending(job, hold)
         outcome = await self._job_command(REQUEUE_HOLD if hold else REQUEUE, job_id, job)

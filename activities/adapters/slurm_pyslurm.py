@@ -52,6 +52,7 @@ from goodput.identifiers import validate_job_id, validate_node_name, validate_re
 from goodput.scheduler import (
     ActionResult,
     JobInfo,
+    JobStatus,
     NodeInfo,
     PermanentSchedulerError,
     ReservationInfo,
@@ -61,6 +62,7 @@ from goodput.scheduler import (
     TransientSchedulerError,
     UnknownJobError,
     UnknownNodeError,
+    status_of,
 )
 from goodput.slurm import rules
 from goodput.slurm.commands import validate_environment
@@ -193,6 +195,9 @@ class PyslurmBackend:
     async def get_job(self, job_id: str) -> JobInfo:
         return job_info((await self._load(job_id))[1])
 
+    async def job_status(self, job_id: str) -> JobStatus:
+        return status_of(await self.get_job(job_id))  # one in-process read, as get_job
+
     async def list_jobs(self) -> Sequence[JobInfo]:
         return [job_info(job) for job in _each(await self._call("Jobs.load", self._m.Jobs.load))]
 
@@ -229,7 +234,8 @@ class PyslurmBackend:
 
     # -- job actions ----------------------------------------------------------------------
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False) -> ActionResult:
+    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None) -> ActionResult:
+        del known  # reads the whole job again: one call, as before
         number, job = await self._opted_in(job_id)
         if rules.is_requeued(job):
             return await self._already_pending(number, job, hold)

@@ -32,6 +32,7 @@ from goodput.identifiers import validate_job_id, validate_node_name, validate_re
 from goodput.scheduler import (
     ActionResult,
     JobInfo,
+    JobStatus,
     NodeInfo,
     PermanentSchedulerError,
     ReservationInfo,
@@ -41,6 +42,7 @@ from goodput.scheduler import (
     TransientSchedulerError,
     UnknownJobError,
     UnknownNodeError,
+    status_of,
 )
 from goodput.slurm import restapi, rules
 from goodput.slurm.errors import classify, is_pending_execution
@@ -210,6 +212,9 @@ class SlurmRestBackend:
         # them (22.05's v0.0.38 sends the `%j` patterns), which pushed lines are checked against.
         return find_job(document, job_id, expand_output=True)
 
+    async def job_status(self, job_id: str) -> JobStatus:
+        return status_of(await self.get_job(job_id))  # one GET of the job (/job/ID), as get_job
+
     async def list_jobs(self) -> Sequence[JobInfo]:
         if not await self.can(restapi.Capability.READ):
             return await self._need_fallback("list jobs").list_jobs()
@@ -273,7 +278,8 @@ class SlurmRestBackend:
                                   f"{self._marker!r} or an allowlisted partition); not touching it")
         return job
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False) -> ActionResult:
+    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None) -> ActionResult:
+        del known  # reads the whole job again: one call, as before
         validate_job_id(job_id)
         job = await self._opted_in_job(job_id)  # refuse here too, whatever the fallback's settings
         if not await self.can(restapi.Capability.JOB_REQUEUE):

@@ -32,12 +32,14 @@ from goodput.scheduler import (
     ActionResult,
     JobInfo,
     JobState,
+    JobStatus,
     NodeInfo,
     ReservationInfo,
     ResubmitRequest,
     SlurmSwitch,
     UnknownJobError,
     UnknownNodeError,
+    status_of,
 )
 from goodput.slurm import rules
 from goodput.slurm.commands import validate_environment
@@ -161,6 +163,9 @@ class FakeScheduler(FakeReservations):
 
         return self._read(read)
 
+    async def job_status(self, job_id: str) -> JobStatus:
+        return status_of(await self.get_job(job_id))  # the fake keeps one state
+
     async def list_jobs(self) -> Sequence[JobInfo]:
         return self._read(lambda s: list(s.jobs.values()))
 
@@ -213,7 +218,8 @@ class FakeScheduler(FakeReservations):
 
     # -- job actions ----------------------------------------------------------------------
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False) -> ActionResult:
+    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None) -> ActionResult:
+        del known  # reads the whole job again: one call, as before
         validate_job_id(job_id)
 
         def apply(s: FakeClusterState) -> ActionResult:

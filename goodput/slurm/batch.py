@@ -9,6 +9,9 @@ about Slurm, pure:
   so no byte a job controls (its name, comment, output) can add an id or an option to the list;
 * how scontrol answers a list: it acts on every job it can and prints one line per job it could
   not (`Invalid job id specified for job 999999`, checked on 22.05), so the others succeeded;
+* the status of many jobs in one `squeue -j 1,2,3` (a storm's verify polls): only job id, state,
+  reason, restart count and node list, fields Slurm writes and no job can, each line in exactly
+  that shape or the whole answer is refused (the jobs are then read alone, the trusted way);
 * a partition's nodes as `sinfo -p` prints them: 22.05's `sinfo --json` ignores `-p`, and the
   text form holds only node names and states, which no job can shape.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 
 from goodput.identifiers import (
     InvalidIdentifierError,
@@ -25,14 +29,25 @@ from goodput.identifiers import (
     validate_partition,
     validate_reason,
 )
-from goodput.scheduler import NodeInfo
-from goodput.slurm.records import node_state
+from goodput.scheduler import JobState, JobStatus, NodeInfo
+from goodput.slurm.hostlist import expand_hostlist
+from goodput.slurm.records import HELD_REASONS, clean, node_state
 
 MAX_BATCH = 64  # ids or names in one command: argv stays far below ARG_MAX, a failure stays small
 MAX_ERROR_LINES = 1024
 _PLAIN_JOB = re.compile(r"[0-9]{1,12}")
 # scontrol's per-job error for a list: "<Slurm's message> for job <id>", one line each
 _JOB_ERROR = re.compile(r"(?P<message>[^\n]{1,300}) for job (?P<id>[0-9]{1,12})")
+# `12|PENDING|BeginTime|1|2026-12-03T18:18:08||`: id, state, reason (Slurm's words:
+# `ReqNodeNotAvail, UnavailableNodes:n1`), restart count, when it may start, node list. No `|` can
+# be inside a field, so a line reads one way or not at all.
+_STATUS = re.compile(r"(?P<id>[0-9]{1,12})\|(?P<state>[A-Z_]{1,32})\|(?P<reason>[A-Za-z0-9_(),:. =/+-]{0,300})"
+                     r"\|(?P<restarts>[0-9]{1,9})\|(?P<eligible>[0-9T:-]{19}|N/A|Unknown|None)"
+                     r"\|(?P<nodes>[A-Za-z0-9_.,\[\]-]{0,4096})\|")
+_NOT_PLAIN = re.compile(r"[0-9]{1,12}[_+][^\n]*")  # an array task or het component row: not a plain job
+# squeue words a requeuehold's reason with spaces (`job requeued in held state`), scontrol with `_`
+_HELD_REASONS = HELD_REASONS | {"job requeued in held state"}
+STATUS_FIELDS = "--Format=JobID:|,State:|,Reason:|,RestartCnt:|,EligibleTime:|,NodeList:|"
 _STATE_WORD = re.compile(r"[a-z_*~#!%$@^-]{1,32}(?:\+[a-z_*~#!%$@^-]{1,32}){0,8}")
 
 Argv = list[str]
@@ -86,6 +101,45 @@ def job_errors(stderr: str, job_ids: Sequence[str]) -> Mapping[str, str] | None:
             return None
         found[match.group("id")] = match.group("message")
     return found or None
+
+
+def squeue_status(job_ids: Sequence[str]) -> Argv:
+    """One line per job of the list: `id|STATE|reason|restarts|eligible|nodes|` (22.05 and later)."""
+    return ["squeue", "--noheader", "-j", job_list(job_ids), STATUS_FIELDS]
+
+
+def parse_statuses(text: str) -> dict[str, JobStatus] | None:
+    """Each plain job's status from `squeue_status`'s answer; None when any line is not exactly
+    Slurm's fields, or names a job twice: then no line is believed. Rows of array tasks or het
+    components are skipped (the job asked for is then missing, and read alone)."""
+    statuses: dict[str, JobStatus] = {}
+    for line in text.splitlines()[:MAX_ERROR_LINES + 1]:
+        line = line.strip()
+        if not line:
+            continue
+        match = _STATUS.fullmatch(line)
+        if match is None:
+            if _NOT_PLAIN.fullmatch(line) and "\n" not in line:
+                continue
+            return None
+        job_id = match.group("id")
+        if job_id in statuses or match.group("state") not in JobState.__members__:
+            return None
+        try:
+            nodes, eligible = expand_hostlist(match.group("nodes")), _local_time(match.group("eligible"))
+        except ValueError:  # HostlistError is one; so is a date that is no date
+            return None
+        statuses[job_id] = JobStatus(job_id=job_id, state=JobState[match.group("state")],
+                                     state_reason=clean(match.group("reason")), nodes=nodes,
+                                     restart_count=int(match.group("restarts")),
+                                     held=match.group("reason") in _HELD_REASONS,
+                                     eligible_at=eligible)
+    return statuses
+
+
+def _local_time(text: str) -> float | None:
+    """squeue's `2026-12-03T18:18:08` (the local time of the host that ran it) as epoch seconds."""
+    return datetime.fromisoformat(text).timestamp() if text[:1].isdigit() else None
 
 
 def sinfo_partition(partition: str) -> Argv:

@@ -51,7 +51,7 @@ _JOB_STATE_ALIASES = {
     "UPDATE_DB": JobState.RUNNING,
 }
 
-_HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job_requeued_in_held_state"})
+HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job_requeued_in_held_state"})
 
 # Base node states Slurm prints before any `+FLAG`; `*` after a state means "not responding".
 _NODE_FLAG_SUFFIXES = {"*": "NOT_RESPONDING", "~": "POWERED_DOWN", "#": "POWERING_UP",
@@ -231,7 +231,7 @@ def job_from_record(record: Mapping[str, str]) -> JobInfo:
     if state is JobState.COMPLETING and clean(record.get("EndTime")) in ("", "Unknown"):
         # a requeued job completes its old run with EndTime reset; a finishing one has an end
         state = JobState.REQUEUED
-    held = reason in _HELD_REASONS or (priority == "0" and state is JobState.PENDING)
+    held = reason in HELD_REASONS or (priority == "0" and state is JobState.PENDING)
     user, user_id = owner(record.get("UserId"))
     _, group_id = owner(record.get("GroupId"))
     return JobInfo(

@@ -130,6 +130,25 @@ async def test_job_detail(harness: Harness) -> None:
     assert job.partition
 
 
+async def test_a_jobs_status_is_what_its_record_says(harness: Harness) -> None:
+    job = await harness.running_job()
+    status = await harness.backend.job_status(job.job_id)
+    assert (status.job_id, status.state, status.nodes, status.restart_count, status.held) == (
+        job.job_id, JobState.RUNNING, job.nodes, 0, False)
+    with pytest.raises(UnknownJobError):
+        await harness.backend.job_status("999999")
+
+
+async def test_requeue_given_the_callers_record_checks_the_jobs_state_again(harness: Harness) -> None:
+    await require(harness, "requeue")
+    job = await harness.running_job()
+    assert (await harness.backend.requeue_job(job.job_id, hold=True, known=job)).changed
+    # the same stale record again (a retried activity): the job is pending and held now, nothing twice
+    assert not (await harness.backend.requeue_job(job.job_id, hold=True, known=job)).changed
+    after = await harness.backend.get_job(job.job_id)
+    assert after.restart_count == 1 and after.held
+
+
 async def test_unknown_job_and_node_are_permanent(harness: Harness) -> None:
     with pytest.raises(UnknownJobError):
         await harness.backend.get_job("999999")

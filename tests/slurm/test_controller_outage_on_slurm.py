@@ -24,7 +24,7 @@ from goodput.models import AnomalyKind, Mode
 from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
-from goodput.scheduler import ActionResult, JobState
+from goodput.scheduler import ActionResult, JobInfo, JobState
 from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import ACTS_ALONE, anomaly, inject
 from workers.client import TemporalIncidentService
@@ -47,11 +47,11 @@ class FreezesTheController(SlurmCliBackend):
         self._pid = controller_pid
         self.frozen_at: float | None = None
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False) -> ActionResult:
+    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None) -> ActionResult:
         if self.frozen_at is None:
             os.kill(self._pid, signal.SIGSTOP)
             self.frozen_at = time.monotonic()
-        return await super().requeue_job(job_id, hold=hold)
+        return await super().requeue_job(job_id, hold=hold, known=known)
 
 
 def controller_pid(lab: Lab) -> int:

@@ -55,3 +55,17 @@ async def test_an_incidents_drains_of_several_nodes_are_one_command() -> None:
     assert result.drained == ("node1", "node2", "node3")
     assert [argv[2] for argv in slurm.acted] == ["NodeName=node1,node2,node3"]
     assert all("one of 3" in d for d in result.details)
+
+
+async def test_a_job_waiting_out_slurms_requeue_delay_costs_no_node_list() -> None:
+    # BeginTime after a requeue: no node could start it yet, so what the partition holds says nothing
+    class Requeued(BigCluster):
+        async def get_job(self, job_id: str) -> JobInfo:
+            return (await super().get_job(job_id)).model_copy(update={"state_reason": "BeginTime"})
+
+    cluster = Requeued()
+    activities = RecoveryActivities(cluster, RecordingNotifier(), LocalDrainGate())
+    result = await ActivityEnvironment().run(activities.verify, VerifyInput(
+        job_id="7", restart_count_before=0, timeout_s=0.05, poll_interval_s=0.01))
+    assert not result.ok and "BeginTime" in result.detail, result.detail
+    assert cluster.listed == []

@@ -1,0 +1,194 @@
+"""A storm's status reads are one `squeue` per tick, read only from fields no job controls (#29).
+
+verify polls each resumed job every few seconds; in a storm of N incidents that was N
+`scontrol show job` per poll interval. Now the polls of one worker process fall on the same
+instants and the CLI backend sends the reads of one tick as one `squeue -j 1,2,3 -O` of job id,
+state, reason, restart count and node list. A line that does not read exactly that way is refused
+and the job read alone, the trusted way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from datetime import datetime
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.adapters.slurm_cli import SlurmCliBackend
+from activities.adapters.slurm_runner import CommandResult
+from activities.recovery import RecoveryActivities, next_poll_in
+from goodput.recover.breaker import LocalDrainGate
+from goodput.recover.incident import ResumeInput, VerifyInput
+from goodput.recover.policy import ResumeStrategy
+from goodput.scheduler import JobState, JobStatus, UnknownJobError
+from goodput.slurm.batch import parse_statuses, squeue_status
+from tests.fakes.notifier import RecordingNotifier
+from tests.unit.test_slurm_batch import SlurmStandIn
+
+
+class SqueueStandIn(SlurmStandIn):
+    """SlurmStandIn that also answers the batched status read: every asked job RUNNING, restarted
+    once, on node1 (`lines` overrides a job's line); records each read."""
+
+    def __init__(self, lines: dict[str, str] | None = None) -> None:
+        super().__init__()
+        self.lines = lines or {}
+        self.reads: list[tuple[str, ...]] = []
+
+    async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                  timeout_s: float | None = None) -> CommandResult:
+        argv = tuple(argv)
+        if argv[0] == "squeue" or argv[:3] == ("scontrol", "show", "job"):
+            self.reads.append(argv)
+        if argv[0] != "squeue":
+            return await super().run(argv, stdin=stdin, timeout_s=timeout_s)
+        ids = argv[argv.index("-j") + 1].split(",")
+        out = "".join(self.lines.get(j, f"{j}|RUNNING|None|1|2026-12-03T18:00:00|node1|") + "\n" for j in ids)
+        return CommandResult(argv, 0, out, "")
+
+
+def test_a_status_line_is_read_only_when_it_is_exactly_slurms_fields() -> None:
+    text = "12|PENDING|BeginTime|1|2026-12-03T18:18:08||\n13|RUNNING|None|0|N/A|node[1-2]|\n"
+    statuses = parse_statuses(text)
+    assert statuses is not None
+    assert statuses["12"].state is JobState.PENDING and statuses["12"].state_reason == "BeginTime"
+    assert statuses["13"].nodes == ("node1", "node2") and statuses["13"].restart_count == 0
+    assert statuses["12"].eligible_at == datetime(2026, 12, 3, 18, 18, 8).timestamp()  # the host's local time
+    assert statuses["13"].eligible_at is None and not statuses["12"].held
+    # squeue's words for a held requeue (22.05 lab), not scontrol's `job_requeued_in_held_state`
+    held = parse_statuses("14|PENDING|job requeued in held state|1|2026-12-03T18:30:28||")
+    assert held is not None and held["14"].held
+    # a sixth field, a state Slurm has no name for, a pipe in a reason, a job twice: refused whole
+    for bad in ("12|RUNNING|None|1|N/A|node1|x|", "12|ROOT|None|1|N/A|node1|", "12|RUNNING|a|b|1|N/A|node1|",
+                "12|RUNNING|None|1|N/A|node1|\n12|PENDING|None|1|N/A||", "12|RUNNING|None|-1|N/A|node1|",
+                "12|RUNNING|None|1|2026-13-03T18:18:08|node1|", "12|RUNNING|None|1|node1|"):
+        assert parse_statuses(bad) is None, bad
+    # an array task or het component row is not a plain job: not read as one
+    assert parse_statuses("10_2|RUNNING|None|0|N/A|node1|\n") == {}
+
+
+def test_the_status_read_asks_only_for_fields_no_job_controls() -> None:
+    argv = squeue_status(["1", "2"])
+    fields = argv[-1].removeprefix("--Format=").split(",")
+    assert [f.split(":")[0] for f in fields] == ["JobID", "State", "Reason", "RestartCnt", "EligibleTime", "NodeList"]
+    assert "-j" in argv and argv[argv.index("-j") + 1] == "1,2"
+
+
+async def test_concurrent_status_reads_are_one_squeue() -> None:
+    slurm = SqueueStandIn()
+    backend = SlurmCliBackend(slurm)
+    statuses = await asyncio.gather(*(backend.job_status(j) for j in ("21", "22", "23")))
+    assert [r[0] for r in slurm.reads] == ["squeue"], slurm.reads
+    assert [s.job_id for s in statuses] == ["21", "22", "23"] and all(s.restart_count == 1 for s in statuses)
+
+
+async def test_a_job_whose_line_is_hostile_or_missing_is_read_alone() -> None:
+    # a reason Slurm would never print (as if a job could shape it), and a job squeue did not list
+    slurm = SqueueStandIn({"32": "32|RUNNING|None|1|N/A|node1|33|PENDING|", "33": ""})
+    backend = SlurmCliBackend(slurm)
+    await asyncio.gather(backend.job_status("31"), backend.job_status("32"), backend.job_status("33"))
+    alone = sorted(r[-1] for r in slurm.reads if r[0] == "scontrol")
+    assert alone == ["31", "32", "33"], slurm.reads  # the whole batch was refused: each read alone
+
+
+async def test_a_job_slurm_does_not_know_is_unknown() -> None:
+    class Gone(SqueueStandIn):
+        async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                      timeout_s: float | None = None) -> CommandResult:
+            if argv[0] == "squeue" or tuple(argv[:3]) == ("scontrol", "show", "job"):
+                return CommandResult(tuple(argv), 1, "", "slurm_load_jobs error: Invalid job id specified\n")
+            return await super().run(argv, stdin=stdin, timeout_s=timeout_s)
+
+    with pytest.raises(UnknownJobError):
+        await SlurmCliBackend(Gone()).job_status("41")
+
+
+async def test_verify_polls_of_several_incidents_share_reads() -> None:
+    slurm = SqueueStandIn({j: f"{j}|PENDING|None|0|N/A||" for j in ("51", "52", "53", "54")})
+    # a tick wide enough for a loaded test host: the polls fall on the same instants regardless
+    activities = RecoveryActivities(SlurmCliBackend(slurm, coalesce_tick_s=0.2), RecordingNotifier(),
+                                    LocalDrainGate())
+
+    async def verify(job_id: str, after_s: float) -> None:
+        await asyncio.sleep(after_s)
+        await ActivityEnvironment().run(activities.verify, VerifyInput(
+            job_id=job_id, restart_count_before=0, timeout_s=3.0, poll_interval_s=1.0, capacity_wait_s=0))
+
+    async def run_when_all_polled() -> None:
+        await asyncio.gather(*(verify(j, i * 0.3) for i, j in enumerate(("51", "52", "53", "54"))))
+
+    await run_when_all_polled()
+    per_job = {j: sum(1 for r in slurm.reads if j in r[-1] or (r[0] == "squeue" and j in r[r.index("-j") + 1]))
+               for j in ("51", "52", "53", "54")}
+    # each job was polled several times; after each one's first poll (as soon as its verify
+    # starts) the polls of the four fell on the same instants and went together (16 reads before)
+    assert min(per_job.values()) >= 3, per_job
+    assert all(r[0] == "squeue" for r in slurm.reads), slurm.reads
+    assert len(slurm.reads) <= len(per_job) + max(per_job.values()) + 1, (len(slurm.reads), per_job)
+
+
+async def test_a_storms_resumes_read_each_job_once_and_check_their_states_in_one_squeue() -> None:
+    slurm = SqueueStandIn()
+    activities = RecoveryActivities(SlurmCliBackend(slurm), RecordingNotifier(), LocalDrainGate())
+    jobs = ("61", "62", "63")
+    results = await asyncio.gather(*(ActivityEnvironment().run(activities.resume, ResumeInput(
+        incident_id=f"inc-{j}", job_id=j, strategy=ResumeStrategy.REQUEUE)) for j in jobs))
+    assert all(r.changed for r in results), results
+    # before: each job's record read twice (the activity's, then requeue_job's check): 6 reads
+    assert sorted(r[-1] for r in slurm.reads if r[0] == "scontrol") == sorted(jobs), slurm.reads
+    assert [r[0] for r in slurm.reads].count("squeue") == 1, slurm.reads
+    assert slurm.acted == [("scontrol", "requeue", "61,62,63")]
+
+
+async def test_a_storms_first_reads_ask_slurms_version_once() -> None:
+    class Versions(SqueueStandIn):
+        asked = 0
+
+        async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                      timeout_s: float | None = None) -> CommandResult:
+            if tuple(argv) == ("scontrol", "--version"):
+                self.asked += 1
+                await asyncio.sleep(0)  # the answer takes a moment, as a real command does
+            return await super().run(argv, stdin=stdin, timeout_s=timeout_s)
+
+    slurm = Versions()
+    backend = SlurmCliBackend(slurm)
+    await asyncio.gather(*(backend.get_job(j) for j in ("71", "72", "73")))
+    assert slurm.asked == 1  # was once per concurrent first read: 10 in the lab storm of 8 jobs
+
+
+async def test_verify_sleeps_through_slurms_requeue_delay_instead_of_polling() -> None:
+    class Requeued(SqueueStandIn):
+        """Pending for BeginTime until `eligible`, then running (restarted once)."""
+
+        eligible = 0.0
+
+        async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                      timeout_s: float | None = None) -> CommandResult:
+            when = datetime.fromtimestamp(self.eligible).strftime("%Y-%m-%dT%H:%M:%S")
+            state = "PENDING|BeginTime" if time.time() < self.eligible else "RUNNING|None"
+            self.lines = {"81": f"81|{state}|1|{when}|{'' if 'PENDING' in state else 'node3'}|"}
+            return await super().run(argv, stdin=stdin, timeout_s=timeout_s)
+
+    slurm = Requeued()
+    slurm.eligible = float(int(time.time()) + 3)  # squeue prints whole seconds
+    activities = RecoveryActivities(SlurmCliBackend(slurm, coalesce_tick_s=0), RecordingNotifier(), LocalDrainGate())
+    result = await ActivityEnvironment().run(activities.verify, VerifyInput(
+        job_id="81", restart_count_before=0, timeout_s=30, poll_interval_s=0.25))
+    assert result.ok, result.detail
+    # polled at the start, then at its begin time (and once more if Slurm had not started it yet);
+    # polling every 0.25 s through the 2-3 s was about 10 reads
+    assert len(slurm.reads) <= 3, slurm.reads
+
+
+def test_verify_does_not_sleep_to_a_begin_time_further_ahead_than_any_requeue_delay() -> None:
+    # an hour ahead: the job's own --begin, or squeue over SSH printing another time zone's clock
+    now = time.time()
+    status = JobStatus(job_id="9", state=JobState.PENDING, state_reason="BeginTime", eligible_at=now + 3600)
+    assert next_poll_in(status, 0.0, 2.0, latest=10_000.0) <= 3.0
+    soon = status.model_copy(update={"eligible_at": now + 60})
+    assert 55 <= next_poll_in(soon, 0.0, 2.0, latest=10_000.0) <= 60
+    assert next_poll_in(soon, 0.0, 2.0, latest=30.0) == 30.0  # never past the capacity deadline
