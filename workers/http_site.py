@@ -168,6 +168,10 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return json_error(exc.status_code, exc.detail, headers)
 
 
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    return json_error(500, "internal error")  # the traceback goes to the log (uvicorn's), never to the peer
+
+
 async def _health(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
@@ -175,7 +179,7 @@ async def _health(request: Request) -> Response:
 def application(routes: Sequence[BaseRoute], *, max_in_flight: int = MAX_IN_FLIGHT) -> ASGIApp:
     """`routes` and `/healthz`, with the shared error shape, server header and limits."""
     app = Starlette(routes=[*routes, Route(HEALTH_PATH, _health, methods=["GET"])],
-                    exception_handlers={HTTPException: _http_error})
+                    exception_handlers={HTTPException: _http_error, Exception: _internal_error})
     return _Guard(app, max_in_flight)
 
 
@@ -312,7 +316,7 @@ class Listener:
             return False
         sock = _bind(self._host, self._wanted_port)  # a port already taken raises here, nothing left open
         config = uvicorn.Config(self._app, http=_GuardedH11, lifespan="off", log_config=None, log_level="warning",
-                                access_log=False,
+                                access_log=False, proxy_headers=False,
                                 server_header=False, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
                                 limit_concurrency=MAX_CONNECTIONS, timeout_keep_alive=int(KEEP_ALIVE_S),
                                 timeout_graceful_shutdown=int(SHUTDOWN_S))
