@@ -144,16 +144,20 @@ class _Guard:
             await refusal(scope, receive, plain_server)
             return
         deadline: float | None = None
+        body_done = False
 
         async def bounded_receive() -> Message:
-            nonlocal deadline
-            loop = asyncio.get_running_loop()
-            deadline = deadline if deadline is not None else loop.time() + BODY_TIMEOUT_S
+            nonlocal deadline, body_done
+            if body_done:  # waiting for the client to go (a stream's disconnect) is not reading a body
+                return await receive()
+            deadline = deadline if deadline is not None else asyncio.get_running_loop().time() + BODY_TIMEOUT_S
             try:
                 async with asyncio.timeout_at(deadline):
-                    return await receive()
+                    message = await receive()
             except TimeoutError:
                 raise HTTPException(408, f"the body did not arrive within {BODY_TIMEOUT_S:g} s") from None
+            body_done = message["type"] != "http.request" or not message.get("more_body", False)
+            return message
 
         self.in_flight += 1
         try:
