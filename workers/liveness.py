@@ -30,7 +30,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from aiohttp import web
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from goodput.detect.node_liveness import (
     MAX_INTERVAL_S,
@@ -49,7 +51,7 @@ from goodput.identifiers import validate_cluster, validate_node_name
 from goodput.models import Anomaly
 from goodput.scheduler import JobInfo, JobState, NodeInfo, Scheduler
 from goodput.untrusted_files import open_job_file
-from workers.http_site import Listener, application, json_error
+from workers.http_site import Listener, application, content_length, content_type, json_error, read_body
 
 log = logging.getLogger("goodput.liveness")
 
@@ -91,8 +93,7 @@ class HeartbeatServer:
         self._secret = secret
         self._clock = clock
         self.rejected = 0
-        self.app = application(MAX_HEARTBEAT_BYTES)
-        self.app.router.add_post(HEARTBEAT_PATH, self._heartbeat)
+        self.app = application([Route(HEARTBEAT_PATH, self._heartbeat, methods=["POST"])])
         self._listener = Listener(self.app, "heartbeat server", config.host, config.port)
 
     @property
@@ -110,17 +111,18 @@ class HeartbeatServer:
     async def stop(self) -> None:
         await self._listener.stop()
 
-    def _refuse(self, status: int, message: str) -> web.Response:
+    def _refuse(self, status: int, message: str) -> JSONResponse:
         self.rejected += 1
         headers = {"WWW-Authenticate": 'Bearer realm="goodput-heartbeat"'} if status == 401 else None
         return json_error(status, message, headers)
 
-    async def _heartbeat(self, request: web.Request) -> web.Response:
-        if request.content_type != "application/json":
+    async def _heartbeat(self, request: Request) -> JSONResponse:
+        if content_type(request) != "application/json":
             return self._refuse(415, "send application/json")
-        if request.content_length is not None and request.content_length > MAX_HEARTBEAT_BYTES:
+        declared = content_length(request)
+        if declared is not None and declared > MAX_HEARTBEAT_BYTES:
             return self._refuse(413, f"a heartbeat is at most {MAX_HEARTBEAT_BYTES} bytes")
-        body = await request.read()  # bounded by client_max_size, chunked or not
+        body = await read_body(request, MAX_HEARTBEAT_BYTES)  # never read past the limit, chunked or not
         try:
             beat = json.loads(body)
             if not isinstance(beat, dict):
@@ -143,7 +145,7 @@ class HeartbeatServer:
             return self._refuse(503, "too many nodes tracked")
         if was is None:
             log.info("heartbeats from %s (every %g s)", node, interval)
-        return web.json_response({"node": node})
+        return JSONResponse({"node": node})
 
 
 def _outputs(job: JobInfo) -> list[tuple[str, datetime, int]]:

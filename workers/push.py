@@ -23,7 +23,9 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
-from aiohttp import web
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from activities.adapters.layout import LayoutStore, LayoutStoreFullError
 from goodput.detect.push import (
@@ -40,7 +42,7 @@ from goodput.detect.push import (
 from goodput.detect.push.layout import MAX_LAYOUT_BODY, LayoutBodyError, node_layout, parse_layout
 from goodput.detect.watch import AnomalySink
 from goodput.identifiers import validate_cluster
-from workers.http_site import Listener, application, json_error
+from workers.http_site import Listener, application, content_length, content_type, json_error, read_body
 
 log = logging.getLogger("goodput.push")
 
@@ -71,11 +73,11 @@ class PushServer:
         # A threading lock, not an asyncio one: a cancelled request must not free the router while
         # its worker thread is still inside it.
         self._route_lock = threading.Lock()
-        self.app = application(config.max_body_bytes)
-        self.app.router.add_post(LOGS_PATH, self._logs)
         self._layouts = layouts
+        routes = [Route(LOGS_PATH, self._logs, methods=["POST"])]
         if layouts is not None:
-            self.app.router.add_post(LAYOUT_PATH, self._layout)
+            routes.append(Route(LAYOUT_PATH, self._layout, methods=["POST"]))
+        self.app = application(routes)
         self._listener = Listener(self.app, "push server", config.host, config.port)
 
     @property
@@ -104,7 +106,7 @@ class PushServer:
 
     # -- handlers -------------------------------------------------------------------------
 
-    def _authorized(self, request: web.Request) -> bool:
+    def _authorized(self, request: Request) -> bool:
         header = request.headers.get("Authorization")
         if header is not None:
             return authenticate(header, self.config)
@@ -115,18 +117,20 @@ class PushServer:
         with self._route_lock:  # the detectors are stateful: one batch at a time
             return self._router.route_each(batch, detected_at)
 
-    async def _logs(self, request: web.Request) -> web.Response:
+    async def _logs(self, request: Request) -> JSONResponse:
         if not self._authorized(request):
             return json_error(401, "missing or invalid token: send 'Authorization: Bearer <token>'",
                           {"WWW-Authenticate": 'Bearer realm="goodput"'})
-        if request.content_type not in ACCEPTED_TYPES:
-            return json_error(415, f"unsupported content type {request.content_type[:100]!r}; "
+        media = content_type(request)
+        if media not in ACCEPTED_TYPES:
+            return json_error(415, f"unsupported content type {media[:100]!r}; "
                                f"send one of {', '.join(sorted(ACCEPTED_TYPES))}")
         limit = self.config.max_body_bytes
-        if request.content_length is not None and request.content_length > limit:
-            return json_error(413, f"body is {request.content_length} bytes (limit {limit})")
+        declared = content_length(request)
+        if declared is not None and declared > limit:
+            return json_error(413, f"body is {declared} bytes (limit {limit})")
         async with self._slots:
-            body = await request.read()  # bounded by client_max_size, chunked or not
+            body = await read_body(request, limit)  # never read past the limit, chunked or not
             try:
                 batch = await asyncio.to_thread(parse_batch, body, self.config, cluster=self.cluster,
                                                 received_at=self._clock())
@@ -160,22 +164,22 @@ class PushServer:
             "rejected_total": rejected_total,
             "anomalies": len(anomalies),
         }
-        return web.json_response(result)
+        return JSONResponse(result)
 
-    async def _layout(self, request: web.Request) -> web.Response:
+    async def _layout(self, request: Request) -> JSONResponse:
         if not self._authorized(request):
             return json_error(401, "missing or invalid token: send 'Authorization: Bearer <token>'",
                               {"WWW-Authenticate": 'Bearer realm="goodput"'})
-        if request.content_type != "application/json":
-            return json_error(415, f"unsupported content type {request.content_type[:100]!r}; send application/json")
-        if request.content_length is not None and request.content_length > MAX_LAYOUT_BODY:
-            return json_error(413, f"body is {request.content_length} bytes (limit {MAX_LAYOUT_BODY})")
+        media = content_type(request)
+        if media != "application/json":
+            return json_error(415, f"unsupported content type {media[:100]!r}; send application/json")
+        declared = content_length(request)
+        if declared is not None and declared > MAX_LAYOUT_BODY:
+            return json_error(413, f"body is {declared} bytes (limit {MAX_LAYOUT_BODY})")
         assert self._layouts is not None  # the route exists only with a store
         store = self._layouts
         async with self._slots:
-            body = await request.read()
-            if len(body) > MAX_LAYOUT_BODY:  # chunked, so no Content-Length said so first
-                return json_error(413, f"body is {len(body)} bytes (limit {MAX_LAYOUT_BODY})")
+            body = await read_body(request, MAX_LAYOUT_BODY)  # chunked too: no Content-Length said so first
             try:
                 cluster, record = parse_layout(body, self.config, cluster=self.cluster)
                 layout = await asyncio.to_thread(node_layout, record, self._clock())
@@ -190,7 +194,7 @@ class PushServer:
                 log.exception("layout push: could not store the %s record of job %s on %s",
                               record.event, record.job_id, record.node)
                 return json_error(503, "could not store the layout record")
-        return web.json_response({"stored": record.event, "cluster": cluster, "job_id": layout.job_id,
+        return JSONResponse({"stored": record.event, "cluster": cluster, "job_id": layout.job_id,
                                   "attempt": layout.attempt, "node": layout.node, "node_index": layout.node_index,
                                   "node_count": layout.node_count})
 

@@ -13,7 +13,7 @@ import contextlib
 import logging
 from pathlib import Path
 
-import aiohttp
+import httpx
 
 log = logging.getLogger("goodput.agent")
 HEARTBEAT_PATH = "/v1/heartbeat"
@@ -46,18 +46,17 @@ class HeartbeatSender:
         self._last_error = ""
 
     async def run(self, stop: asyncio.Event) -> None:
-        timeout = aiohttp.ClientTimeout(total=max(1.0, self.interval_s))
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        async with httpx.AsyncClient(timeout=max(1.0, self.interval_s), trust_env=False) as session:
             while not stop.is_set():
                 await self.beat(session)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.interval_s)
 
-    async def beat(self, session: aiohttp.ClientSession) -> bool:
+    async def beat(self, session: httpx.AsyncClient) -> bool:
         try:
-            async with session.post(self._url, json=self._body, headers=self._headers) as response:
-                if response.status != 200:
-                    raise RuntimeError(f"HTTP {response.status}: {(await response.text())[:200]}")
+            response = await session.post(self._url, json=self._body, headers=self._headers)
+            if response.status_code != 200:
+                raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
         except Exception as err:  # the service down or refusing: count, say so once, keep beating
             self.errors += 1
             text = f"{type(err).__name__}: {err}"

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import aiohttp
+import httpx
 import pytest
 
 from activities.adapters.heartbeat import HeartbeatSender, HeartbeatTokenError, read_token
@@ -48,16 +48,16 @@ async def post(server: HeartbeatServer, body: object, token: str | None, *,
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    async with aiohttp.ClientSession() as session, session.post(f"{server.url}/v1/heartbeat", data=data,
-                                                                headers=headers) as response:
-        return response.status, await response.text()
+    async with httpx.AsyncClient(timeout=10) as session:
+        response = await session.post(f"{server.url}/v1/heartbeat", content=data, headers=headers)
+        return response.status_code, response.text
 
 
 async def test_a_node_beats_with_its_own_token(served: tuple[HeartbeatServer, LivenessTracker]) -> None:
     server, tracker = served
     sender = HeartbeatSender(server.url, heartbeat_token(SECRET, "c1", "node3"), cluster="c1", node="node3",
                              interval_s=2.0)
-    async with aiohttp.ClientSession() as session:
+    async with httpx.AsyncClient(timeout=10) as session:
         assert await sender.beat(session)
     assert tracker.last_seen("node3") == NOW and sender.sent == 1
 

@@ -19,8 +19,10 @@ import grpc
 import httpx
 import pytest
 import pytest_asyncio
-from aiohttp import web
 from google.protobuf import descriptor_pb2, descriptor_pool, empty_pb2, message_factory
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from activities.adapters.audit import MemoryAuditLog
 from activities.adapters.nvsentinel import VerdictPushBack, event_to_proto
@@ -30,6 +32,7 @@ from goodput.demo.scheduler import FakeScheduler
 from goodput.detect.nvsentinel import NvSentinelPushBack, NvSentinelSettings, parse_event
 from goodput.recover.audit import AuditAction, AuditRecord
 from tests.fakes.sink import RecordingSink
+from workers.http_site import Listener, application
 from workers.nvsentinel.grpc_receiver import REJECTED_KEY, REJECTION_KEY
 from workers.nvsentinel.server import NvSentinelReceivers, serve_nvsentinel
 
@@ -379,9 +382,9 @@ async def kubernetes_api(reviews: list[dict[str, Any]], *, down: bool = False) -
     tokens = {"projected-sa-token-of-the-connector": SA_USER, "projected-sa-token-of-someone-else":
               "system:serviceaccount:default:default"}
 
-    async def review(request: web.Request) -> web.Response:
+    async def review(request: Request) -> JSONResponse:
         if down:
-            return web.json_response({"kind": "Status", "code": 503}, status=503)
+            return JSONResponse({"kind": "Status", "code": 503}, status_code=503)
         assert request.headers["Authorization"] == "Bearer goodput-own-sa-token"
         body = await request.json()
         reviews.append(body)
@@ -389,17 +392,15 @@ async def kubernetes_api(reviews: list[dict[str, Any]], *, down: bool = False) -
         status: dict[str, Any] = {"authenticated": True, "user": {"username": user},
                                   "audiences": body["spec"].get("audiences", [])} if user else {
             "authenticated": False, "error": "invalid bearer token"}
-        return web.json_response({**body, "status": status}, status=201)
+        return JSONResponse({**body, "status": status}, status_code=201)
 
-    app = web.Application()
-    app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", review)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    app = application([Route("/apis/authentication.k8s.io/v1/tokenreviews", review, methods=["POST"])])
+    listener = Listener(app, "Kubernetes API", "127.0.0.1", 0)
+    await listener.start()
     try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+        yield listener.url
     finally:
-        await runner.cleanup()
+        await listener.stop()
 
 
 async def test_projected_serviceaccount_tokens_are_checked_by_tokenreview(tmp_path: Path,

@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = textwrap.dedent("""
     import importlib.abc, sys
-    BLOCKED = ("asyncssh", "grpc", "hyperscan", "opentelemetry.exporter.otlp")
+    BLOCKED = ("asyncssh", "grpc", "hyperscan", "opentelemetry.exporter.otlp", "aiohttp")
     class Refuse(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
             if any(name == b or name.startswith(b + ".") for b in BLOCKED):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import aiohttp
+import httpx
 import pytest
 from temporalio.client import Client
 from temporalio.service import RPCError
@@ -53,7 +53,7 @@ class Rig:
     cluster: str
 
     async def beat(self, *nodes: str) -> None:
-        async with aiohttp.ClientSession() as session:
+        async with httpx.AsyncClient(timeout=10) as session:
             for node in nodes:
                 sender = HeartbeatSender(self.server.url, heartbeat_token(SECRET, self.cluster, node),
                                          cluster=self.cluster, node=node, interval_s=2.0)

@@ -18,7 +18,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from aiohttp import web
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from activities.adapters.nvsentinel import JsonIncoming, NvSentinelIntake, Received
 from goodput.detect.nvsentinel import (
@@ -32,7 +34,7 @@ from goodput.detect.nvsentinel import (
     read_token_file,
     token_accepted,
 )
-from workers.http_site import Listener, application, json_error
+from workers.http_site import Listener, application, content_length, content_type, json_error, read_body
 
 log = logging.getLogger("goodput.nvsentinel")
 
@@ -51,10 +53,10 @@ class NvSentinelHttpServer:
         self._clients = {client: secret.get_secret_value() for client, secret in settings.oauth_clients.items()}
         self._clients.update({client: read_token_file(path) for client, path in settings.oauth_client_files.items()})
         self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
-        self.app = application(settings.max_message_bytes)
-        self.app.router.add_post(settings.http_path, self._events)
+        routes = [Route(settings.http_path, self._events, methods=["POST"])]
         if self._clients:
-            self.app.router.add_post(settings.oauth_token_path, self._token)
+            routes.append(Route(settings.oauth_token_path, self._token, methods=["POST"]))
+        self.app = application(routes)
         self._listener = Listener(self.app, "NVSentinel HTTP receiver", settings.http_host, settings.http_port)
 
     @property
@@ -93,49 +95,50 @@ class NvSentinelHttpServer:
         return (bool(self._clients) and scheme.lower() == "bearer"
                 and access_token_valid(token.strip(), self._clients, datetime.now(UTC)))
 
-    async def _token(self, request: web.Request) -> web.Response:
+    async def _token(self, request: Request) -> JSONResponse:
         """OAuth 2.0 client credentials (RFC 6749 4.4): the client authenticates with HTTP Basic or
         form fields and gets a bearer token for the events endpoint."""
         no_store = {"Cache-Control": "no-store", "Pragma": "no-cache"}
-        if request.content_length is not None and request.content_length > MAX_TOKEN_REQUEST:
+        declared = content_length(request)
+        if declared is not None and declared > MAX_TOKEN_REQUEST:
             return json_error(413, f"a token request is at most {MAX_TOKEN_REQUEST} bytes")
-        if request.content_type != "application/x-www-form-urlencoded":
-            return web.json_response({"error": "invalid_request",
-                                      "error_description": "send application/x-www-form-urlencoded"}, status=400)
-        body = await request.read()
-        if len(body) > MAX_TOKEN_REQUEST:
-            return json_error(413, f"a token request is at most {MAX_TOKEN_REQUEST} bytes")
+        if content_type(request) != "application/x-www-form-urlencoded":
+            return JSONResponse({"error": "invalid_request",
+                                      "error_description": "send application/x-www-form-urlencoded"}, status_code=400)
+        body = await read_body(request, MAX_TOKEN_REQUEST)
         try:
             fields = urllib.parse.parse_qs(body.decode("utf-8"), max_num_fields=20)
         except (UnicodeDecodeError, ValueError):
-            return web.json_response({"error": "invalid_request"}, status=400)
+            return JSONResponse({"error": "invalid_request"}, status_code=400)
         form = {key: values[0] for key, values in fields.items() if values}
         if form.get("grant_type") != "client_credentials":
-            return web.json_response({"error": "unsupported_grant_type"}, status=400, headers=no_store)
+            return JSONResponse({"error": "unsupported_grant_type"}, status_code=400, headers=no_store)
         client = client_credentials(form, request.headers.get("Authorization"), self._clients)
         if client is None:
             log.warning("NVSentinel: OAuth token refused (invalid client credentials)")
-            return web.json_response({"error": "invalid_client"}, status=401,
+            return JSONResponse({"error": "invalid_client"}, status_code=401,
                                      headers={**no_store, "WWW-Authenticate": 'Basic realm="goodput"'})
         token, expires_in = mint_access_token(client, self._clients[client], datetime.now(UTC),
                                               self.settings.oauth_token_ttl_s)
         answer: dict[str, Any] = {"access_token": token, "token_type": "Bearer", "expires_in": expires_in}
         if form.get("scope"):
             answer["scope"] = form["scope"][:200]
-        return web.json_response(answer, headers=no_store)
+        return JSONResponse(answer, headers=no_store)
 
-    async def _events(self, request: web.Request) -> web.Response:
+    async def _events(self, request: Request) -> JSONResponse:
         if not self._authorized(request.headers.get("Authorization")):
             return json_error(401, "missing or invalid token: send 'Authorization: Bearer <token>'",
                           {"WWW-Authenticate": 'Bearer realm="goodput"'})
-        if request.content_type != CLOUDEVENTS_TYPE:
-            return json_error(415, f"unsupported content type {request.content_type[:100]!r}: send one CloudEvent "
+        media = content_type(request)
+        if media != CLOUDEVENTS_TYPE:
+            return json_error(415, f"unsupported content type {media[:100]!r}: send one CloudEvent "
                                f"in structured mode as {CLOUDEVENTS_TYPE}")
         limit = self.settings.max_message_bytes
-        if request.content_length is not None and request.content_length > limit:
-            return json_error(413, f"body is {request.content_length} bytes (limit {limit})")
+        declared = content_length(request)
+        if declared is not None and declared > limit:
+            return json_error(413, f"body is {declared} bytes (limit {limit})")
         async with self._slots:
-            body = await request.read()  # bounded by client_max_size, chunked or not
+            body = await read_body(request, limit)  # never read past the limit, chunked or not
             try:
                 cloud_event = parse_cloudevent(body)
             except CloudEventError as err:
@@ -144,9 +147,9 @@ class NvSentinelHttpServer:
             received = await self._intake.receive([JsonIncoming(cloud_event.event)], "http")
         return self._answer(received)
 
-    def _answer(self, received: Received) -> web.Response:
+    def _answer(self, received: Received) -> JSONResponse:
         if received.retry is not None:
             return json_error(503, received.retry, {"Retry-After": str(RETRY_AFTER_S)})
         if received.rejected:
             return json_error(422, received.rejected[0])
-        return web.json_response({"outcome": received.outcome.value, "anomalies": received.anomalies})
+        return JSONResponse({"outcome": received.outcome.value, "anomalies": received.anomalies})
