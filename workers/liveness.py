@@ -46,12 +46,14 @@ from goodput.detect.node_liveness import (
     corroborate,
     heartbeat_authentic,
 )
+from goodput.detect.stack_requests import StackRequestTable
 from goodput.detect.watch import AnomalySink, OptInRule
 from goodput.identifiers import validate_cluster, validate_node_name
 from goodput.models import Anomaly
 from goodput.scheduler import JobInfo, JobState, NodeInfo, Scheduler
 from goodput.untrusted_files import open_job_file
 from workers.http_site import Listener, application, content_length, content_type, json_error, read_body
+from workers.stack_requests import StackEndpoint
 
 log = logging.getLogger("goodput.liveness")
 
@@ -86,14 +88,17 @@ class HeartbeatServer:
     """`POST /v1/heartbeat` (and `GET /healthz`): each authentic heartbeat goes to the tracker."""
 
     def __init__(self, config: LivenessConfig, tracker: LivenessTracker, cluster: str, secret: bytes, *,
-                 clock: Callable[[], datetime] = _utcnow) -> None:
+                 clock: Callable[[], datetime] = _utcnow, stacks: StackRequestTable | None = None) -> None:
         self.config = config
         self.cluster = validate_cluster(cluster)
         self._tracker = tracker
         self._secret = secret
         self._clock = clock
         self.rejected = 0
-        self.app = application([Route(HEARTBEAT_PATH, self._heartbeat, methods=["POST"])])
+        # Stack requests ride on the heartbeat's response; their results come back to /v1/stacks.
+        self.stacks = StackEndpoint(stacks, self.cluster, secret, clock) if stacks is not None else None
+        routes = [Route(HEARTBEAT_PATH, self._heartbeat, methods=["POST"])]
+        self.app = application(routes + ([self.stacks.route()] if self.stacks is not None else []))
         self._listener = Listener(self.app, "heartbeat server", config.host, config.port)
 
     @property
@@ -145,7 +150,9 @@ class HeartbeatServer:
             return self._refuse(503, "too many nodes tracked")
         if was is None:
             log.info("heartbeats from %s (every %g s)", node, interval)
-        return JSONResponse({"node": node})
+        if self.stacks is None:
+            return JSONResponse({"node": node})
+        return JSONResponse({"node": node, "stacks": self.stacks.pending(node)})
 
 
 def _outputs(job: JobInfo) -> list[tuple[str, datetime, int]]:
@@ -303,10 +310,11 @@ class LivenessMonitor:
 
 @contextlib.asynccontextmanager
 async def serve_liveness(config: LivenessConfig, scheduler: Scheduler, sink: AnomalySink, cluster: str,
-                         opt_in: OptInRule) -> AsyncIterator[HeartbeatServer]:
-    """The heartbeat endpoint and the monitor, until the block ends."""
+                         opt_in: OptInRule, *,
+                         stacks: StackRequestTable | None = None) -> AsyncIterator[HeartbeatServer]:
+    """The heartbeat endpoint (with `/v1/stacks` when `stacks` is given) and the monitor, until the block ends."""
     tracker = LivenessTracker(config)
-    server = HeartbeatServer(config, tracker, cluster, read_secret(config.secret_file))
+    server = HeartbeatServer(config, tracker, cluster, read_secret(config.secret_file), stacks=stacks)
     monitor = LivenessMonitor(config, tracker, scheduler, sink, cluster, opt_in)
     stop = asyncio.Event()
     await server.start()

@@ -23,6 +23,7 @@ from activities.adapters.layout import layout_store_for
 from activities.adapters.node_agent import run_agent
 from goodput.config import Settings
 from goodput.detect.node_agent import AgentConfig
+from goodput.detect.stack_requests import StackRequestTable
 from goodput.service.incidents import ServiceUnavailableError
 from goodput.slurm.resubmit import ResubmitKey
 from workers import devserver
@@ -52,6 +53,15 @@ def start_telemetry(settings: Settings, metrics_file: Path | None) -> Callable[[
     return stop
 
 
+def stack_table_for(settings: Settings) -> StackRequestTable | None:
+    """The stack requests the worker's hang incidents leave for the heartbeat endpoint in this same
+    process (goodput.detect.stack_requests); None while that endpoint is off."""
+    if not settings.liveness.enabled:
+        return None
+    # A request outlives its incident's wait a little, so a late answer is refused as expired, not unknown.
+    return StackRequestTable(ttl_s=settings.liveness.stack_wait_s + 30.0)
+
+
 async def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -61,7 +71,8 @@ async def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) 
 
 
 @contextlib.asynccontextmanager
-async def service_extras(settings: Settings, client: Client, console: Console) -> AsyncIterator[None]:
+async def service_extras(settings: Settings, client: Client, console: Console,
+                         stacks: StackRequestTable | None = None) -> AsyncIterator[None]:
     """What runs beside a worker: the cluster watcher and, when enabled, the log push endpoint, the
     NVSentinel receivers and the agents' heartbeat endpoint with its node-loss monitor."""
     if settings.watch:
@@ -84,7 +95,7 @@ async def service_extras(settings: Settings, client: Client, console: Console) -
         if settings.liveness.enabled:
             scheduler = scheduler_from(settings, resubmit_key=ResubmitKey.ephemeral(settings.cluster))
             beats = await stack.enter_async_context(serve_liveness(
-                settings.liveness, scheduler, sink, settings.cluster, settings.opt_in))
+                settings.liveness, scheduler, sink, settings.cluster, settings.opt_in, stacks=stacks))
             console.print(f"agents' heartbeats at {beats.url}", highlight=False)
         yield
 
@@ -135,10 +146,11 @@ async def cmd_up(settings: Settings, console: Console) -> int:
         client = await devserver.wait_until_ready(
             lambda: _ready_client(settings), what=f"the Temporal dev server at {settings.temporal_address}",
             timeout_s=READY_TIMEOUT_S, say=lambda text: console.print(text, highlight=False))
-        worker = worker_for(client, settings)
+        stacks = stack_table_for(settings)
+        worker = worker_for(client, settings, stacks)
 
         async def serve(stop: asyncio.Event) -> None:
-            async with worker, service_extras(settings, client, console), console_if_enabled(
+            async with worker, service_extras(settings, client, console, stacks), console_if_enabled(
                     settings, client, console):
                 console.print(f"goodput is up: Temporal at {settings.temporal_address}, "
                               f"UI at http://127.0.0.1:{settings.temporal_ui_port} "
@@ -158,10 +170,11 @@ async def cmd_worker(settings: Settings, console: Console) -> int:
     stop_telemetry = start_telemetry(settings, settings.metrics_file)
     client = await connect_from(settings)
     await ensure_search_attributes(client, settings.namespace)
-    worker = worker_for(client, settings)
+    stacks = stack_table_for(settings)
+    worker = worker_for(client, settings, stacks)
 
     async def serve(stop: asyncio.Event) -> None:
-        async with worker, service_extras(settings, client, console):
+        async with worker, service_extras(settings, client, console, stacks):
             console.print(f"goodput worker on {settings.temporal_address} queue {settings.task_queue}")
             await stop.wait()
 

@@ -34,9 +34,12 @@ from activities.adapters.trust import TemporalTrustRecord
 from activities.node_incident import NodeIncidentActivities
 from activities.recovery import RecoveryActivities
 from activities.spares import SpareActivities
+from activities.stack_requests import StackActivities
 from activities.watch import WatchActivities
 from goodput.config import SchedulerKind, Settings
 from goodput.demo.scheduler import FakeScheduler
+from goodput.detect.stack_requests import StackRequestTable
+from goodput.detect.watch import OptInRule
 from goodput.diagnose.layout import LayoutSource
 from goodput.extras import require
 from goodput.recover.audit import AuditLog
@@ -116,7 +119,8 @@ def scheduler_from(settings: Settings, *, resubmit_key: ResubmitKey | None = Non
 def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier: Notifier, *,
                  gate: DrainGate | None = None, policy: Policy | None = None,
                  fail_workflows_on_bugs: bool = False, audit_log: AuditLog | None = None,
-                 layouts: LayoutSource | None = None) -> Worker:
+                 layouts: LayoutSource | None = None, stacks: StackRequestTable | None = None,
+                 stack_wait_s: float = 30.0, opt_in: OptInRule | None = None) -> Worker:
     recovery = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue),
                                   memory=TemporalNodeMemory(client, task_queue), audit_log=audit_log, layouts=layouts,
                                   kill_switch=TemporalKillSwitch(client, task_queue),
@@ -133,7 +137,9 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
                    ClusterWatchWorkflow, KillSwitchWorkflow, NodeHealthWorkflow, NodeIncidentWorkflow,
                    TrustRecordWorkflow],
         activities=[*recovery.all(), *node_incidents.all(),
-                    watch.watch_job_logs, watch.watch_scheduler, *SpareActivities(scheduler).all()],
+                    watch.watch_job_logs, watch.watch_scheduler, *SpareActivities(scheduler).all(),
+                    # Hang incidents ask the agents for stacks through the heartbeat endpoint's table.
+                    *StackActivities(scheduler, stacks, wait_s=stack_wait_s, opt_in=opt_in).all()],
         # A dead worker's sticky workflows move to a live one after this, not the 10 s default.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
         max_concurrent_workflow_task_polls=4,
@@ -145,7 +151,7 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
     )
 
 
-def worker_for(client: Client, settings: Settings) -> Worker:
+def worker_for(client: Client, settings: Settings, stacks: StackRequestTable | None = None) -> Worker:
     notifier: Notifier = JsonLinesNotifier(settings.notifications_path)
     if settings.notify_webhook_url:
         notifier = FanOutNotifier(notifier, WebhookNotifier(settings.notify_webhook_url,
@@ -154,7 +160,8 @@ def worker_for(client: Client, settings: Settings) -> Worker:
     if settings.nvsentinel.push_back.enabled:  # drains are also told to NVSentinel, as STORE_ONLY events
         audit_log = VerdictPushBack(audit_log, settings.nvsentinel.push_back, node_names=settings.nvsentinel.node_names)
     return build_worker(client, settings.task_queue, scheduler_from(settings), notifier, policy=settings.policy,
-                        audit_log=audit_log, layouts=layout_store_for(settings.data_dir))
+                        audit_log=audit_log, layouts=layout_store_for(settings.data_dir), stacks=stacks,
+                        stack_wait_s=settings.liveness.stack_wait_s, opt_in=settings.opt_in)
 
 
 async def ensure_search_attributes(client: Client, namespace: str) -> None:

@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.scheduler import JobInfo
     from workflows import search
     from workflows.audit import audit_record, settled, write_audit
+    from workflows.hang_stacks import with_stacks
     from workflows.recovery_actions import execute, mark_suspects, probe_suspects, remember
     from workflows.recovery_follow import await_actionable, follow_launcher, let_the_job_end
     from workflows.recovery_gate import may_act, past_limit
@@ -119,7 +120,7 @@ class RecoveryWorkflow:
             if self.cancelled_here():
                 return
             if attributed is None:
-                attributed = await self.attribute()
+                attributed = await with_stacks(self, await self.attribute())
             elif self._s.decision is not None and self._s.decision.verb is DecisionVerb.APPROVE:
                 self.approval_spent()  # approving the in-job plan approved nothing that came after it
             attributed = await let_the_job_end(self, attributed)

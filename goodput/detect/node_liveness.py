@@ -73,6 +73,9 @@ class LivenessConfig(BaseModel):
     """How often the running jobs are listed: a job's output rhythm is learnt from then on, so a job
     younger than about this plus a few of its writes has none yet (Slurm's node state still counts)."""
     max_tail_bytes: int = Field(default=64 << 10, ge=1024, le=4 << 20)
+    stack_wait_s: float = Field(default=30.0, ge=1.0, le=90.0)
+    """How long a hang incident waits for the agents' stack dumps (`/v1/stacks`) before it goes on
+    without those that did not come; a request expires a little after this."""
 
 
 # -- identity ----------------------------------------------------------------------------------

@@ -230,3 +230,18 @@ def evidence(request: StackRequest, answers: Mapping[str, NodeStacks], waited_s:
     node, pid, why = odd
     culprit = Culprit(kind=CulpritKind.RANK, id=f"pid {pid} on {node}", confidence=0.6)
     return StackEvidence(lines=lines, culprit=culprit, node=node, explanation=f"stack dumps: {why}")
+
+
+class StackCaptureInput(Frozen):
+    """The recovery workflow's ask: stacks of this incident's job, on the nodes Slurm lists for it."""
+
+    incident_id: str = Field(max_length=512)
+    job_id: JobId
+
+
+class StackCaptureResult(Frozen):
+    """What the `capture_stacks` activity hands back; `note` says why nothing was asked."""
+
+    evidence: StackEvidence = Field(default_factory=StackEvidence)
+    asked: tuple[str, ...] = ()
+    note: str = ""
