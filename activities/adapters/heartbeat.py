@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -36,7 +37,8 @@ def read_token(path: Path) -> str:
 class HeartbeatSender:
     """POSTs `{"cluster", "node", "interval_s"}` to `<url>/v1/heartbeat` with the node's token."""
 
-    def __init__(self, url: str, token: str, *, cluster: str, node: str, interval_s: float) -> None:
+    def __init__(self, url: str, token: str, *, cluster: str, node: str, interval_s: float,
+                 on_response: Callable[[object], None] | None = None) -> None:
         self._url = url.rstrip("/") + HEARTBEAT_PATH
         self._headers = {"Authorization": f"Bearer {token}"}
         self._body = {"cluster": cluster, "node": node, "interval_s": interval_s}
@@ -44,6 +46,8 @@ class HeartbeatSender:
         self.sent = 0
         self.errors = 0
         self._last_error = ""
+        # The response may carry requests for this node (stack captures: activities.adapters.stack_agent).
+        self._on_response = on_response
 
     async def run(self, stop: asyncio.Event) -> None:
         async with httpx.AsyncClient(timeout=max(1.0, self.interval_s), trust_env=False) as session:
@@ -68,4 +72,9 @@ class HeartbeatSender:
             log.info("heartbeats to %s work again", self._url)
             self._last_error = ""
         self.sent += 1
+        if self._on_response is not None:
+            try:
+                self._on_response(response.json())
+            except Exception as err:  # a response we cannot read must not stop the heartbeats
+                log.warning("heartbeat response from %s not understood: %s", self._url, str(err)[:200])
         return True

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from activities.adapters.dcgm import DcgmScraper
 from activities.adapters.gpu_nvml import NvmlCollector, NvmlGpuProbe, NvmlUnavailableError
 from activities.adapters.heartbeat import HeartbeatSender, read_token
 from activities.adapters.kernel_log import KernelLog
+from activities.adapters.stack_agent import StackResponder
+from activities.adapters.stack_dump import StackDumper
 from goodput.detect.gpu import GpuProbe, GpuSample, XidEvent
 from goodput.detect.kernel_origin import KernelLogRefusedError, check_kernel_log
 from goodput.detect.logtail import TailCursor
@@ -366,12 +369,16 @@ async def run_agent(config: AgentConfig, cluster: str, scheduler: Scheduler, sin
     configured, since that is the one source that survives a GPU falling off the bus.
     """
     node = resolve_node(config)
-    heartbeat = None
+    heartbeat = stacks = None
     if config.heartbeat_url:
         if config.heartbeat_token_file is None:
             raise ValueError("agent.heartbeat_url needs agent.heartbeat_token_file")
-        heartbeat = HeartbeatSender(config.heartbeat_url, read_token(config.heartbeat_token_file), cluster=cluster,
-                                    node=node, interval_s=config.heartbeat_interval_s)
+        token = read_token(config.heartbeat_token_file)
+        # Stack captures an incident asks for arrive in the heartbeat's response (activities.adapters.stack_agent).
+        stacks = StackResponder(config.heartbeat_url, token, cluster=cluster, node=node,
+                                capture=StackDumper(py_spy=shutil.which("py-spy")).capture)
+        heartbeat = HeartbeatSender(config.heartbeat_url, token, cluster=cluster, node=node,
+                                    interval_s=config.heartbeat_interval_s, on_response=stacks.take)
     async with contextlib.AsyncExitStack() as stack:
         probe: GpuProbe | None = None
         try:
@@ -384,4 +391,8 @@ async def run_agent(config: AgentConfig, cluster: str, scheduler: Scheduler, sin
                           config.interval_s, config.job_refresh_s, state_file=config.state_file,
                           xid_max_age_s=config.xid_max_age_s, probe_timeout_s=config.probe_timeout_s,
                           kernel_log_accept_mixed=config.kernel_log_accept_mixed, heartbeat=heartbeat)
-        await agent.run(stop)
+        try:
+            await agent.run(stop)
+        finally:
+            if stacks is not None:
+                await stacks.close()
