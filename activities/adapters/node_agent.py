@@ -376,7 +376,7 @@ async def run_agent(config: AgentConfig, cluster: str, scheduler: Scheduler, sin
         token = read_token(config.heartbeat_token_file)
         # Stack captures an incident asks for arrive in the heartbeat's response (activities.adapters.stack_agent).
         stacks = StackResponder(config.heartbeat_url, token, cluster=cluster, node=node,
-                                capture=StackDumper(py_spy=shutil.which("py-spy")).capture)
+                                capture=StackDumper(py_spy=shutil.which("py-spy"), node=node).capture)
         heartbeat = HeartbeatSender(config.heartbeat_url, token, cluster=cluster, node=node,
                                     interval_s=config.heartbeat_interval_s, on_response=stacks.take)
     async with contextlib.AsyncExitStack() as stack:

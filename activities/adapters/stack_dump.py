@@ -80,8 +80,12 @@ def _bounded_run(argv: list[str], limit: int, timeout_s: float) -> tuple[int | N
 
 class StackDumper:
     def __init__(self, *, scontrol: str = "scontrol", squeue: str = "squeue", py_spy: str | None = None,
-                 proc: Path = Path("/proc"), timeout_s: float = 10.0, max_dump_bytes: int = MAX_DUMP_BYTES) -> None:
+                 proc: Path = Path("/proc"), timeout_s: float = 10.0, max_dump_bytes: int = MAX_DUMP_BYTES,
+                 node: str | None = None) -> None:
         self._scontrol = scontrol
+        # The agent names its own node: where several slurmd share a host (Slurm's multiple-slurmd
+        # setups, the lab) `scontrol listpids J` alone cannot tell which one to ask.
+        self._node = node
         self._squeue = squeue
         self._py_spy = py_spy
         self._proc = proc
@@ -99,7 +103,8 @@ class StackDumper:
     def capture(self, job_id: str) -> StackReport:
         """Every process Slurm lists for `job_id` on this node, dumped or skipped with a reason."""
         try:
-            code, raw = _bounded_run([self._scontrol, "listpids", job_id], MAX_LISTPIDS_BYTES, self._timeout_s)
+            argv = [self._scontrol, "listpids", job_id, *([self._node] if self._node else [])]
+            code, raw = _bounded_run(argv, MAX_LISTPIDS_BYTES, self._timeout_s)
             if code != 0:
                 return StackReport(job_id, error=f"scontrol listpids {job_id} failed (exit {code})")
             pids = parse_listpids(raw.decode(errors="replace"), job_id)
