@@ -67,7 +67,9 @@ class StackActivities:
         while not self._table.complete(rid) and loop.time() < deadline:
             activity.heartbeat()
             await asyncio.sleep(min(POLL_S, max(0.0, deadline - loop.time())))
-        return StackCaptureResult(evidence=evidence(asked, self._table.answers(rid), self._wait_s), asked=asked.nodes)
+        # Reading up to 20,000 dump lines is CPU work: off the loop that serves the heartbeats.
+        found = await asyncio.to_thread(evidence, asked, self._table.answers(rid), self._wait_s)
+        return StackCaptureResult(evidence=found, asked=asked.nodes)
 
     def all(self) -> list[Callable[..., Awaitable[Any]]]:
         return [self.capture_stacks]

@@ -34,7 +34,8 @@ from datetime import datetime, timedelta
 
 from pydantic import Field, model_validator
 
-from goodput.diagnose.classify import classify_lines
+from goodput.diagnose.signatures import default_catalogue
+from goodput.diagnose.signatures.verdict import VerdictBuilder
 from goodput.models import Culprit, CulpritKind, Frozen, JobId, NodeName
 
 MAX_REQUESTS = 256
@@ -206,18 +207,23 @@ def odd_process(answers: Mapping[str, NodeStacks]) -> tuple[str, int, str] | Non
     lines: list[str] = []
     for node in sorted(answers):
         for pid, text in sorted(answers[node].dumps.items()):
-            key = len(who)
+            index = len(who)
             who.append((node, pid))
             for line in text[:MAX_DUMP_CHARS].splitlines():
                 if len(lines) >= MAX_ANALYSED_LINES:
                     break
-                lines.append(f"[rank{key}]:{line[:1024]}")
+                lines.append(f"[rank{index}]:{line[:1024]}")
     if len(who) < 2:
         return None
-    verdict = classify_lines(lines)
-    if "stack-odd-one-out" not in verdict.signatures or verdict.rank is None or not 0 <= verdict.rank < len(who):
+    # The stack reader itself, not the verdict: a louder line in some dump (an error with a rank of
+    # its own) would lead the verdict and name its rank instead of the process outside the collective.
+    catalogue = default_catalogue()
+    builder = VerdictBuilder(catalogue.version).add_all(catalogue.scan(lines))
+    odd = builder.stalls.odd_stack()
+    rank = odd.match.context.rank if odd is not None else None
+    if rank is None or not 0 <= rank < len(who):
         return None
-    node, pid = who[verdict.rank]
+    node, pid = who[rank]
     return node, pid, f"{len(who) - 1} other dumped processes wait in a collective; pid {pid} on {node} is elsewhere"
 
 

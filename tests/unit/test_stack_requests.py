@@ -132,3 +132,18 @@ def test_every_process_in_the_collective_or_only_skips_name_nobody_and_say_why()
     found = evidence(request, t.answers(rid), 30.0)
     assert found.culprit is None
     assert "no py-spy here" in found.lines[1] and "1 skipped" in found.lines[1]
+
+
+def test_a_dump_that_prints_its_own_error_or_rank_prefix_cannot_move_the_culprit() -> None:
+    # A dump is the job's text: a louder line in one process's dump (an error, a forged `[rank9]:`)
+    # must not make another process the culprit or hide the odd one out.
+    t = table()
+    rid = request_id("inc-1", "101")
+    request = t.ask(rid, "101", ["gpu-01", "gpu-02"], T0)
+    loud = py_spy(11, IN_ALL_REDUCE) + ("\n[rank3]:RuntimeError: CUDA error: an illegal memory access was encountered"
+                                        "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    t.answer("gpu-01", NodeStacks(request_id=rid, job_id="101", dumps={11: loud, 12: py_spy(12, IN_ALL_REDUCE)}), T0)
+    t.answer("gpu-02", NodeStacks(request_id=rid, job_id="101", dumps={21: py_spy(21, IN_ALL_REDUCE),
+                                                                         22: py_spy(22, IN_SAVE)}), T0)
+    found = evidence(request, t.answers(rid), 30.0)
+    assert found.culprit is not None and found.culprit.id == "pid 22 on gpu-02"

@@ -5,6 +5,7 @@ collective as the culprit, and an incident whose agents never answer goes on aft
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -18,7 +19,7 @@ from activities.adapters.stack_dump import StackReport
 from goodput.demo.scheduler import FakeScheduler, demo_cluster
 from goodput.detect.node_liveness import LivenessConfig, LivenessTracker, heartbeat_token
 from goodput.detect.stack_requests import StackRequestTable
-from goodput.models import AnomalyKind, Category, CulpritKind
+from goodput.models import Anomaly, AnomalyKind, Category, CulpritKind
 from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from tests.fakes.notifier import RecordingNotifier
@@ -67,7 +68,7 @@ async def agents(server: HeartbeatServer, cluster: str, capture: Callable[[str, 
     for node in nodes:
         token = heartbeat_token(SECRET, cluster, node)
         responder = StackResponder(server.url, token, cluster=cluster, node=node,
-                                   capture=lambda job, node=node: capture(node, job))
+                                   capture=functools.partial(_on, capture, node))
         sender = HeartbeatSender(server.url, token, cluster=cluster, node=node, interval_s=0.2,
                                  on_response=responder.take)
         responders.append(responder)
@@ -81,7 +82,11 @@ async def agents(server: HeartbeatServer, cluster: str, capture: Callable[[str, 
             await responder.close()
 
 
-def hang(cluster: str) -> object:
+def _on(capture: Callable[[str, str], StackReport], node: str, job: str) -> StackReport:
+    return capture(node, job)
+
+
+def hang(cluster: str) -> Anomaly:
     return anomaly("1001", kind=AnomalyKind.HANG, category=Category.HANG, nodes=(), cluster=cluster,
                    evidence=("no step for 300 s",))
 
@@ -96,7 +101,7 @@ async def test_a_hang_gets_the_agents_stacks_and_names_the_process_outside_the_c
     cluster = f"stk{os.getpid()}a"
     async with service(client, task_queue, cluster, wait_s=20) as server, agents(
             server, cluster, lambda node, job: StackReport(job, dumps=DUMPS[node]), "node1", "node2"):
-        incident = await inject(client, task_queue, hang(cluster), FAST)  # type: ignore[arg-type]
+        incident = await inject(client, task_queue, hang(cluster), FAST)
         report = await wait_for_state(client, incident, *PAST_ATTRIBUTION, timeout_s=40)
     assert report.attribution is not None and report.attribution.category is Category.HANG
     culprit = report.attribution.culprits[0]
@@ -112,7 +117,7 @@ async def test_with_no_agent_answering_the_incident_goes_on_after_the_bound(clie
     cluster = f"stk{os.getpid()}b"
     async with service(client, task_queue, cluster, wait_s=2) as server, agents(
             server, cluster, lambda node, job: StackReport(job, dumps=DUMPS[node]), "node1"):
-        incident = await inject(client, task_queue, hang(cluster), FAST)  # type: ignore[arg-type]
+        incident = await inject(client, task_queue, hang(cluster), FAST)
         report = await wait_for_state(client, incident, *PAST_ATTRIBUTION, timeout_s=40)
     assert report.attribution is not None
     assert not any(c.kind is CulpritKind.RANK for c in report.attribution.culprits)  # one node's dumps name nobody
