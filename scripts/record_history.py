@@ -4,6 +4,10 @@ Run after a deliberate change to RecoveryWorkflow's command sequence (and keep t
 too if running incidents must survive the upgrade: then the change needs `workflow.patched`):
 
     .venv/bin/python scripts/record_history.py tests/workflows/histories/<name>.json
+
+`--hang` records a hang incident instead, whose attribution names nobody, on a worker whose agents'
+heartbeat endpoint is on and no agent answers: it takes `hang-stack-capture` (the stack request
+waits its 1 s bound and the incident goes on).
 """
 
 from __future__ import annotations
@@ -17,21 +21,33 @@ from pathlib import Path
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from goodput.models import Mode
+from goodput.demo.scheduler import FakeScheduler
+from goodput.detect.stack_requests import StackRequestTable
+from goodput.models import AnomalyKind, Category, Mode
+from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
 from workers import devserver
+from workers.worker import build_worker
 from workflows import search
 
 
-async def record(out: Path) -> None:
+async def record(out: Path, hang: bool = False) -> None:
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter, dev_server_existing_path=devserver.temporal_binary(),
         search_attributes=list(search.ALL_KEYS))
     try:
         queue = f"record-{uuid.uuid4().hex[:8]}"
-        async with running_worker(env.client, queue):
-            incident = await inject(env.client, queue, anomaly(cluster="replay"), FAST, Mode.AUTONOMOUS)
-            report = await result(env.client, incident)
+        if hang:
+            worker = build_worker(env.client, queue, FakeScheduler(), RecordingNotifier(),
+                                  stacks=StackRequestTable(ttl_s=30), stack_wait_s=1)
+            async with worker:
+                found = anomaly(cluster="replay", kind=AnomalyKind.HANG, category=Category.HANG, nodes=())
+                incident = await inject(env.client, queue, found, FAST, Mode.AUTONOMOUS)
+                report = await result(env.client, incident)
+        else:
+            async with running_worker(env.client, queue):
+                incident = await inject(env.client, queue, anomaly(cluster="replay"), FAST, Mode.AUTONOMOUS)
+                report = await result(env.client, incident)
         history = await env.client.get_workflow_handle(incident).fetch_history()
         out.write_text(history.to_json())
         print(f"{incident}: {report.state}, {len(history.events)} events -> {out}")
@@ -40,6 +56,6 @@ async def record(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(record(Path(sys.argv[1])))
+    asyncio.run(record(Path(sys.argv[1]), hang="--hang" in sys.argv[2:]))
     sys.stdout.flush()
     os._exit(0)  # short-lived SDK clients can abort at interpreter exit (sdk-python#300)
