@@ -192,6 +192,11 @@ async def test_a_straggler_reaching_the_incident_names_the_gpu_and_why() -> None
     failing = GpuEvidenceSink(inner, store, Placed(("node5",), fail=True), clock=clock)
     await failing.submit(straggler(("node6",)))
     assert inner.anomalies[-1] == straggler(("node6",)) and failing.errors == 1
+    # The job moved on to another attempt: its nodes now are not those the anomaly saw.
+    moved = Placed(("node5", "node6", "node7"))
+    moved.add_job((await moved.get_job("42")).model_copy(update={"restart_count": 1}))
+    await GpuEvidenceSink(inner, store, moved, clock=clock).submit(straggler(("node6",)))
+    assert inner.anomalies[-1] == straggler(("node6",))
     # Reports that aged out explain nothing.
     clock.now = NOW + timedelta(minutes=10)
     await sink.submit(straggler(("node6",)))

@@ -54,6 +54,14 @@ def test_a_balanced_busy_job_is_not_hung(g: tuple[dict[tuple[int, int], list[flo
 
 
 @settings(max_examples=60, deadline=None)
+@given(gpus_of(util=(90.0, 100.0), memory=(20.0, 80.0)))
+def test_a_compute_bound_job_pinned_at_full_utilisation_is_not_hung(
+        g: tuple[dict[tuple[int, int], list[float]], ...]) -> None:
+    """A healthy step pins every GPU too; what tells it from a spinning collective is the memory it moves."""
+    assert judge_hang(job(*g), NOW).verdict == "none"
+
+
+@settings(max_examples=60, deadline=None)
 @given(st.sampled_from([(0.0, 30.0), (0.0, 100.0), (0.0, 5.0)]).flatmap(
     lambda u: gpus_of(util=u, memory=(0.0, 60.0))))
 def test_a_job_in_a_slow_phase_is_not_hung(g: tuple[dict[tuple[int, int], list[float]], ...]) -> None:
