@@ -18,7 +18,12 @@ from datetime import datetime
 
 from goodput.detect.gpu import GpuSample
 from goodput.detect.gpu_hang import DEFAULT_GPU_HANG_CONFIG, GpuHangConfig, Report, judge_hang
-from goodput.detect.straggler_case import DEFAULT_GPU_STRAGGLER_CONFIG, GpuStragglerConfig, gpu_evidence
+from goodput.detect.straggler_case import (
+    DEFAULT_GPU_STRAGGLER_CONFIG,
+    GpuEvidence,
+    GpuStragglerConfig,
+    gpu_evidence,
+)
 from goodput.models import Anomaly, AnomalyKind
 
 EXPLAINED = (AnomalyKind.STRAGGLER, AnomalyKind.HANG)
@@ -29,6 +34,19 @@ def _with(anomaly: Anomaly, lines: Sequence[str], nodes: Sequence[str] = (), gpu
         "evidence": [*anomaly.evidence, *lines],
         "nodes": tuple(dict.fromkeys((*anomaly.nodes, *nodes))),
         "gpus": tuple(dict.fromkeys((*anomaly.gpus, *gpus)))})
+
+
+def _lines(evidence: Sequence[GpuEvidence], samples: Sequence[GpuSample]) -> list[str]:
+    """Each standing-out GPU's signals, and how far its clock sits below its own maximum."""
+    by_ref = {s.uuid or s.pci_bus_id or f"{s.node or '?'}:gpu{s.index}": s for s in samples}
+    lines: list[str] = []
+    for e in evidence:
+        lines += [f"{e.gpu}: {signal}" for signal in e.signals]
+        sample = by_ref.get(e.gpu_ref)
+        now, top = (sample.sm_clock_mhz, sample.max_sm_clock_mhz) if sample else (None, None)
+        if now is not None and top and now < top and e.clock_ratio is not None:
+            lines.append(f"{e.gpu}: SM clock {now:.0f} MHz of its maximum {top:.0f} MHz ({1 - now / top:.0%} below)")
+    return lines
 
 
 def explain_straggler(anomaly: Anomaly, job_nodes: Sequence[str], latest: Sequence[GpuSample],
@@ -50,13 +68,13 @@ def explain_straggler(anomaly: Anomaly, job_nodes: Sequence[str], latest: Sequen
         mine = [e for e in standing if e.node == nodes[0]]
         lines.append(f"the report names no node; {nodes[0]} from GPU evidence across the job's {len(reported)} "
                      f"nodes, the only one that stands out")
-        lines += [f"{e.gpu}: {signal}" for e in mine for signal in e.signals]
+        lines += _lines(mine, samples)
         return _with(anomaly, lines, nodes, [e.gpu_ref for e in mine])
     refs: list[str] = []
     for node in named:
         mine = [e for e in standing if e.node == node]
         if mine:
-            lines += [f"{e.gpu}: {signal}" for e in mine for signal in e.signals]
+            lines += _lines(mine, samples)
             refs += [e.gpu_ref for e in mine]
         elif node in reported:
             lines.append(f"no GPU of {node} stands out against the job's {len(samples)} GPUs (clocks, throttling, "

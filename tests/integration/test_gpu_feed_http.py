@@ -15,7 +15,6 @@ import pytest
 from activities.adapters.gpu_feed import GpuFeedSender
 from activities.adapters.node_agent import NodeAgent
 from goodput.demo.scheduler import FakeScheduler, demo_cluster
-from goodput.detect.gpu import GpuSample
 from goodput.detect.gpu_feed import MAX_REPORT_BYTES, GpuReport, GpuSampleStore
 from goodput.detect.node_liveness import LivenessConfig, heartbeat_token
 from goodput.detect.watch import OptInRule

@@ -27,7 +27,8 @@ def fleet(slow: tuple[str, int] | None = None, **slow_fields: object) -> list[Gp
     out = []
     for node in NODES:
         for i in range(8):
-            fields: dict[str, object] = {"sm_clock_mhz": 1980.0 - i, "power_w": 690.0, "temperature_c": 60.0,
+            fields: dict[str, object] = {"sm_clock_mhz": 1980.0 - i, "max_sm_clock_mhz": 1980.0,
+                                         "power_w": 690.0, "temperature_c": 60.0,
                                          "clock_event_mask": 0, "utilisation_pct": 98.0,
                                          "memory_utilisation_pct": 40.0}
             if (node, i) == slow:
@@ -53,7 +54,7 @@ def test_the_stragglers_node_gets_its_gpu_and_the_reason() -> None:
     assert found.gpus == ("GPU-node3-5",)
     text = "\n".join(found.evidence)
     assert "node3/gpu5" in text and "sm clock 1400 MHz" in text and "hw-thermal-slowdown" in text
-    assert "temperature 91" in text
+    assert "temperature 91" in text and "1400 MHz of its maximum 1980 MHz (29% below)" in text
 
 
 def test_a_node_whose_gpus_look_healthy_points_at_the_host() -> None:
