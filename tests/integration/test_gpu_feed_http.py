@@ -4,16 +4,21 @@ hostile bodies are refused with typed errors, and what arrives explains straggle
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 import httpx
 import pytest
+from rich.console import Console
+from temporalio.client import Client
 
 from activities.adapters.gpu_feed import GpuFeedSender
 from activities.adapters.node_agent import NodeAgent
+from goodput.config import Settings
 from goodput.demo.scheduler import FakeScheduler, demo_cluster
 from goodput.detect.gpu_feed import MAX_REPORT_BYTES, GpuReport, GpuSampleStore
 from goodput.detect.node_liveness import LivenessConfig, heartbeat_token
@@ -23,8 +28,9 @@ from goodput.scheduler import JobInfo, SchedulerError
 from tests.fakes.gpu import FakeGpuProbe, healthy_gpus
 from tests.fakes.sink import RecordingSink
 from tests.helpers import eventually
-from workers.gpu_feed import GPU_SAMPLES_PATH, GpuEvidenceSink
+from workers.gpu_feed import GPU_SAMPLES_PATH, GpuEvidenceSink, gpu_store_for
 from workers.liveness import HeartbeatServer, serve_liveness
+from workers.serve import service_extras
 
 pytestmark = pytest.mark.timeout(60)
 SECRET = b"k" * 40
@@ -200,3 +206,25 @@ async def test_a_straggler_reaching_the_incident_names_the_gpu_and_why() -> None
     clock.now = NOW + timedelta(minutes=10)
     await sink.submit(straggler(("node6",)))
     assert inner.anomalies[-1] == straggler(("node6",))
+
+
+async def test_the_service_serves_the_feed_beside_the_heartbeats(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """As `goodput up` and `goodput worker` wire it: with [liveness] on there is one store, the feed
+    fills it on the heartbeat listener; with it off there is none (and no endpoint)."""
+    monkeypatch.setenv("GOODPUT_CONFIG", str(tmp_path / "none.toml"))
+    secret = tmp_path / "liveness.secret"
+    secret.write_bytes(SECRET)
+    settings = Settings(cluster="c1", watch=False, data_dir=tmp_path / "data", liveness=LivenessConfig(
+        enabled=True, port=0, secret_file=secret))
+    assert gpu_store_for(Settings(cluster="c1", data_dir=tmp_path / "data").liveness) is None
+    store = gpu_store_for(settings.liveness)
+    assert store is not None and (store.window, store.max_nodes) == (12, 2048)
+    out = io.StringIO()
+    async with service_extras(settings, cast(Client, None), Console(file=out, width=400), gpu_samples=store):
+        url = out.getvalue().split("agents' heartbeats at ")[1].split()[0]
+        async with httpx.AsyncClient(timeout=10, trust_env=False) as session:
+            response = await session.post(f"{url}{GPU_SAMPLES_PATH}", json=report(), headers={
+                "Authorization": f"Bearer {token()}"})
+    assert response.status_code == 200, response.text
+    assert len(store.reports("node3", datetime.now(UTC))) == 1
