@@ -91,7 +91,11 @@ def explain_hang(anomaly: Anomaly, job_nodes: Sequence[str], reports: Mapping[st
     if judged.verdict == "none":
         return anomaly
     culprits = judged.culprits
-    return _with(anomaly, judged.evidence, [g.node for g in culprits], [g.gpu_ref for g in culprits])
+    lines = list(judged.evidence)
+    silent = [n for n in dict.fromkeys(job_nodes) if n not in placed]
+    if silent:  # judged without them; a node gone with its agent is one a hung job waits for
+        lines.append(f"no recent GPU reports from {', '.join(silent[:20])} (its agent silent or not running)")
+    return _with(anomaly, lines, [g.node for g in culprits], [g.gpu_ref for g in culprits])
 
 
 def explain(anomaly: Anomaly, job_nodes: Sequence[str], reports: Mapping[str, Sequence[Report]],

@@ -104,3 +104,13 @@ def test_a_hang_names_the_rank_that_left_the_collective() -> None:
 def test_other_anomalies_pass_unchanged() -> None:
     crash = anomaly(AnomalyKind.CRASH)
     assert explain(crash, NODES, windows(fleet()), NOW) is crash
+
+
+def test_a_hang_says_which_of_the_jobs_nodes_sent_no_gpus() -> None:
+    """A node whose agent fell silent with the job hung is worth a look (it may be the node that is gone)."""
+    pinned = [s.model_copy(update={"utilisation_pct": 100.0, "memory_utilisation_pct": 0.0}) for s in fleet()]
+    reports = windows(fleet(), pinned, pinned, pinned)
+    del reports["node4"]
+    found = explain(anomaly(AnomalyKind.HANG), NODES, reports, NOW)
+    assert found.nodes == ()
+    assert found.evidence[-1] == "no recent GPU reports from node4 (its agent silent or not running)"
