@@ -32,8 +32,9 @@ from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
+from goodput.detect.gpu_feed import GpuSampleStore
 from goodput.detect.node_liveness import (
     MAX_INTERVAL_S,
     MIN_INTERVAL_S,
@@ -51,6 +52,7 @@ from goodput.identifiers import validate_cluster, validate_node_name
 from goodput.models import Anomaly
 from goodput.scheduler import JobInfo, JobState, NodeInfo, Scheduler
 from goodput.untrusted_files import open_job_file
+from workers.gpu_feed import GpuFeedEndpoint
 from workers.http_site import Listener, application, content_length, content_type, json_error, read_body
 
 log = logging.getLogger("goodput.liveness")
@@ -86,14 +88,15 @@ class HeartbeatServer:
     """`POST /v1/heartbeat` (and `GET /healthz`): each authentic heartbeat goes to the tracker."""
 
     def __init__(self, config: LivenessConfig, tracker: LivenessTracker, cluster: str, secret: bytes, *,
-                 clock: Callable[[], datetime] = _utcnow) -> None:
+                 clock: Callable[[], datetime] = _utcnow, routes: Sequence[BaseRoute] = ()) -> None:
         self.config = config
         self.cluster = validate_cluster(cluster)
         self._tracker = tracker
         self._secret = secret
         self._clock = clock
         self.rejected = 0
-        self.app = application([Route(HEARTBEAT_PATH, self._heartbeat, methods=["POST"])])
+        # Further endpoints of the agents on the same listener and credential (the GPU feed).
+        self.app = application([Route(HEARTBEAT_PATH, self._heartbeat, methods=["POST"]), *routes])
         self._listener = Listener(self.app, "heartbeat server", config.host, config.port)
 
     @property
@@ -303,10 +306,13 @@ class LivenessMonitor:
 
 @contextlib.asynccontextmanager
 async def serve_liveness(config: LivenessConfig, scheduler: Scheduler, sink: AnomalySink, cluster: str,
-                         opt_in: OptInRule) -> AsyncIterator[HeartbeatServer]:
-    """The heartbeat endpoint and the monitor, until the block ends."""
+                         opt_in: OptInRule, *, gpu_samples: GpuSampleStore | None = None
+                         ) -> AsyncIterator[HeartbeatServer]:
+    """The heartbeat endpoint (and the GPU feed's, given a store) and the monitor, until the block ends."""
     tracker = LivenessTracker(config)
-    server = HeartbeatServer(config, tracker, cluster, read_secret(config.secret_file))
+    secret = read_secret(config.secret_file)
+    routes = [GpuFeedEndpoint(gpu_samples, cluster, secret).route()] if gpu_samples is not None else []
+    server = HeartbeatServer(config, tracker, cluster, secret, routes=routes)
     monitor = LivenessMonitor(config, tracker, scheduler, sink, cluster, opt_in)
     stop = asyncio.Event()
     await server.start()

@@ -37,6 +37,8 @@ from activities.spares import SpareActivities
 from activities.watch import WatchActivities
 from goodput.config import SchedulerKind, Settings
 from goodput.demo.scheduler import FakeScheduler
+from goodput.detect.gpu_feed import GpuSampleStore
+from goodput.detect.watch import AnomalySink
 from goodput.diagnose.layout import LayoutSource
 from goodput.extras import require
 from goodput.recover.audit import AuditLog
@@ -46,6 +48,7 @@ from goodput.recover.policy import Policy
 from goodput.scheduler import Scheduler
 from goodput.slurm.resubmit import ResubmitKey
 from workers.client import TemporalIncidentService
+from workers.gpu_feed import GpuEvidenceSink
 from workers.resubmit_key import resubmit_key_from
 from workers.watch import IncidentSink, TemporalWatchLauncher
 from workflows import search
@@ -116,14 +119,16 @@ def scheduler_from(settings: Settings, *, resubmit_key: ResubmitKey | None = Non
 def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier: Notifier, *,
                  gate: DrainGate | None = None, policy: Policy | None = None,
                  fail_workflows_on_bugs: bool = False, audit_log: AuditLog | None = None,
-                 layouts: LayoutSource | None = None) -> Worker:
+                 layouts: LayoutSource | None = None, gpu_samples: GpuSampleStore | None = None) -> Worker:
     recovery = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue),
                                   memory=TemporalNodeMemory(client, task_queue), audit_log=audit_log, layouts=layouts,
                                   kill_switch=TemporalKillSwitch(client, task_queue),
                                   node_health=TemporalNodeHealth(client, task_queue), policy=policy,
                                   trust=TemporalTrustRecord(client, task_queue))
     # Anomalies the watchers find open incidents with the service's policy.
-    sink = IncidentSink(TemporalIncidentService(client, task_queue), policy or Policy())
+    sink: AnomalySink = IncidentSink(TemporalIncidentService(client, task_queue), policy or Policy())
+    if gpu_samples is not None:  # stragglers and hangs explained by the agents' GPU samples
+        sink = GpuEvidenceSink(sink, gpu_samples, scheduler)
     watch = WatchActivities(scheduler, sink, TemporalWatchLauncher(client, task_queue))
     node_incidents = NodeIncidentActivities(TemporalNodeIncidents(client, task_queue), scheduler)
     return Worker(
@@ -145,7 +150,7 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
     )
 
 
-def worker_for(client: Client, settings: Settings) -> Worker:
+def worker_for(client: Client, settings: Settings, *, gpu_samples: GpuSampleStore | None = None) -> Worker:
     notifier: Notifier = JsonLinesNotifier(settings.notifications_path)
     if settings.notify_webhook_url:
         notifier = FanOutNotifier(notifier, WebhookNotifier(settings.notify_webhook_url,
@@ -154,7 +159,7 @@ def worker_for(client: Client, settings: Settings) -> Worker:
     if settings.nvsentinel.push_back.enabled:  # drains are also told to NVSentinel, as STORE_ONLY events
         audit_log = VerdictPushBack(audit_log, settings.nvsentinel.push_back, node_names=settings.nvsentinel.node_names)
     return build_worker(client, settings.task_queue, scheduler_from(settings), notifier, policy=settings.policy,
-                        audit_log=audit_log, layouts=layout_store_for(settings.data_dir))
+                        audit_log=audit_log, layouts=layout_store_for(settings.data_dir), gpu_samples=gpu_samples)
 
 
 async def ensure_search_attributes(client: Client, namespace: str) -> None:
