@@ -286,13 +286,27 @@ class TemporalIncidentService:
             raise DecisionRejectedError(cause.message if isinstance(cause, ApplicationError) else str(cause)) from err
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:  # its workflow is over, or never was: say which
-                ended = [h for h in await self.node_health(cluster) if h.node == node]
-                if ended and return_refusal(ended[0]):
-                    raise DecisionRejectedError(return_refusal(ended[0])) from err
+                ended = await self._ended_node_health(workflow_id)
+                if ended is not None and return_refusal(ended):
+                    raise DecisionRejectedError(return_refusal(ended)) from err
                 raise UnknownIncidentError(f"goodput is not returning node {node} on {cluster} to service (it never "
                                            "drained it); `goodput nodes` lists them") from err
             raise _translate(err, workflow_id) from err
         return answer
+
+    async def _ended_node_health(self, workflow_id: str) -> NodeHealthState | None:
+        """The outcome of a node's last, finished health workflow: read by its id, not by listing
+        every node's (a cluster's return-to-service history can be long)."""
+        handle = self._client.get_workflow_handle_for(NodeHealthWorkflow.run, workflow_id)
+        try:
+            described = await handle.describe(rpc_timeout=RPC_TIMEOUT)
+            if described.status != WorkflowExecutionStatus.COMPLETED:
+                return None
+            return await handle.result(rpc_timeout=RPC_TIMEOUT)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise _translate(err, workflow_id) from err
 
     async def breaker_status(self, cluster: str) -> BreakerState:
         """The cluster's drain breaker; closed and empty when no drain was ever requested."""

@@ -32,8 +32,9 @@ from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
+from goodput.detect.gpu_feed import GpuSampleStore
 from goodput.detect.node_liveness import (
     MAX_INTERVAL_S,
     MIN_INTERVAL_S,
@@ -52,6 +53,7 @@ from goodput.identifiers import validate_cluster, validate_node_name
 from goodput.models import Anomaly
 from goodput.scheduler import JobInfo, JobState, NodeInfo, Scheduler
 from goodput.untrusted_files import open_job_file
+from workers.gpu_feed import GpuFeedEndpoint
 from workers.http_site import Listener, application, content_length, content_type, json_error, read_body
 from workers.stack_requests import StackEndpoint
 
@@ -88,7 +90,8 @@ class HeartbeatServer:
     """`POST /v1/heartbeat` (and `GET /healthz`): each authentic heartbeat goes to the tracker."""
 
     def __init__(self, config: LivenessConfig, tracker: LivenessTracker, cluster: str, secret: bytes, *,
-                 clock: Callable[[], datetime] = _utcnow, stacks: StackRequestTable | None = None) -> None:
+                 clock: Callable[[], datetime] = _utcnow, routes: Sequence[BaseRoute] = (),
+                 stacks: StackRequestTable | None = None) -> None:
         self.config = config
         self.cluster = validate_cluster(cluster)
         self._tracker = tracker
@@ -97,8 +100,9 @@ class HeartbeatServer:
         self.rejected = 0
         # Stack requests ride on the heartbeat's response; their results come back to /v1/stacks.
         self.stacks = StackEndpoint(stacks, self.cluster, secret, clock) if stacks is not None else None
-        routes = [Route(HEARTBEAT_PATH, self._heartbeat, methods=["POST"])]
-        self.app = application(routes + ([self.stacks.route()] if self.stacks is not None else []))
+        # Further endpoints of the agents on the same listener and credential (the GPU feed, the stacks).
+        extra = [*routes, *([self.stacks.route()] if self.stacks is not None else [])]
+        self.app = application([Route(HEARTBEAT_PATH, self._heartbeat, methods=["POST"]), *extra])
         self._listener = Listener(self.app, "heartbeat server", config.host, config.port)
 
     @property
@@ -310,11 +314,14 @@ class LivenessMonitor:
 
 @contextlib.asynccontextmanager
 async def serve_liveness(config: LivenessConfig, scheduler: Scheduler, sink: AnomalySink, cluster: str,
-                         opt_in: OptInRule, *,
+                         opt_in: OptInRule, *, gpu_samples: GpuSampleStore | None = None,
                          stacks: StackRequestTable | None = None) -> AsyncIterator[HeartbeatServer]:
-    """The heartbeat endpoint (with `/v1/stacks` when `stacks` is given) and the monitor, until the block ends."""
+    """The heartbeat endpoint (with the GPU feed's, given a store, and `/v1/stacks`, given a request
+    table) and the monitor, until the block ends."""
     tracker = LivenessTracker(config)
-    server = HeartbeatServer(config, tracker, cluster, read_secret(config.secret_file), stacks=stacks)
+    secret = read_secret(config.secret_file)
+    routes = [GpuFeedEndpoint(gpu_samples, cluster, secret).route()] if gpu_samples is not None else []
+    server = HeartbeatServer(config, tracker, cluster, secret, routes=routes, stacks=stacks)
     monitor = LivenessMonitor(config, tracker, scheduler, sink, cluster, opt_in)
     stop = asyncio.Event()
     await server.start()

@@ -22,14 +22,17 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.adapters.layout import layout_store_for
 from activities.adapters.node_agent import run_agent
 from goodput.config import Settings
+from goodput.detect.gpu_feed import GpuSampleStore
 from goodput.detect.node_agent import AgentConfig
 from goodput.detect.stack_requests import StackRequestTable
+from goodput.detect.watch import AnomalySink
 from goodput.service.incidents import ServiceUnavailableError
 from goodput.slurm.resubmit import ResubmitKey
 from workers import devserver
 from workers.client import TemporalIncidentService, connect_from
 from workers.console.server import serve_console
 from workers.console.wiring import console_context
+from workers.gpu_feed import GpuEvidenceSink, gpu_store_for
 from workers.liveness import serve_liveness
 from workers.nvsentinel.server import serve_nvsentinel
 from workers.push import serve_push
@@ -71,16 +74,21 @@ async def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) 
 
 
 @contextlib.asynccontextmanager
-async def service_extras(settings: Settings, client: Client, console: Console,
+async def service_extras(settings: Settings, client: Client, console: Console, *,
+                         gpu_samples: GpuSampleStore | None = None,
                          stacks: StackRequestTable | None = None) -> AsyncIterator[None]:
     """What runs beside a worker: the cluster watcher and, when enabled, the log push endpoint, the
-    NVSentinel receivers and the agents' heartbeat endpoint with its node-loss monitor."""
+    NVSentinel receivers and the agents' heartbeat endpoint (with the GPU feed into `gpu_samples`,
+    which explains the stragglers and hangs they submit) with its node-loss monitor."""
     if settings.watch:
         await start_cluster_watch(client, settings.task_queue, settings.watch_request())
     if not (settings.push.enabled or settings.nvsentinel.enabled or settings.liveness.enabled):
         yield
         return
-    sink = IncidentSink(TemporalIncidentService(client, settings.task_queue), settings.policy)
+    sink: AnomalySink = IncidentSink(TemporalIncidentService(client, settings.task_queue), settings.policy)
+    if gpu_samples is not None:
+        sink = GpuEvidenceSink(sink, gpu_samples, scheduler_from(
+            settings, resubmit_key=ResubmitKey.ephemeral(settings.cluster)))
     async with contextlib.AsyncExitStack() as stack:
         if settings.push.enabled:
             server = await stack.enter_async_context(serve_push(settings.push, sink, settings.cluster,
@@ -95,7 +103,8 @@ async def service_extras(settings: Settings, client: Client, console: Console,
         if settings.liveness.enabled:
             scheduler = scheduler_from(settings, resubmit_key=ResubmitKey.ephemeral(settings.cluster))
             beats = await stack.enter_async_context(serve_liveness(
-                settings.liveness, scheduler, sink, settings.cluster, settings.opt_in, stacks=stacks))
+                settings.liveness, scheduler, sink, settings.cluster, settings.opt_in, gpu_samples=gpu_samples,
+                stacks=stacks))
             console.print(f"agents' heartbeats at {beats.url}", highlight=False)
         yield
 
@@ -146,11 +155,13 @@ async def cmd_up(settings: Settings, console: Console) -> int:
         client = await devserver.wait_until_ready(
             lambda: _ready_client(settings), what=f"the Temporal dev server at {settings.temporal_address}",
             timeout_s=READY_TIMEOUT_S, say=lambda text: console.print(text, highlight=False))
-        stacks = stack_table_for(settings)
-        worker = worker_for(client, settings, stacks)
+        gpu_samples = gpu_store_for(settings.liveness)  # one store: the feed fills it, the sinks read it
+        stacks = stack_table_for(settings)  # one table: the incidents ask, the heartbeats deliver
+        worker = worker_for(client, settings, gpu_samples=gpu_samples, stacks=stacks)
 
         async def serve(stop: asyncio.Event) -> None:
-            async with worker, service_extras(settings, client, console, stacks), console_if_enabled(
+            async with worker, service_extras(settings, client, console, gpu_samples=gpu_samples,
+                                              stacks=stacks), console_if_enabled(
                     settings, client, console):
                 console.print(f"goodput is up: Temporal at {settings.temporal_address}, "
                               f"UI at http://127.0.0.1:{settings.temporal_ui_port} "
@@ -170,11 +181,12 @@ async def cmd_worker(settings: Settings, console: Console) -> int:
     stop_telemetry = start_telemetry(settings, settings.metrics_file)
     client = await connect_from(settings)
     await ensure_search_attributes(client, settings.namespace)
+    gpu_samples = gpu_store_for(settings.liveness)
     stacks = stack_table_for(settings)
-    worker = worker_for(client, settings, stacks)
+    worker = worker_for(client, settings, gpu_samples=gpu_samples, stacks=stacks)
 
     async def serve(stop: asyncio.Event) -> None:
-        async with worker, service_extras(settings, client, console, stacks):
+        async with worker, service_extras(settings, client, console, gpu_samples=gpu_samples, stacks=stacks):
             console.print(f"goodput worker on {settings.temporal_address} queue {settings.task_queue}")
             await stop.wait()
 

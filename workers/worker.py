@@ -38,8 +38,9 @@ from activities.stack_requests import StackActivities
 from activities.watch import WatchActivities
 from goodput.config import SchedulerKind, Settings
 from goodput.demo.scheduler import FakeScheduler
+from goodput.detect.gpu_feed import GpuSampleStore
 from goodput.detect.stack_requests import StackRequestTable
-from goodput.detect.watch import OptInRule
+from goodput.detect.watch import AnomalySink, OptInRule
 from goodput.diagnose.layout import LayoutSource
 from goodput.extras import require
 from goodput.recover.audit import AuditLog
@@ -49,6 +50,7 @@ from goodput.recover.policy import Policy
 from goodput.scheduler import Scheduler
 from goodput.slurm.resubmit import ResubmitKey
 from workers.client import TemporalIncidentService
+from workers.gpu_feed import GpuEvidenceSink
 from workers.resubmit_key import resubmit_key_from
 from workers.watch import IncidentSink, TemporalWatchLauncher
 from workflows import search
@@ -119,15 +121,18 @@ def scheduler_from(settings: Settings, *, resubmit_key: ResubmitKey | None = Non
 def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier: Notifier, *,
                  gate: DrainGate | None = None, policy: Policy | None = None,
                  fail_workflows_on_bugs: bool = False, audit_log: AuditLog | None = None,
-                 layouts: LayoutSource | None = None, stacks: StackRequestTable | None = None,
-                 stack_wait_s: float = 30.0, opt_in: OptInRule | None = None) -> Worker:
+                 layouts: LayoutSource | None = None, gpu_samples: GpuSampleStore | None = None,
+                 stacks: StackRequestTable | None = None, stack_wait_s: float = 30.0,
+                 opt_in: OptInRule | None = None) -> Worker:
     recovery = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue),
                                   memory=TemporalNodeMemory(client, task_queue), audit_log=audit_log, layouts=layouts,
                                   kill_switch=TemporalKillSwitch(client, task_queue),
                                   node_health=TemporalNodeHealth(client, task_queue), policy=policy,
                                   trust=TemporalTrustRecord(client, task_queue))
     # Anomalies the watchers find open incidents with the service's policy.
-    sink = IncidentSink(TemporalIncidentService(client, task_queue), policy or Policy())
+    sink: AnomalySink = IncidentSink(TemporalIncidentService(client, task_queue), policy or Policy())
+    if gpu_samples is not None:  # stragglers and hangs explained by the agents' GPU samples
+        sink = GpuEvidenceSink(sink, gpu_samples, scheduler)
     watch = WatchActivities(scheduler, sink, TemporalWatchLauncher(client, task_queue))
     node_incidents = NodeIncidentActivities(TemporalNodeIncidents(client, task_queue), scheduler)
     return Worker(
@@ -151,7 +156,8 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
     )
 
 
-def worker_for(client: Client, settings: Settings, stacks: StackRequestTable | None = None) -> Worker:
+def worker_for(client: Client, settings: Settings, *, gpu_samples: GpuSampleStore | None = None,
+               stacks: StackRequestTable | None = None) -> Worker:
     notifier: Notifier = JsonLinesNotifier(settings.notifications_path)
     if settings.notify_webhook_url:
         notifier = FanOutNotifier(notifier, WebhookNotifier(settings.notify_webhook_url,
@@ -160,8 +166,8 @@ def worker_for(client: Client, settings: Settings, stacks: StackRequestTable | N
     if settings.nvsentinel.push_back.enabled:  # drains are also told to NVSentinel, as STORE_ONLY events
         audit_log = VerdictPushBack(audit_log, settings.nvsentinel.push_back, node_names=settings.nvsentinel.node_names)
     return build_worker(client, settings.task_queue, scheduler_from(settings), notifier, policy=settings.policy,
-                        audit_log=audit_log, layouts=layout_store_for(settings.data_dir), stacks=stacks,
-                        stack_wait_s=settings.liveness.stack_wait_s, opt_in=settings.opt_in)
+                        audit_log=audit_log, layouts=layout_store_for(settings.data_dir), gpu_samples=gpu_samples,
+                        stacks=stacks, stack_wait_s=settings.liveness.stack_wait_s, opt_in=settings.opt_in)
 
 
 async def ensure_search_attributes(client: Client, namespace: str) -> None:

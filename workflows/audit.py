@@ -10,6 +10,7 @@ says the log missed them), because an audit write must never stop a recovery. Si
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from temporalio import workflow
@@ -57,3 +58,31 @@ def audit_record(number: int, key: IncidentKey, mode: Mode, action: AuditAction,
 def settled(record: AuditRecord, result: str) -> AuditRecord:
     """The record once its action's result is known."""
     return record.model_copy(update={"result": result[:_CLIP]})
+
+
+@dataclass
+class AuditQueue:
+    """An entity workflow's changes not yet in the audit log, and how many it made this run.
+    Handlers append (they cannot run activities); the run loop writes (`write_until_due`)."""
+
+    pending: list[AuditRecord] = field(default_factory=list)
+    changes: int = 0
+
+
+async def write_until_due(queue: AuditQueue, limit: int, what: str) -> None:
+    """The run loop of an entity workflow that audits its changes: writes each batch of pending
+    records as it comes, and returns once the run should continue as new (after `limit` changes,
+    or when Temporal suggests it), with every handler finished."""
+    def due() -> bool:
+        return queue.changes >= limit or workflow.info().is_continue_as_new_suggested()
+
+    while True:
+        await workflow.wait_condition(lambda: bool(queue.pending) or due())
+        while queue.pending:
+            records, queue.pending = tuple(queue.pending), []
+            why_not = await write_audit(records)
+            if why_not:
+                workflow.logger.warning("%s: %s", what, why_not)
+        if due():
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            return

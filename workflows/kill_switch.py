@@ -14,7 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.models import Frozen, OperatorDecision
     from goodput.recover.audit import AuditAction, AuditRecord
     from goodput.recover.kill_switch import KillSwitchState, switch
-    from workflows.audit import write_audit
+    from workflows.audit import AuditQueue, write_until_due
 
 CONTINUE_AS_NEW_AFTER = 200
 
@@ -39,30 +39,20 @@ class KillSwitchWorkflow:
     def __init__(self, start: KillSwitchStart) -> None:
         self._start = start
         self._state = start.state
-        self._pending: list[AuditRecord] = []
-        self._changes = 0
+        self._audit_queue = AuditQueue()
 
     @workflow.run
     async def run(self, start: KillSwitchStart) -> None:
-        while True:
-            await workflow.wait_condition(lambda: bool(self._pending) or self._changes >= CONTINUE_AS_NEW_AFTER
-                                          or workflow.info().is_continue_as_new_suggested())
-            while self._pending:
-                records, self._pending = tuple(self._pending), []
-                why_not = await write_audit(records)
-                if why_not:
-                    workflow.logger.warning("kill switch change: %s", why_not)
-            if self._changes >= CONTINUE_AS_NEW_AFTER or workflow.info().is_continue_as_new_suggested():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(start.model_copy(update={"state": self._state}))
+        await write_until_due(self._audit_queue, CONTINUE_AS_NEW_AFTER, "kill switch change")
+        workflow.continue_as_new(start.model_copy(update={"state": self._state}))
 
     @workflow.update
     def set(self, request: KillSwitchRequest) -> KillSwitchState:
         self._state = switch(self._state, request.engaged, request.by, workflow.now())
-        self._changes += 1
+        self._audit_queue.changes += 1
         cluster = self._start.cluster
-        self._pending.append(AuditRecord(
-            id=f"{workflow.info().workflow_id}#{workflow.info().run_id}#{self._changes}", at=workflow.now(),
+        self._audit_queue.pending.append(AuditRecord(
+            id=f"{workflow.info().workflow_id}#{workflow.info().run_id}#{self._audit_queue.changes}", at=workflow.now(),
             actor=f"operator:{request.by.who}"[:160],
             action=AuditAction.KILL_SWITCH_ON if request.engaged else AuditAction.KILL_SWITCH_OFF,
             incident_id="", cluster=cluster, job_id="", reason=request.by.reason, origin=request.by.origin,

@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         standing_of,
         summary,
     )
-    from workflows.audit import write_audit
+    from workflows.audit import AuditQueue, write_until_due
     from workflows.update_batch import check_batch
 
 CONTINUE_AS_NEW_AFTER = 500
@@ -73,22 +73,12 @@ class TrustRecordWorkflow:
         self._start = start
         self._state = start.state
         self._bar = start.bar
-        self._pending: list[AuditRecord] = []
-        self._changes = 0
+        self._audit_queue = AuditQueue()
 
     @workflow.run
     async def run(self, start: TrustStart) -> None:
-        while True:
-            await workflow.wait_condition(lambda: bool(self._pending) or self._changes >= CONTINUE_AS_NEW_AFTER
-                                          or workflow.info().is_continue_as_new_suggested())
-            while self._pending:
-                records, self._pending = tuple(self._pending), []
-                why_not = await write_audit(records)
-                if why_not:
-                    workflow.logger.warning("rule autonomy change: %s", why_not)
-            if self._changes >= CONTINUE_AS_NEW_AFTER or workflow.info().is_continue_as_new_suggested():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(start.model_copy(update={"state": self._state, "bar": self._bar}))
+        await write_until_due(self._audit_queue, CONTINUE_AS_NEW_AFTER, "rule autonomy change")
+        workflow.continue_as_new(start.model_copy(update={"state": self._state, "bar": self._bar}))
 
     @workflow.update
     def note(self, request: NoteRequest) -> RuleAutonomy:
@@ -122,12 +112,12 @@ class TrustRecordWorkflow:
         return tuple(summary(r, self._bar, workflow.now()) for r in sorted(self._state.rules, key=lambda r: r.rule))
 
     def _audit(self, changes: tuple[LevelChange, ...], incident_id: str = "") -> None:
-        self._changes += 1
+        self._audit_queue.changes += 1
         for change in changes:
             if change.before is None and change.by is None:
                 continue  # a rule's first recommendation starts its record; nothing was taken or given
-            self._pending.append(AuditRecord(
-                id=f"{workflow.info().workflow_id}#{workflow.info().run_id}#{self._changes}#{change.rule}"[:300],
+            self._audit_queue.pending.append(AuditRecord(
+                id=f"{workflow.info().workflow_id}#{workflow.info().run_id}#{self._audit_queue.changes}#{change.rule}"[:300],
                 at=workflow.now(), actor=f"operator:{change.by.who}"[:160] if change.by else GOODPUT_ACTOR,
                 action=_action(change), incident_id=incident_id, cluster=self._start.cluster, job_id="",
                 reason=(change.by.reason if change.by else change.why)[:2000],

@@ -194,6 +194,8 @@ class NvmlCollector:
         if util is not None:
             out["utilisation_pct"], out["memory_utilisation_pct"] = float(util.gpu), float(util.memory)
         out["sm_clock_mhz"] = _num(read("sm_clock", nvml.nvmlDeviceGetClockInfo, handle, c("NVML_CLOCK_SM")))
+        out["max_sm_clock_mhz"] = _num(read("max_sm_clock", nvml.nvmlDeviceGetMaxClockInfo, handle,
+                                            c("NVML_CLOCK_SM")))
         milliwatts = read("power", nvml.nvmlDeviceGetPowerUsage, handle)
         out["power_w"] = milliwatts / 1000.0 if milliwatts is not None else None
         out["temperature_c"] = _num(read("temperature", nvml.nvmlDeviceGetTemperature, handle,

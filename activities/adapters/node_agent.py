@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -23,11 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from activities.adapters.dcgm import DcgmScraper
+from activities.adapters.gpu_feed import GpuFeedSender
 from activities.adapters.gpu_nvml import NvmlCollector, NvmlGpuProbe, NvmlUnavailableError
 from activities.adapters.heartbeat import HeartbeatSender, read_token
 from activities.adapters.kernel_log import KernelLog
 from activities.adapters.stack_agent import StackResponder
-from activities.adapters.stack_dump import StackDumper
 from goodput.detect.gpu import GpuProbe, GpuSample, XidEvent
 from goodput.detect.kernel_origin import KernelLogRefusedError, check_kernel_log
 from goodput.detect.logtail import TailCursor
@@ -121,7 +120,7 @@ class NodeAgent:
                  xid_max_age_s: float = AgentConfig().xid_max_age_s,
                  probe_timeout_s: float = AgentConfig().probe_timeout_s,
                  kernel_log_accept_mixed: bool = False, heartbeat: HeartbeatSender | None = None,
-                 clock: Callable[[], datetime] = _utcnow) -> None:
+                 gpu_feed: GpuFeedSender | None = None, clock: Callable[[], datetime] = _utcnow) -> None:
         self.node = validate_node_name(node)
         self.cluster = validate_cluster(cluster)
         self._probe = probe
@@ -137,6 +136,8 @@ class NodeAgent:
         self._probe_timeout = probe_timeout_s
         self._clock = clock
         self.heartbeat = heartbeat
+        self.gpu_feed = gpu_feed
+        self._samples: tuple[int, Sequence[GpuSample]] = (0, ())  # the latest read, by tick, for the feed
         self.stats = AgentStats()
         self._errors = _ErrorLog()
         self._state = NodeAgentState()
@@ -170,13 +171,14 @@ class NodeAgent:
                  type(self._probe).__name__ if self._probe else "none", self._kernel_path or "none",
                  self._interval)
         beats = asyncio.create_task(self.heartbeat.run(stop)) if self.heartbeat is not None else None
+        feed = asyncio.create_task(self.gpu_feed.run(stop, lambda: self._samples)) if self.gpu_feed else None
         try:
             while not stop.is_set():
                 await self.tick()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self._interval)
         finally:
-            for task in (self._probe_task, self._jobs_task, beats):
+            for task in (self._probe_task, self._jobs_task, beats, feed):
                 if task is not None:
                     task.cancel()
             if self._kernel is not None:
@@ -189,6 +191,8 @@ class NodeAgent:
         now = self._clock()
         self._read_kernel(now)  # first: it is the source that still answers when NVML hangs
         samples, polled = await self._read_probe()
+        if samples:
+            self._samples = (self.stats.ticks, samples)
         self._pending_probe = [*self._pending_probe, *polled][-MAX_PENDING_XIDS:]
         loop_now = asyncio.get_running_loop().time()
         if (self._pending_kernel or self._pending_probe) and self._xids_read_at is None:
@@ -369,16 +373,17 @@ async def run_agent(config: AgentConfig, cluster: str, scheduler: Scheduler, sin
     configured, since that is the one source that survives a GPU falling off the bus.
     """
     node = resolve_node(config)
-    heartbeat = stacks = None
+    heartbeat = gpu_feed = stacks = None
     if config.heartbeat_url:
         if config.heartbeat_token_file is None:
             raise ValueError("agent.heartbeat_url needs agent.heartbeat_token_file")
         token = read_token(config.heartbeat_token_file)
-        # Stack captures an incident asks for arrive in the heartbeat's response (activities.adapters.stack_agent).
-        stacks = StackResponder(config.heartbeat_url, token, cluster=cluster, node=node,
-                                capture=StackDumper(py_spy=shutil.which("py-spy"), node=node).capture)
+        stacks = StackResponder(config.heartbeat_url, token, cluster=cluster, node=node)
         heartbeat = HeartbeatSender(config.heartbeat_url, token, cluster=cluster, node=node,
                                     interval_s=config.heartbeat_interval_s, on_response=stacks.take)
+        if config.gpu_feed_every and config.probe != "none":
+            gpu_feed = GpuFeedSender(config.heartbeat_url, token, cluster=cluster, node=node,
+                                     interval_s=config.heartbeat_interval_s * config.gpu_feed_every)
     async with contextlib.AsyncExitStack() as stack:
         probe: GpuProbe | None = None
         try:
@@ -390,9 +395,8 @@ async def run_agent(config: AgentConfig, cluster: str, scheduler: Scheduler, sin
         agent = NodeAgent(node, cluster, probe, config.kernel_log, scheduler, sink, opt_in or OptInRule(),
                           config.interval_s, config.job_refresh_s, state_file=config.state_file,
                           xid_max_age_s=config.xid_max_age_s, probe_timeout_s=config.probe_timeout_s,
-                          kernel_log_accept_mixed=config.kernel_log_accept_mixed, heartbeat=heartbeat)
-        try:
-            await agent.run(stop)
-        finally:
-            if stacks is not None:
-                await stacks.close()
+                          kernel_log_accept_mixed=config.kernel_log_accept_mixed, heartbeat=heartbeat,
+                          gpu_feed=gpu_feed)
+        if stacks is not None:
+            stack.push_async_callback(stacks.close)
+        await agent.run(stop)

@@ -16,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 from collections import OrderedDict
 from collections.abc import Callable
 
 import httpx
 from pydantic import ValidationError
 
-from activities.adapters.stack_dump import StackReport
+from activities.adapters.stack_dump import StackDumper, StackReport
 from goodput.detect.stack_requests import (
     MAX_DUMP_CHARS,
     MAX_DUMPS,
@@ -61,11 +62,12 @@ class StackResponder:
     """Takes the `stacks` of each heartbeat response; `close()` cancels what is still running."""
 
     def __init__(self, url: str, token: str, *, cluster: str, node: str,
-                 capture: Callable[[str], StackReport], timeout_s: float = 10.0) -> None:
+                 capture: Callable[[str], StackReport] | None = None, timeout_s: float = 10.0) -> None:
+        """`capture` None: the real one (py-spy when installed, else the signal the job asks for)."""
         self._url = url.rstrip("/") + STACKS_PATH
         self._headers = {"Authorization": f"Bearer {token}"}
         self._cluster, self._node = cluster, node
-        self._capture = capture
+        self._capture = capture or StackDumper(py_spy=shutil.which("py-spy"), node=node).capture
         self._timeout_s = timeout_s
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._one_at_a_time = asyncio.Semaphore(1)

@@ -156,6 +156,7 @@ _FIELDS: dict[str, tuple[str, type[float] | type[int] | type[bool]]] = {
     "DCGM_FI_DEV_GPU_UTIL": ("utilisation_pct", float),
     "DCGM_FI_DEV_MEM_COPY_UTIL": ("memory_utilisation_pct", float),
     "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", float),
+    "DCGM_FI_DEV_MAX_SM_CLOCK": ("max_sm_clock_mhz", float),
     "DCGM_FI_DEV_POWER_USAGE": ("power_w", float),
     "DCGM_FI_DEV_GPU_TEMP": ("temperature_c", float),
     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": ("ecc_volatile_corrected", int),

@@ -107,6 +107,8 @@ class GpuSample(Frozen):
     utilisation_pct: float | None = None
     memory_utilisation_pct: float | None = None
     sm_clock_mhz: float | None = None
+    max_sm_clock_mhz: float | None = None
+    """The SM clock the GPU could run at (nvmlDeviceGetMaxClockInfo): how far below it a slow GPU sits."""
     power_w: float | None = None
     temperature_c: float | None = None
     ecc_volatile_corrected: int | None = None

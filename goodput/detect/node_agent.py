@@ -62,6 +62,11 @@ class AgentConfig(BaseModel):
     """This node's own token (`goodput agent-token --node NAME` on the service's host)."""
     heartbeat_interval_s: float = Field(default=2.0, ge=0.1, le=60.0)
     """The service calls the node suspect after `liveness.missed` (3) of these without a heartbeat."""
+    gpu_feed_every: int = Field(default=5, ge=0, le=1000)
+    """Send the GPUs' latest samples to the service (`/v1/gpu-samples`) every this many heartbeat
+    intervals (10 s at the default 2 s); 0 sends none. Hang evidence judges the last 30 s (three
+    reports) and stragglers compare the latest report, so 10 s keeps both well inside the 60 s a hang
+    and the 120 s a straggler are to be named in, at about 2 KiB per node per report."""
 
 
 class SeenXid(Frozen):

@@ -76,6 +76,14 @@ class LivenessConfig(BaseModel):
     stack_wait_s: float = Field(default=30.0, ge=1.0, le=90.0)
     """How long a hang incident waits for the agents' stack dumps (`/v1/stacks`) before it goes on
     without those that did not come; a request expires a little after this."""
+    gpu_window: int = Field(default=12, ge=2, le=360)
+    """GPU reports kept per node (`POST /v1/gpu-samples`): two minutes at the agents' default 10 s feed,
+    so a hang declared a minute after the last step still sees the GPUs busy before it."""
+    gpu_max_age_s: float = Field(default=120.0, gt=0.0, le=3600.0)
+    """A GPU report older than this explains nothing (its agent stopped sending)."""
+    gpu_max_nodes: int = Field(default=2048, ge=1, le=1_000_000)
+    """Nodes whose GPU reports are kept; about 1.6 KiB per GPU per report (8 GPUs x 12 reports x 2048
+    nodes is about 320 MiB at most). Reports from further nodes are refused (503) until one falls silent."""
 
 
 # -- identity ----------------------------------------------------------------------------------

@@ -27,15 +27,15 @@ from goodput.recover.incident import Decision, DecisionVerb, IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.recover.trust import AutonomyPolicy
-from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import ACTS_ALONE, anomaly, inject, wait_for_state
+from tests.workflows.helpers import ACTS_ALONE, anomaly, inject
 from workers.client import TemporalIncidentService
 from workers.worker import build_worker
 from workflows.recovery import RecoveryWorkflow
 
 from .conftest import Lab, SlurmRecords
 from .harness import eventually
+from .switch_limit import assert_switch_held_the_third, drain_two_then_wait, node_state, running_job
 from .test_chaos_on_slurm import XID
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.timeout(240)]
@@ -53,19 +53,6 @@ def _agent_xid(cluster: str, job_id: str, node: str) -> Anomaly:
                    cluster=cluster, job_id=job_id, nodes=(node,), evidence=[XID], observed_at=now, detected_at=now)
 
 
-async def _running(backend: SlurmCliBackend, lab: Lab, tmp_path: Path) -> tuple[str, str]:
-    job_id = lab.sbatch(f"--output={tmp_path}/out-%j.log", "--comment=goodput:opt-in", "--requeue", "--exclusive",
-                        "--wrap=sleep 300")
-    job = await eventually(lambda: backend.get_job(job_id), lambda j: j.state is JobState.RUNNING,
-                           what=f"job {job_id} running")
-    [node] = job.nodes
-    return job_id, node
-
-
-def _state(lab: Lab, node: str) -> str:
-    return lab.node(node)["State"]
-
-
 async def _outcome(client: Client, incident: str) -> IncidentReport:
     return await asyncio.wait_for(client.get_workflow_handle_for(RecoveryWorkflow.run, incident).result(),
                                   timeout=180)
@@ -76,7 +63,7 @@ async def test_a_single_log_gpu_verdict_requeues_excluding_the_node_and_marks_it
     tmp_path.chmod(0o755)
     backend = SlurmCliBackend(LocalRunner())
     cluster = f"ebd{uuid.uuid4().hex[:6]}"
-    job_id, node = await _running(backend, lab, tmp_path)
+    job_id, node = await running_job(backend, lab, tmp_path)
     async with build_worker(client, task_queue, backend, RecordingNotifier(), policy=TWO_SIGNALS):
         incident = await inject(client, task_queue, anomaly(job_id, kind=AnomalyKind.GPU_FAULT, nodes=(node,),
                                                             cluster=cluster, evidence=(XID,)),
@@ -98,7 +85,7 @@ async def test_the_same_verdict_with_the_agents_xid_on_the_node_drains_it(
     backend = SlurmCliBackend(LocalRunner())
     cluster = f"ebd{uuid.uuid4().hex[:6]}"
     policy = TWO_SIGNALS.model_copy(update={"coalesce_window_s": 3.0})  # the log and the agent: one burst
-    job_id, node = await _running(backend, lab, tmp_path)
+    job_id, node = await running_job(backend, lab, tmp_path)
     async with build_worker(client, task_queue, backend, RecordingNotifier(), policy=policy):
         incident = await inject(client, task_queue, anomaly(job_id, kind=AnomalyKind.GPU_FAULT, nodes=(node,),
                                                             cluster=cluster, evidence=(XID,)),
@@ -123,22 +110,12 @@ async def test_three_drains_under_one_switch_trip_the_switch_limit(
                     max_resume_attempts=1, **ACTS_ALONE,
                     breaker=BreakerPolicy(max_drained_nodes=10, max_drains_per_switch=2,
                                           switches=(TopologyGroup(name="leaf1", nodes="node[1-64]"),)))
-    jobs = [await _running(backend, lab, tmp_path) for _ in range(3)]
+    jobs = [await running_job(backend, lab, tmp_path) for _ in range(3)]
     async with build_worker(client, task_queue, backend, RecordingNotifier(), policy=policy):
-        for job_id, node in jobs[:2]:
-            await inject(client, task_queue, anomaly(job_id, kind=AnomalyKind.GPU_FAULT, nodes=(node,),
-                                                     cluster=cluster, evidence=(XID,)), policy, Mode.AUTONOMOUS)
-            await eventually(partial(_state, lab, node), lambda s: "DRAIN" in s, what=f"{node} drained")
-        job_id, node = jobs[2]
-        incident = await inject(client, task_queue, anomaly(job_id, kind=AnomalyKind.GPU_FAULT, nodes=(node,),
-                                                            cluster=cluster, evidence=(XID,)), policy, Mode.AUTONOMOUS)
-        waiting = await wait_for_state(client, incident, IncidentState.AWAITING_APPROVAL, timeout_s=60)
-        (_, first), (_, second), (_, last) = jobs
-        assert records.drains(first) != [] and records.drains(second) != []
-        assert records.drains(last) == [] and "DRAIN" not in lab.node(last)["State"]
-        said = waiting.timeline[-1].detail
-        assert "switch leaf1 drain limit tripped" in said and "switch is the likelier culprit" in said, said
+        incident, waiting = await drain_two_then_wait(lab, client, task_queue, policy, cluster, jobs)
+        assert_switch_held_the_third(lab, records, jobs, waiting, "leaf1")
+        last = jobs[2][1]
         # An operator who looked at the switch and still wants the node out approves the drain.
         await TemporalIncidentService(client, task_queue).decide(incident, Decision(
             verb=DecisionVerb.APPROVE, by=OperatorDecision(who="ops", reason="switch checked, node is bad")))
-        await eventually(partial(_state, lab, last), lambda s: "DRAIN" in s, what=f"{last} drained once approved")
+        await eventually(partial(node_state, lab, last), lambda s: "DRAIN" in s, what=f"{last} drained once approved")

@@ -9,7 +9,6 @@ incident waits for an operator's approval, saying the switch is the likelier cul
 from __future__ import annotations
 
 import uuid
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -17,20 +16,16 @@ from temporalio.client import Client
 
 from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_runner import LocalRunner
-from goodput.models import AnomalyKind, Mode
+from goodput.models import Mode
 from goodput.recover.breaker import BreakerPolicy
 from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
-from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.recover.trust import AutonomyPolicy
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import anomaly, inject, wait_for_state
 from workers.worker import build_worker
 
 from .conftest import Lab, SlurmRecords
-from .harness import eventually
-from .test_chaos_on_slurm import XID
-from .test_exclude_before_drain_on_slurm import _running, _state
+from .switch_limit import assert_switch_held_the_third, drain_two_then_wait, running_job
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.timeout(240)]
 
@@ -54,18 +49,7 @@ async def test_three_drains_under_one_slurm_switch_trip_its_limit(
                     max_resume_attempts=1, autonomy=AutonomyPolicy(earned=False),
                     exclude_before_drain=ExcludeBeforeDrainPolicy(enabled=False),
                     breaker=BreakerPolicy(max_drained_nodes=10, max_drains_per_switch=2))
-    jobs = [await _running(backend, lab, tmp_path) for _ in range(3)]
+    jobs = [await running_job(backend, lab, tmp_path) for _ in range(3)]
     async with build_worker(client, task_queue, backend, RecordingNotifier(), policy=policy):
-        for job_id, node in jobs[:2]:
-            await inject(client, task_queue, anomaly(job_id, kind=AnomalyKind.GPU_FAULT, nodes=(node,),
-                                                     cluster=cluster, evidence=(XID,)), policy, Mode.AUTONOMOUS)
-            await eventually(partial(_state, lab, node), lambda s: "DRAIN" in s, what=f"{node} drained")
-        job_id, node = jobs[2]
-        incident = await inject(client, task_queue, anomaly(job_id, kind=AnomalyKind.GPU_FAULT, nodes=(node,),
-                                                            cluster=cluster, evidence=(XID,)), policy, Mode.AUTONOMOUS)
-        waiting = await wait_for_state(client, incident, IncidentState.AWAITING_APPROVAL, timeout_s=60)
-    (_, first), (_, second), (_, last) = jobs
-    assert records.drains(first) != [] and records.drains(second) != []
-    assert records.drains(last) == [] and "DRAIN" not in lab.node(last)["State"]
-    said = waiting.timeline[-1].detail
-    assert "switch lableaf drain limit tripped" in said and "switch is the likelier culprit" in said, said
+        _, waiting = await drain_two_then_wait(lab, client, task_queue, policy, cluster, jobs)
+    assert_switch_held_the_third(lab, records, jobs, waiting, "lableaf")

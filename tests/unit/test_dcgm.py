@@ -167,3 +167,10 @@ def test_long_label_values_are_clipped() -> None:
     [sample] = parse_dcgm_metrics(text)
     assert sample.uuid is not None and len(sample.uuid) == 256 and len(sample.job_ids[0]) == 256
     assert len(sample.xid_events[0].message) <= 1024
+
+
+def test_the_max_sm_clock_is_read_for_the_gpu_feed() -> None:
+    text = ('DCGM_FI_DEV_SM_CLOCK{gpu="0",UUID="GPU-a"} 1410\n'
+            'DCGM_FI_DEV_MAX_SM_CLOCK{gpu="0",UUID="GPU-a"} 1980\n')
+    [s] = parse_dcgm_metrics(text)
+    assert (s.sm_clock_mhz, s.max_sm_clock_mhz) == (1410.0, 1980.0)

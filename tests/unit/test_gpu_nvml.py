@@ -33,6 +33,7 @@ class FakeDevice:
     index: int
     util: int = 98
     sm_clock: int = 1980
+    max_sm_clock: int = 1980
     power_mw: int = 690_123
     temperature: int = 54
     ecc: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -116,6 +117,10 @@ class FakeNvml:
         assert clock == pynvml.NVML_CLOCK_SM
         return self._check("clock", h).sm_clock
 
+    def nvmlDeviceGetMaxClockInfo(self, h: FakeDevice, clock: int) -> int:
+        assert clock == pynvml.NVML_CLOCK_SM
+        return self._check("max_clock", h).max_sm_clock
+
     def nvmlDeviceGetPowerUsage(self, h: FakeDevice) -> int:
         return self._check("power", h).power_mw
 
@@ -197,6 +202,7 @@ def test_healthy_gpus_have_every_field() -> None:
     assert (s.index, s.node, s.name, s.observed_at) == (3, "gpu-node17", "NVIDIA H200", NOW)
     assert s.uuid == "GPU-00003-aaaa-bbbb-cccc-dddddddddddd" and s.pci_bus_id == "0000:48:00.0"
     assert (s.utilisation_pct, s.memory_utilisation_pct, s.sm_clock_mhz) == (98.0, 41.0, 1980.0)
+    assert s.max_sm_clock_mhz == 1980.0  # what the GPU feed reports a slow clock against
     assert s.power_w == pytest.approx(690.123) and s.temperature_c == 54.0
     assert (s.ecc_volatile_uncorrected, s.ecc_aggregate_corrected, s.retired_pages_dbe) == (0, 0, 0)
     assert (s.row_remap_pending, s.row_remap_failure, s.retired_pages_pending) == (False, False, False)

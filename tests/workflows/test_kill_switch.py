@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.adapters.audit import JsonlAuditLog
 from goodput.models import Mode, OperatorDecision
@@ -15,8 +15,10 @@ from goodput.recover.audit import AuditAction
 from goodput.recover.incident import Decision, DecisionVerb
 from goodput.recover.kill_switch import KillSwitchState, effective_mode, switch
 from goodput.recover.lifecycle import IncidentState
+from tests.helpers import eventually
 from tests.workflows.helpers import anomaly, inject, result, running_worker, wait_for_state
 from workers.client import TemporalIncidentService
+from workflows.kill_switch import CONTINUE_AS_NEW_AFTER, kill_switch_workflow_id
 
 pytestmark = pytest.mark.temporal
 S = IncidentState
@@ -73,3 +75,27 @@ async def test_an_approval_does_not_override_a_switch_engaged_while_it_waited(cl
         report = await result(client, incident)
     assert report.state is S.ESCALATED and fake.journal() == []
     assert "approved, but not carried out: kill switch engaged by alice" in report.timeline[-1].detail
+
+
+async def test_the_switch_continues_as_new_with_its_state_and_every_change_audited(
+        client: Client, task_queue: str, tmp_path: Path) -> None:
+    service = TemporalIncidentService(client, task_queue)
+    log = JsonlAuditLog(tmp_path / "audit.jsonl")
+    cluster = anomaly().cluster
+    flips = CONTINUE_AS_NEW_AFTER + 1  # one past the limit: the last lands on the next run
+    async with running_worker(client, task_queue, audit_log=log):
+        for i in range(flips):
+            await service.kill_switch(cluster, i % 2 == 0, OperatorDecision(who="alice", reason=f"flip {i}"))
+        handle = client.get_workflow_handle(kill_switch_workflow_id(cluster))
+
+        async def runs() -> list[str]:
+            return [wf.run_id async for wf in client.list_workflows(f"WorkflowId = '{handle.id}'")]
+
+        await eventually(runs, lambda r: len(r) == 2, what="the switch continued as new once")
+        assert (await handle.describe()).status is WorkflowExecutionStatus.RUNNING
+        state = await service.kill_switch(cluster)
+        assert state.engaged is (flips % 2 == 1)  # the last flip (index flips-1, even) engaged it
+        # the new run carried its predecessor's changes on: the ones before the last are the old run's
+        assert [c.by.reason for c in state.changes[-3:]] == [f"flip {i}" for i in range(flips - 3, flips)]
+        await eventually(lambda: len([r for r in log.read() if r.action.startswith("kill-switch")]),
+                         lambda n: n == flips, what="every change in the audit log")

@@ -1,0 +1,127 @@
+"""The service's side of the agents' GPU feed: `POST /v1/gpu-samples` and the sink that explains with it.
+
+The endpoint shares the heartbeat listener and its credential: a report is authenticated by the
+node's own token (an HMAC of the node's name), so a node reports for itself and for no other. The
+body is read only up to `MAX_REPORT_BYTES` and validated by `goodput.detect.gpu_feed.GpuReport`
+(strict, bounded), and every refusal is a typed JSON 4xx (or 503 when the store is full of nodes),
+never a crash. Samples go to the process's `GpuSampleStore`.
+
+`GpuEvidenceSink` stands in front of the incident sink of the watchers and receivers in the same
+process: a straggler or hang anomaly on its way to the incident is explained
+(`goodput.detect.gpu_explain`) by the samples of the nodes Slurm lists for the job. A slow or failing
+controller, or no samples, costs only the explanation: the anomaly goes on unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from goodput.detect.gpu_explain import EXPLAINED, explain
+from goodput.detect.gpu_feed import MAX_REPORT_BYTES, GpuReport, GpuSampleStore
+from goodput.detect.node_liveness import LivenessConfig, heartbeat_authentic
+from goodput.detect.watch import AnomalySink
+from goodput.models import Anomaly
+from goodput.scheduler import Scheduler
+from workers.http_site import content_length, content_type, json_error, read_body
+
+log = logging.getLogger("goodput.gpu_feed")
+GPU_SAMPLES_PATH = "/v1/gpu-samples"
+JOB_LOOKUP_TIMEOUT_S = 5.0
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def gpu_store_for(config: LivenessConfig) -> GpuSampleStore | None:
+    """The process's store when the liveness listener runs (the agents report there), else None."""
+    if not config.enabled:
+        return None
+    return GpuSampleStore(window=config.gpu_window, max_age_s=config.gpu_max_age_s, max_nodes=config.gpu_max_nodes)
+
+
+def _first_error(err: ValidationError) -> str:
+    first = err.errors(include_input=False, include_url=False)[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return f"{where}: {first['msg']}" if where else str(first["msg"])
+
+
+class GpuFeedEndpoint:
+    """`POST /v1/gpu-samples`: one node's report, its token proving the node."""
+
+    def __init__(self, store: GpuSampleStore, cluster: str, secret: bytes, *,
+                 clock: Callable[[], datetime] = _utcnow) -> None:
+        self.store, self.cluster = store, cluster
+        self._secret, self._clock = secret, clock
+        self.accepted = self.rejected = 0
+
+    def route(self) -> Route:
+        return Route(GPU_SAMPLES_PATH, self._post, methods=["POST"])
+
+    def _refuse(self, status: int, message: str) -> JSONResponse:
+        self.rejected += 1
+        headers = {"WWW-Authenticate": 'Bearer realm="goodput-heartbeat"'} if status == 401 else None
+        return json_error(status, message, headers)
+
+    async def _post(self, request: Request) -> JSONResponse:
+        if content_type(request) != "application/json":
+            return self._refuse(415, "send application/json")
+        declared = content_length(request)
+        if declared is not None and declared > MAX_REPORT_BYTES:
+            return self._refuse(413, f"a GPU report is at most {MAX_REPORT_BYTES} bytes")
+        body = await read_body(request, MAX_REPORT_BYTES)
+        try:
+            report = GpuReport.model_validate_json(body)
+            node = report.checked_node()
+        except ValidationError as err:
+            return self._refuse(400, f"bad GPU report: {_first_error(err)[:200]}")
+        except ValueError as err:
+            return self._refuse(400, f"bad GPU report: {str(err)[:200]}")
+        scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
+        if scheme.lower() != "bearer" or report.cluster != self.cluster or not heartbeat_authentic(
+                token.strip(), self._secret, self.cluster, node):
+            return self._refuse(401, "missing or invalid token for this node")
+        now = self._clock()
+        if not self.store.put(node, now, [gpu.sample(node, now) for gpu in report.gpus]):
+            return self._refuse(503, "too many nodes reporting GPUs")
+        self.accepted += 1
+        return JSONResponse({"node": node, "gpus": len(report.gpus)})
+
+
+class GpuEvidenceSink:
+    """An `AnomalySink` that adds the GPUs' evidence to straggler and hang anomalies, then passes on."""
+
+    def __init__(self, inner: AnomalySink, store: GpuSampleStore, scheduler: Scheduler, *,
+                 clock: Callable[[], datetime] = _utcnow, timeout_s: float = JOB_LOOKUP_TIMEOUT_S) -> None:
+        self._inner, self._store, self._scheduler = inner, store, scheduler
+        self._clock, self._timeout = clock, timeout_s
+        self.explained = self.errors = 0
+
+    async def submit(self, anomaly: Anomaly) -> None:
+        if anomaly.kind in EXPLAINED and len(self._store):
+            anomaly = await self._explained(anomaly)
+        await self._inner.submit(anomaly)
+
+    async def _explained(self, anomaly: Anomaly) -> Anomaly:
+        try:
+            job = await asyncio.wait_for(self._scheduler.get_job(anomaly.job_id), self._timeout)
+            if job.restart_count != anomaly.job_attempt:
+                return anomaly  # the job moved on: its nodes now are not those the anomaly saw
+            now = self._clock()
+            found = explain(anomaly, job.nodes, self._store.windows(job.nodes, now), now)
+        except Exception as err:  # the explanation is a bonus; the anomaly itself must go on
+            self.errors += 1
+            log.warning("no GPU evidence for %s of job %s: %s: %s", anomaly.kind, anomaly.job_id,
+                        type(err).__name__, err)
+            return anomaly
+        if found != anomaly:
+            self.explained += 1
+        return found
