@@ -258,6 +258,8 @@ def _nodes_and_policy(command: _Commands) -> None:
                 "where goodput reads it); any other process is skipped, never signalled.",
                 "goodput stacks --job 4242")
     p.add_argument("--job", required=True, help="the Slurm job id")
+    p.add_argument("--node", help="this node's name as Slurm knows it, where several slurmd share the host "
+                   "(Slurm's multiple-slurmd setups); default: let scontrol ask the host's slurmd")
 
     p = command("agent-token", "nodes", "print one node's heartbeat token",
                 "The token a node's agent sends with its heartbeats (agent.heartbeat_token_file), derived from "

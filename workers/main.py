@@ -201,9 +201,10 @@ def _stacks(args: argparse.Namespace) -> int:
     import shutil
 
     from activities.adapters.stack_dump import StackDumper
-    from goodput.identifiers import validate_job_id
+    from goodput.identifiers import validate_job_id, validate_node_name
 
-    report = StackDumper(py_spy=shutil.which("py-spy")).capture(validate_job_id(args.job))
+    node = validate_node_name(args.node) if args.node else None
+    report = StackDumper(py_spy=shutil.which("py-spy"), node=node).capture(validate_job_id(args.job))
     for pid, dump in report.dumps.items():
         print(f"== pid {pid} (py-spy)\n{dump.rstrip()}")
     for pid in report.signalled:

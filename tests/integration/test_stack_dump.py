@@ -129,6 +129,24 @@ def test_goodput_stacks_on_the_node(tmp_path: Path, ranks: dict) -> None:
     assert refused.returncode != 0 and "SIGUSR1" not in refused.stdout
 
 
+def test_goodput_stacks_names_the_node_where_several_slurmd_share_the_host(tmp_path: Path, ranks: dict) -> None:
+    (registered, _), (plain, _) = ranks["registered"], ranks["plain"]
+    fake_scontrol(tmp_path, "77", registered.pid, plain.pid)
+    scontrol = tmp_path / "scontrol"  # this host's slurmd for node2 answers only when asked by name
+    scontrol.write_text(scontrol.read_text().replace('[ "$1 $2" = "listpids 77" ]', '[ "$*" = "listpids 77 node2" ]'))
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "GOODPUT_CONFIG": str(tmp_path / "none.toml")}
+
+    def stacks(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "workers.main", "stacks", "--job", "77", *extra], env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    named = stacks("--node", "node2")
+    assert named.returncode == 0 and f"pid {registered.pid}: SIGUSR1 sent" in named.stdout, named.stderr
+    assert stacks().returncode != 0  # unnamed, scontrol asks the host's (other) slurmd
+    hostile = stacks("--node", "node2 --all")
+    assert hostile.returncode != 0 and "SIGUSR1" not in hostile.stdout
+
+
 def test_a_py_spy_that_hangs_is_given_up_on(tmp_path: Path, ranks: dict) -> None:
     registered, _ = ranks["registered"]
     spy = tmp_path / "py-spy"
