@@ -46,6 +46,7 @@ from benchmarks._git import commit
 from benchmarks._harness import connect, emit, environment, summary
 from benchmarks._history_costs import mean_to_requeue, to_requeue
 from benchmarks._slurm_lab import Lab, slurm_lab
+from benchmarks._storm_timeline import breakdown, milestones
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
 from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
 from goodput.recover.incident import IncidentReport
@@ -185,7 +186,8 @@ async def histories(client: Client, incidents: set[str]) -> dict[str, dict[str, 
         scheduled: dict[int, float] = {}
         names: dict[int, str] = {}
         row: dict[str, Any] = {"report": report, "types": Counter(), "activities": Counter(), "wft_wait": [],
-                               "wft_trip": [], "took": {}, "to_requeue": to_requeue(history.events)}
+                               "wft_trip": [], "took": {}, "to_requeue": to_requeue(history.events),
+                               "events": history.events}
         for event in history.events:
             kind, at = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_"), event.event_time.ToDatetime(UTC)
             row["types"][kind] += 1
@@ -261,6 +263,9 @@ async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab
                for j, ts in slurm.requeued.items()]
     recovered = [since_first(j, t) for j, t in recovered_at.items()]
     closed_s = [since_first(r["report"].key.job_id, r["closed"]) for r in rows.values()]
+    requeued_at = {j: min(ts) for j, ts in slurm.requeued.items() if ts}
+    timeline = breakdown(milestones(r["events"], first.get(j), requeued_at.get(j))
+                         for r in rows.values() for j in [r["report"].key.job_id])
     opened = [since_first(r["report"].key.job_id, r["opened"]) for r in rows.values()]
     recovered_times = [t for t in recovered_at.values() if t is not None]
     events = [sum(r["types"].values()) for r in rows.values()]
@@ -292,6 +297,7 @@ async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab
         "latency_s": {what: {q: p([v for v in values if v is not None], q) for q in ("p50", "p99")} for what, values in
                       (("opened", opened), ("requeued", requeue), ("restarted", restart),
                                        ("recovered", recovered), ("closed", closed_s))},
+        "straight_path_s": timeline,
         "latency_source": "opened, closed: the workflow's history; requeued, restarted: slurmctld.log; "
                           "recovered: the incident's timeline; all from the first anomaly sent for the job",
         "history_events_per_incident": {"mean": round(statistics.fmean(events), 1) if events else 0,
@@ -407,6 +413,10 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"  {'goodput worker processes':<38}" + "".join(f"{r['workers']:>18}" for r in result["rounds"]))
     for label, cell in ROWS:
         print(f"  {label:<38}" + "".join(f"{cell(r):>18}" for r in result["rounds"]))
+    for r in result["rounds"]:
+        print(f"  straight path, {r['arrival']} × {r['workers']} worker(s): segment p50 / p99 / mean s (n)")
+        for name, cell in r["straight_path_s"].items():
+            print(f"    {name:<44}{cell['p50']:>8.2f}{cell['p99']:>8.2f}{cell['mean']:>8.2f}  ({cell['n']})")
     emit(result, args.json)
     return result
 
