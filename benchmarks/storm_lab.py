@@ -5,7 +5,9 @@ cluster), and `storm` only shows one in-process worker against the fake schedule
 worker count gets a fresh task queue and cluster name, N real `goodput worker` processes
 (GOODPUT_* settings, shipped defaults except what must be set), J running opt-in `--requeue` jobs
 in the lab, and M anomalies (several per job: duplicates must fold) over S seconds, injected as a
-detector does (signal-with-start). Every incident requeues its job (no node blamed, no drain).
+detector does (through `IncidentSink`:
+signal-with-start, a job's anomalies folded while one delivery for it is in flight). Every incident
+requeues its job (no node blamed, no drain).
 
 Measured per worker count: anomalies/s accepted and the inject latency; incidents/s recovered and
 closed; per incident, first anomaly → slurmctld's own "Requeuing" and "Started" log lines, →
@@ -54,6 +56,7 @@ from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
 from goodput.recover.trust import AutonomyPolicy
 from workers.client import TemporalIncidentService
+from workers.watch import IncidentSink
 from workflows.recovery import RecoveryWorkflow
 
 GOODPUT = Path(sys.executable).parent / "goodput"
@@ -122,9 +125,10 @@ async def storm(client: Client, queue: str, cluster: str, jobs: list[str], args:
     plan = sorted(((i % len(jobs) * step + rng.uniform(0, 0.5), jobs[i % len(jobs)]) if paced else
                    (rng.uniform(0, args.seconds), jobs[i] if i < len(jobs) else rng.choice(jobs))
                    for i in range(args.anomalies)), key=lambda pair: pair[0])
-    service = TemporalIncidentService(client, queue)
     policy = Policy(mode=Mode.AUTONOMOUS, autonomy=AutonomyPolicy(earned=False),
                     exclude_before_drain=ExcludeBeforeDrainPolicy(enabled=False))
+    # Through the sink every detector uses: it folds a job's anomalies while one delivery is in flight.
+    sink = IncidentSink(TemporalIncidentService(client, queue), policy)
     first: dict[str, float] = {}
     latency: list[float] = []
     start_latency: list[float] = []
@@ -143,7 +147,7 @@ async def storm(client: Client, queue: str, cluster: str, jobs: list[str], args:
         first.setdefault(job, time.time())
         sent = time.monotonic()
         try:
-            result = await service.inject(anomaly, policy)
+            result = await sink.deliver(anomaly)
         except Exception as err:  # a refused anomaly is the measurement, not a crash
             errors.append(f"{job}: {err}")
             return

@@ -218,6 +218,14 @@ class RecoveryWorkflow:
         self._s.anomalies.append(anomaly)
 
     @workflow.signal
+    def anomalies(self, batch: list[Anomaly]) -> None:
+        """Detections for this job attempt that one sink folded while its earlier delivery was in
+        flight (workers.watch.IncidentSink): each folded in order exactly as `anomaly` folds it.
+        Additive: no recorded history has it, so it needs no `workflow.patched`."""
+        for anomaly in batch:
+            self.anomaly(anomaly)
+
+    @workflow.signal
     def node_decision(self, delivery: Delivery) -> None:
         """A node incident's decision (or the lead) this incident waits for (workflows.node_link)."""
         self._s.node_answers.setdefault(delivery.node, delivery.answer)
