@@ -4,8 +4,8 @@ Why: issue #29's storm requeued a 100-job burst at a p50 of 18 s while one incid
 1.5 s, and counts (tasks, events, RPCs) do not say which step waits. Each incident's history
 already holds when each step was asked for and when it answered, so `storm-lab` reads, per
 incident: the first anomaly sent (the injector's clock) → the workflow started → its first
-workflow task completed → the coalesce timer fired → `attribute` scheduled and completed →
-`consult_node_memory` scheduled and completed → `consult_trust` likewise → `resume` scheduled
+workflow task picked up by a worker, and completed → the coalesce timer fired → `attribute`
+scheduled and completed → `consult_node_memory` likewise → `consult_trust` likewise → `resume` scheduled
 (Slurm's requeue runs in it) → slurmctld's own `Requeuing` line. A milestone an incident did not
 pass (no trust consult, a local activity) is left out and the segment spans to the next one it
 did pass, under that pair's name. All on one machine's clock (the server's event times, the
@@ -23,8 +23,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
 STEPS = ("attribute", "consult_node_memory", "consult_trust", "resume")
-ORDER = ("sent", "opened", "first task", "coalesced", *(f"{s} {e}" for s in STEPS for e in ("asked", "done")),
-         "requeued")
+ORDER = ("sent", "opened", "first task picked", "first task", "coalesced",
+         *(f"{s} {e}" for s in STEPS for e in ("asked", "done")), "requeued")
 
 
 def milestones(events: Iterable[HistoryEvent], sent: float | None, requeued: float | None) -> dict[str, float]:
@@ -38,6 +38,8 @@ def milestones(events: Iterable[HistoryEvent], sent: float | None, requeued: flo
         at = event.event_time.ToDatetime(UTC).timestamp()
         if kind == "WORKFLOW_EXECUTION_STARTED":
             found.setdefault("opened", at)
+        elif kind == "WORKFLOW_TASK_STARTED":
+            found.setdefault("first task picked", at)
         elif kind == "WORKFLOW_TASK_COMPLETED":
             found.setdefault("first task", at)
         elif kind == "TIMER_FIRED":
