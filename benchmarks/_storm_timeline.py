@@ -18,6 +18,7 @@ import itertools
 import statistics
 from collections.abc import Iterable, Mapping
 from datetime import UTC
+from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
@@ -76,6 +77,13 @@ def breakdown(incidents: Iterable[Mapping[str, float]]) -> dict[str, dict[str, f
     ranked = sorted(spans.items(), key=lambda kv: _rank(kv[0]))
     return {name: {"n": len(values), "p50": round(_q(values, 0.50), 3), "p99": round(_q(values, 0.99), 3),
                    "mean": round(statistics.fmean(values), 3)} for name, values in ranked}
+
+
+def shown(round_: Mapping[str, Any]) -> list[str]:
+    """A round's breakdown as text lines, for the benchmark's printed table."""
+    head = f"  straight path, {round_['arrival']} × {round_['workers']} worker(s): segment p50 / p99 / mean s (n)"
+    return [head, *(f"    {name:<52}{c['p50']:>8.2f}{c['p99']:>8.2f}{c['mean']:>8.2f}  ({c['n']})"
+                    for name, c in round_["straight_path_s"].items())]
 
 
 def _rank(name: str) -> tuple[int, int]:

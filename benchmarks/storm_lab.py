@@ -48,7 +48,7 @@ from benchmarks._git import commit
 from benchmarks._harness import connect, emit, environment, summary
 from benchmarks._history_costs import mean_to_requeue, to_requeue
 from benchmarks._slurm_lab import Lab, slurm_lab
-from benchmarks._storm_timeline import breakdown, milestones
+from benchmarks._storm_timeline import breakdown, milestones, shown
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
 from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
 from goodput.recover.incident import IncidentReport
@@ -417,10 +417,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"  {'goodput worker processes':<38}" + "".join(f"{r['workers']:>18}" for r in result["rounds"]))
     for label, cell in ROWS:
         print(f"  {label:<38}" + "".join(f"{cell(r):>18}" for r in result["rounds"]))
-    for r in result["rounds"]:
-        print(f"  straight path, {r['arrival']} × {r['workers']} worker(s): segment p50 / p99 / mean s (n)")
-        for name, cell in r["straight_path_s"].items():
-            print(f"    {name:<44}{cell['p50']:>8.2f}{cell['p99']:>8.2f}{cell['mean']:>8.2f}  ({cell['n']})")
+    print("\n".join(line for r in result["rounds"] for line in shown(r)))
     emit(result, args.json)
     return result
 
