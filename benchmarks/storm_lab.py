@@ -5,7 +5,9 @@ cluster), and `storm` only shows one in-process worker against the fake schedule
 worker count gets a fresh task queue and cluster name, N real `goodput worker` processes
 (GOODPUT_* settings, shipped defaults except what must be set), J running opt-in `--requeue` jobs
 in the lab, and M anomalies (several per job: duplicates must fold) over S seconds, injected as a
-detector does (signal-with-start). Every incident requeues its job (no node blamed, no drain).
+detector does (through `IncidentSink`:
+signal-with-start, a job's anomalies folded while one delivery for it is in flight). Every incident
+requeues its job (no node blamed, no drain).
 
 Measured per worker count: anomalies/s accepted and the inject latency; incidents/s recovered and
 closed; per incident, first anomaly → slurmctld's own "Requeuing" and "Started" log lines, →
@@ -46,6 +48,7 @@ from benchmarks._git import commit
 from benchmarks._harness import connect, emit, environment, summary
 from benchmarks._history_costs import mean_to_requeue, to_requeue
 from benchmarks._slurm_lab import Lab, slurm_lab
+from benchmarks._storm_timeline import breakdown, milestones, shown
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
 from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
 from goodput.recover.incident import IncidentReport
@@ -53,6 +56,7 @@ from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
 from goodput.recover.trust import AutonomyPolicy
 from workers.client import TemporalIncidentService
+from workers.watch import IncidentSink
 from workflows.recovery import RecoveryWorkflow
 
 GOODPUT = Path(sys.executable).parent / "goodput"
@@ -121,9 +125,10 @@ async def storm(client: Client, queue: str, cluster: str, jobs: list[str], args:
     plan = sorted(((i % len(jobs) * step + rng.uniform(0, 0.5), jobs[i % len(jobs)]) if paced else
                    (rng.uniform(0, args.seconds), jobs[i] if i < len(jobs) else rng.choice(jobs))
                    for i in range(args.anomalies)), key=lambda pair: pair[0])
-    service = TemporalIncidentService(client, queue)
     policy = Policy(mode=Mode.AUTONOMOUS, autonomy=AutonomyPolicy(earned=False),
                     exclude_before_drain=ExcludeBeforeDrainPolicy(enabled=False))
+    # Through the sink every detector uses: it folds a job's anomalies while one delivery is in flight.
+    sink = IncidentSink(TemporalIncidentService(client, queue), policy)
     first: dict[str, float] = {}
     latency: list[float] = []
     start_latency: list[float] = []
@@ -142,7 +147,7 @@ async def storm(client: Client, queue: str, cluster: str, jobs: list[str], args:
         first.setdefault(job, time.time())
         sent = time.monotonic()
         try:
-            result = await service.inject(anomaly, policy)
+            result = await sink.deliver(anomaly)
         except Exception as err:  # a refused anomaly is the measurement, not a crash
             errors.append(f"{job}: {err}")
             return
@@ -185,7 +190,8 @@ async def histories(client: Client, incidents: set[str]) -> dict[str, dict[str, 
         scheduled: dict[int, float] = {}
         names: dict[int, str] = {}
         row: dict[str, Any] = {"report": report, "types": Counter(), "activities": Counter(), "wft_wait": [],
-                               "wft_trip": [], "took": {}, "to_requeue": to_requeue(history.events)}
+                               "wft_trip": [], "took": {}, "to_requeue": to_requeue(history.events),
+                               "events": history.events}
         for event in history.events:
             kind, at = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_"), event.event_time.ToDatetime(UTC)
             row["types"][kind] += 1
@@ -261,6 +267,9 @@ async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab
                for j, ts in slurm.requeued.items()]
     recovered = [since_first(j, t) for j, t in recovered_at.items()]
     closed_s = [since_first(r["report"].key.job_id, r["closed"]) for r in rows.values()]
+    requeued_at = {j: min(ts) for j, ts in slurm.requeued.items() if ts}
+    timeline = breakdown(milestones(r["events"], first.get(j), requeued_at.get(j))
+                         for r in rows.values() for j in [r["report"].key.job_id])
     opened = [since_first(r["report"].key.job_id, r["opened"]) for r in rows.values()]
     recovered_times = [t for t in recovered_at.values() if t is not None]
     events = [sum(r["types"].values()) for r in rows.values()]
@@ -292,6 +301,7 @@ async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab
         "latency_s": {what: {q: p([v for v in values if v is not None], q) for q in ("p50", "p99")} for what, values in
                       (("opened", opened), ("requeued", requeue), ("restarted", restart),
                                        ("recovered", recovered), ("closed", closed_s))},
+        "straight_path_s": timeline,
         "latency_source": "opened, closed: the workflow's history; requeued, restarted: slurmctld.log; "
                           "recovered: the incident's timeline; all from the first anomaly sent for the job",
         "history_events_per_incident": {"mean": round(statistics.fmean(events), 1) if events else 0,
@@ -407,6 +417,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"  {'goodput worker processes':<38}" + "".join(f"{r['workers']:>18}" for r in result["rounds"]))
     for label, cell in ROWS:
         print(f"  {label:<38}" + "".join(f"{cell(r):>18}" for r in result["rounds"]))
+    print("\n".join(line for r in result["rounds"] for line in shown(r)))
     emit(result, args.json)
     return result
 

@@ -46,6 +46,7 @@ from goodput.recover.node_incident import NodeIncidentState, node_incident_id
 from goodput.recover.policy import Policy
 from goodput.recover.trust import AutonomyPolicy, RuleAutonomy, RuleSummary
 from goodput.service.incidents import (
+    FOLD_MAX,
     DecisionRejectedError,
     IncidentSummary,
     InjectResult,
@@ -158,7 +159,18 @@ class TemporalIncidentService:
         self._index = index
 
     async def inject(self, anomaly: Anomaly, policy: Policy | None, mode: Mode | None = None) -> InjectResult:
-        key = anomaly.incident_key
+        return await self.inject_batch([anomaly], policy, mode)
+
+    async def inject_batch(self, anomalies: Sequence[Anomaly], policy: Policy | None,
+                           mode: Mode | None = None) -> InjectResult:
+        """One anomaly goes as the `anomaly` signal (every worker's RecoveryWorkflow knows it),
+        several of one incident as one `anomalies` signal."""
+        if not anomalies or len(anomalies) > FOLD_MAX:
+            raise ValueError(f"a delivery carries 1 to {FOLD_MAX} anomalies, not {len(anomalies)}")
+        key = anomalies[0].incident_key
+        if any(a.incident_key != key for a in anomalies):
+            raise ValueError("a delivery carries the anomalies of one incident")
+        signal, signal_args = ("anomaly", [anomalies[0]]) if len(anomalies) == 1 else ("anomalies", [list(anomalies)])
         # No policy: the reporter is not the service; the workflow asks its worker for the service's.
         start = RecoveryStart(key=key, policy=policy or Policy(), mode=mode, index=self._index,
                               policy_from_service=policy is None)
@@ -166,7 +178,7 @@ class TemporalIncidentService:
             try:
                 handle = await self._client.start_workflow(
                     RecoveryWorkflow.run, start, id=key.workflow_id, task_queue=self._task_queue,
-                    start_signal="anomaly", start_signal_args=[anomaly],
+                    start_signal=signal, start_signal_args=signal_args,
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     search_attributes=search.at_start(key, mode or start.policy.mode) if self._index else None,
                     rpc_timeout=RPC_TIMEOUT)

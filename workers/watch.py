@@ -25,7 +25,7 @@ from goodput.detect.watch import WatchCheckpoint, WatchClusterInput, WatchJobInp
 from goodput.metric_series import anomaly_labels
 from goodput.models import Anomaly, IncidentKey, LogMark
 from goodput.recover.policy import Policy
-from goodput.service.incidents import IncidentService
+from goodput.service.incidents import FOLD_MAX, IncidentService, InjectResult, ServiceUnavailableError
 from workers.telemetry import instruments
 from workflows.recovery import RecoveryWorkflow
 from workflows.watch import ClusterWatchWorkflow, JobWatchWorkflow, cluster_watch_id, job_watch_id
@@ -37,7 +37,14 @@ HANDOVER_TIMEOUT = timedelta(seconds=5)
 class IncidentSink:
     """Where detectors send anomalies. `policy` is the service's own when the sink runs in the
     service (its watchers and receivers); None in a reporter that is not (a node agent): its
-    incidents then ask the service for its policy."""
+    incidents then ask the service for its policy.
+
+    Anomalies of one incident fold while a delivery for it is in flight: the first goes at once,
+    those that arrive meanwhile go together as the next delivery (one `anomalies` signal, which the
+    incident folds one by one exactly as it folds `anomaly`), so a burst of ten detections for one
+    job costs the incident two signals and two workflow tasks, not ten (#29; the pattern of
+    activities.adapters.update_batch). Each `submit` still returns only once its own anomaly was
+    delivered, and fails with its delivery's error."""
 
     def __init__(self, service: IncidentService, policy: Policy | None, meter: Meter | None = None,
                  tracer: Tracer | None = None) -> None:
@@ -45,8 +52,15 @@ class IncidentSink:
         self._policy = policy
         self._metrics = instruments(meter)
         self._tracer = tracer or trace.get_tracer("goodput.detect")
+        self._waiting: dict[str, list[tuple[Anomaly, asyncio.Future[InjectResult]]]] = {}
+        self._in_flight: set[str] = set()
+        self._senders: set[asyncio.Task[None]] = set()
 
     async def submit(self, anomaly: Anomaly) -> None:
+        await self.deliver(anomaly)
+
+    async def deliver(self, anomaly: Anomaly) -> InjectResult:
+        """`submit`, returning what the service answered for the delivery that carried `anomaly`."""
         labels = anomaly_labels(anomaly.source, anomaly.kind)
         self._metrics.detection_latency.record(
             max(0.0, (anomaly.detected_at - anomaly.observed_at).total_seconds()), labels)
@@ -57,7 +71,7 @@ class IncidentSink:
                 "goodput.cluster": anomaly.cluster, "goodput.job_id": anomaly.job_id,
                 "goodput.job_attempt": anomaly.job_attempt, "goodput.source": anomaly.source.value,
                 "goodput.kind": anomaly.kind.value}):
-            result = await self._service.inject(anomaly, self._policy)
+            result = await self._folded(anomaly)
         self._metrics.submit_latency.record(
             max(0.0, (datetime.now(UTC) - anomaly.detected_at).total_seconds()), labels)
         self._metrics.anomalies.add(1, labels)
@@ -65,6 +79,55 @@ class IncidentSink:
             self._metrics.incidents_opened.add(1, {"source": labels["source"]})
         if result.note:
             log.info("anomaly %s for %s: %s", anomaly.id, result.incident_id, result.note)
+        return result
+
+    async def _folded(self, anomaly: Anomaly) -> InjectResult:
+        incident = anomaly.incident_key.workflow_id
+        if incident not in self._in_flight:
+            self._in_flight.add(incident)
+            try:
+                return await self._service.inject(anomaly, self._policy)
+            finally:
+                self._next(incident)
+        waiting: asyncio.Future[InjectResult] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(incident, []).append((anomaly, waiting))
+        return await waiting
+
+    def _next(self, incident: str) -> None:
+        """The delivery for `incident` ended: send what waited for it, or mark none in flight."""
+        batch = [(a, f) for a, f in self._waiting.pop(incident, []) if not f.done()]  # not the abandoned
+        if not batch:
+            self._in_flight.discard(incident)
+            return
+        if len(batch) > FOLD_MAX:
+            self._waiting[incident] = batch[FOLD_MAX:]
+            batch = batch[:FOLD_MAX]
+        sender = asyncio.get_running_loop().create_task(self._send(incident, batch))
+        self._senders.add(sender)
+        sender.add_done_callback(self._senders.discard)
+
+    async def _send(self, incident: str, batch: list[tuple[Anomaly, asyncio.Future[InjectResult]]]) -> None:
+        try:
+            result = await self._service.inject_batch([a for a, _ in batch], self._policy)
+        except asyncio.CancelledError:  # the sink's loop is stopping: nobody may wait for ever
+            _settle([*batch, *self._waiting.pop(incident, [])], ServiceUnavailableError("stopped while delivering"))
+            self._in_flight.discard(incident)
+            raise
+        except Exception as err:  # each anomaly fails with its delivery's error, as alone it would
+            _settle(batch, err)
+        else:
+            _settle(batch, result)
+        self._next(incident)
+
+
+def _settle(batch: list[tuple[Anomaly, asyncio.Future[InjectResult]]], outcome: InjectResult | Exception) -> None:
+    for i, (_, waiting) in enumerate(batch):
+        if waiting.done():
+            continue
+        if isinstance(outcome, Exception):
+            waiting.set_exception(outcome)
+        else:  # a batch that opened the incident opened it once
+            waiting.set_result(outcome if i == 0 else outcome.model_copy(update={"new_incident": False}))
 
 
 class TemporalWatchLauncher:

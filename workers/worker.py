@@ -118,6 +118,10 @@ def scheduler_from(settings: Settings, *, resubmit_key: ResubmitKey | None = Non
                             timeout_s=slurm.command_timeout_s)
 
 
+WORKFLOW_TASK_POLLS = 16
+NONSTICKY_POLL_RATIO = 0.5
+
+
 def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier: Notifier, *,
                  gate: DrainGate | None = None, policy: Policy | None = None,
                  fail_workflows_on_bugs: bool = False, audit_log: AuditLog | None = None,
@@ -147,7 +151,10 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
                     *StackActivities(scheduler, stacks, wait_s=stack_wait_s, opt_in=opt_in).all()],
         # A dead worker's sticky workflows move to a live one after this, not the 10 s default.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
-        max_concurrent_workflow_task_polls=4,
+        # Polls, not CPU, bound a storm: a worker 0.2 cores busy left each incident's first task
+        # (the shared queue gets a fifth of the polls) waiting 13-18 s (docs/scaling.md, #29).
+        max_concurrent_workflow_task_polls=WORKFLOW_TASK_POLLS,
+        nonsticky_to_sticky_poll_ratio=NONSTICKY_POLL_RATIO,
         # Tests want a forbidden call in workflow code to fail loudly, not retry the task forever.
         workflow_failure_exception_types=[Exception] if fail_workflows_on_bugs else [],
         graceful_shutdown_timeout=timedelta(seconds=5),

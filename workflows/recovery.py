@@ -1,7 +1,8 @@
 """RecoveryWorkflow: one durable workflow per incident (cluster + job id + job attempt).
 
 Started by signal-with-start, so a burst of anomalies for one job attempt is one incident: the
-first anomaly starts it, the rest arrive as `anomaly` signals and are folded into the evidence.
+first anomaly starts it, the rest arrive as `anomaly` signals (or several at once as `anomalies`,
+from a sink that folded them) and are folded into the evidence.
 The workflow only orchestrates; attribution runs in an activity (it needs the scheduler's view of
 the job), planning is the pure `plan_recovery`, and every effect is an idempotent activity.
 Operators steer it with `approve`/`cancel` signals (the Temporal UI can send those) or the
@@ -217,6 +218,14 @@ class RecoveryWorkflow:
         if room.evict is not None:
             self._s.set_aside.discard(self._s.anomalies.pop(room.evict).id)
         self._s.anomalies.append(anomaly)
+
+    @workflow.signal
+    def anomalies(self, batch: list[Anomaly]) -> None:
+        """Detections for this job attempt that one sink folded while its earlier delivery was in
+        flight (workers.watch.IncidentSink): each folded in order exactly as `anomaly` folds it.
+        Additive: no recorded history has it, so it needs no `workflow.patched`."""
+        for anomaly in batch:
+            self.anomaly(anomaly)
 
     @workflow.signal
     def node_decision(self, delivery: Delivery) -> None:

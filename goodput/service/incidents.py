@@ -32,6 +32,11 @@ class DecisionRejectedError(ServiceError):
     """The incident does not take that decision now (not awaiting approval, or already closed)."""
 
 
+# The most anomalies of one incident one delivery carries (workers.watch.IncidentSink folds them):
+# a bound on one signal's payload, far above a burst's usual ten.
+FOLD_MAX = 50
+
+
 class InjectResult(Frozen):
     """Where an injected anomaly went: a new incident or one already open for its job attempt."""
 
@@ -64,6 +69,12 @@ class IncidentService(Protocol):
         """Send an anomaly to its incident, starting one when none is open: under `policy`, the
         service's own (its watchers and receivers), or under None the service's policy, which the
         incident asks for, with `mode` a request that may make it stricter, never looser."""
+        ...
+
+    async def inject_batch(self, anomalies: Sequence[Anomaly], policy: Policy | None,
+                           mode: Mode | None = None) -> InjectResult:
+        """`inject` for several anomalies of one incident (one job attempt) as one delivery, each
+        folded into the incident exactly as if injected alone; at most FOLD_MAX of them."""
         ...
 
     async def list_incidents(self, limit: int = 50, cluster: str | None = None) -> Sequence[IncidentSummary]:

@@ -1,0 +1,57 @@
+"""storm-lab's straight-path breakdown reads each step's times from an incident's history (#29)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+
+from benchmarks._storm_timeline import breakdown, milestones, segments
+
+T0 = 1_800_000_000.0
+
+
+def event(event_id: int, kind: int, at: float, **attributes: object) -> HistoryEvent:
+    e = HistoryEvent(event_id=event_id, event_type=kind)
+    e.event_time.FromDatetime(datetime.fromtimestamp(T0 + at, UTC))
+    for field, value in attributes.items():
+        getattr(e, field).CopyFrom(value)
+    return e
+
+
+def scheduled(event_id: int, at: float, name: str) -> HistoryEvent:
+    e = event(event_id, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, at)
+    e.activity_task_scheduled_event_attributes.activity_type.name = name
+    return e
+
+
+def completed(event_id: int, at: float, of: int) -> HistoryEvent:
+    e = event(event_id, EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, at)
+    e.activity_task_completed_event_attributes.scheduled_event_id = of
+    return e
+
+
+def test_each_step_is_timed_from_its_own_events_and_a_step_not_taken_is_spanned() -> None:
+    history = [
+        event(1, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, 0.5),
+        event(3, EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED, 2.5),
+        event(4, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, 3.0),
+        event(6, EventType.EVENT_TYPE_TIMER_FIRED, 4.0),
+        scheduled(9, 4.5, "attribute"), completed(11, 5.0, 9),
+        scheduled(14, 6.0, "consult_node_memory"), completed(16, 8.0, 14),
+        scheduled(19, 9.0, "resume"), completed(21, 30.0, 19),  # past the requeue: not read
+    ]
+    passed = milestones(history, sent=T0, requeued=T0 + 10.0)
+    assert {k: round(v - T0, 3) for k, v in passed.items()} == {
+        "sent": 0.0, "opened": 0.5, "first task picked": 2.5, "first task": 3.0, "coalesced": 4.0,
+        "attribute asked": 4.5, "attribute done": 5.0, "consult_node_memory asked": 6.0,
+        "consult_node_memory done": 8.0, "resume asked": 9.0, "requeued": 10.0}
+    spans = segments(passed)
+    assert spans["opened → first task picked"] == 2.0
+    assert spans["consult_node_memory done → resume asked"] == 1.0  # no trust consult in this one
+    assert round(sum(spans.values()), 6) == 10.0
+    summary = breakdown([passed, passed])
+    assert next(iter(summary)) == "sent → opened"
+    assert summary["consult_node_memory asked → consult_node_memory done"] == {"n": 2, "p50": 2.0, "p99": 2.0,
+                                                                              "mean": 2.0}
