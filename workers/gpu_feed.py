@@ -26,11 +26,11 @@ from starlette.routing import Route
 
 from goodput.detect.gpu_explain import EXPLAINED, explain
 from goodput.detect.gpu_feed import MAX_REPORT_BYTES, GpuReport, GpuSampleStore
-from goodput.detect.node_liveness import LivenessConfig, heartbeat_authentic
+from goodput.detect.node_liveness import LivenessConfig
 from goodput.detect.watch import AnomalySink
 from goodput.models import Anomaly
 from goodput.scheduler import Scheduler
-from workers.http_site import content_length, content_type, json_error, read_body
+from workers.agent_requests import AgentRequestRefused, agent_json_body, refusal, require_node_token
 
 log = logging.getLogger("goodput.gpu_feed")
 GPU_SAMPLES_PATH = "/v1/gpu-samples"
@@ -68,27 +68,21 @@ class GpuFeedEndpoint:
 
     def _refuse(self, status: int, message: str) -> JSONResponse:
         self.rejected += 1
-        headers = {"WWW-Authenticate": 'Bearer realm="goodput-heartbeat"'} if status == 401 else None
-        return json_error(status, message, headers)
+        return refusal(status, message)
 
     async def _post(self, request: Request) -> JSONResponse:
-        if content_type(request) != "application/json":
-            return self._refuse(415, "send application/json")
-        declared = content_length(request)
-        if declared is not None and declared > MAX_REPORT_BYTES:
-            return self._refuse(413, f"a GPU report is at most {MAX_REPORT_BYTES} bytes")
-        body = await read_body(request, MAX_REPORT_BYTES)
         try:
-            report = GpuReport.model_validate_json(body)
-            node = report.checked_node()
-        except ValidationError as err:
-            return self._refuse(400, f"bad GPU report: {_first_error(err)[:200]}")
-        except ValueError as err:
-            return self._refuse(400, f"bad GPU report: {str(err)[:200]}")
-        scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
-        if scheme.lower() != "bearer" or report.cluster != self.cluster or not heartbeat_authentic(
-                token.strip(), self._secret, self.cluster, node):
-            return self._refuse(401, "missing or invalid token for this node")
+            body = await agent_json_body(request, MAX_REPORT_BYTES, "a GPU report")
+            try:
+                report = GpuReport.model_validate_json(body)
+                node = report.checked_node()
+            except ValidationError as err:
+                raise AgentRequestRefused(400, f"bad GPU report: {_first_error(err)[:200]}") from err
+            except ValueError as err:
+                raise AgentRequestRefused(400, f"bad GPU report: {str(err)[:200]}") from err
+            require_node_token(request, self._secret, self.cluster, report.cluster, node)
+        except AgentRequestRefused as refused:
+            return self._refuse(refused.status, refused.message)
         now = self._clock()
         if not self.store.put(node, now, [gpu.sample(node, now) for gpu in report.gpus]):
             return self._refuse(503, "too many nodes reporting GPUs")

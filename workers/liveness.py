@@ -45,7 +45,6 @@ from goodput.detect.node_liveness import (
     SizeHistory,
     Suspect,
     corroborate,
-    heartbeat_authentic,
 )
 from goodput.detect.stack_requests import StackRequestTable
 from goodput.detect.watch import AnomalySink, OptInRule
@@ -53,8 +52,9 @@ from goodput.identifiers import validate_cluster, validate_node_name
 from goodput.models import Anomaly
 from goodput.scheduler import JobInfo, JobState, NodeInfo, Scheduler
 from goodput.untrusted_files import open_job_file
+from workers.agent_requests import AgentRequestRefused, agent_json_body, refusal, require_node_token
 from workers.gpu_feed import GpuFeedEndpoint
-from workers.http_site import Listener, application, content_length, content_type, json_error, read_body
+from workers.http_site import Listener, application
 from workers.stack_requests import StackEndpoint
 
 log = logging.getLogger("goodput.liveness")
@@ -122,33 +122,26 @@ class HeartbeatServer:
 
     def _refuse(self, status: int, message: str) -> JSONResponse:
         self.rejected += 1
-        headers = {"WWW-Authenticate": 'Bearer realm="goodput-heartbeat"'} if status == 401 else None
-        return json_error(status, message, headers)
+        return refusal(status, message)
 
     async def _heartbeat(self, request: Request) -> JSONResponse:
-        if content_type(request) != "application/json":
-            return self._refuse(415, "send application/json")
-        declared = content_length(request)
-        if declared is not None and declared > MAX_HEARTBEAT_BYTES:
-            return self._refuse(413, f"a heartbeat is at most {MAX_HEARTBEAT_BYTES} bytes")
-        body = await read_body(request, MAX_HEARTBEAT_BYTES)  # never read past the limit, chunked or not
         try:
-            beat = json.loads(body)
-            if not isinstance(beat, dict):
-                raise ValueError("not a JSON object")
-            node = validate_node_name(str(beat.get("node", "")))
-            cluster = str(beat.get("cluster", ""))
-            interval = float(beat.get("interval_s", 0))
-            if not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S:
-                raise ValueError(f"interval_s must be within {MIN_INTERVAL_S:g}..{MAX_INTERVAL_S:g}")
-        except (ValueError, TypeError, OverflowError, RecursionError) as err:
-            return self._refuse(400, f"bad heartbeat: {str(err)[:200]}")
-        header = request.headers.get("Authorization", "")
-        scheme, _, token = header.strip().partition(" ")
-        # The token is the node's own: a heartbeat speaks for the node its credential belongs to.
-        if scheme.lower() != "bearer" or cluster != self.cluster or not heartbeat_authentic(
-                token.strip(), self._secret, self.cluster, node):
-            return self._refuse(401, "missing or invalid token for this node")
+            body = await agent_json_body(request, MAX_HEARTBEAT_BYTES, "a heartbeat")
+            try:
+                beat = json.loads(body)
+                if not isinstance(beat, dict):
+                    raise ValueError("not a JSON object")
+                node = validate_node_name(str(beat.get("node", "")))
+                cluster = str(beat.get("cluster", ""))
+                interval = float(beat.get("interval_s", 0))
+                if not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S:
+                    raise ValueError(f"interval_s must be within {MIN_INTERVAL_S:g}..{MAX_INTERVAL_S:g}")
+            except (ValueError, TypeError, OverflowError, RecursionError) as err:
+                raise AgentRequestRefused(400, f"bad heartbeat: {str(err)[:200]}") from err
+            # The token is the node's own: a heartbeat speaks for the node its credential belongs to.
+            require_node_token(request, self._secret, self.cluster, cluster, node)
+        except AgentRequestRefused as refused:
+            return self._refuse(refused.status, refused.message)
         was = self._tracker.last_seen(node)
         if not self._tracker.beat(node, self._clock(), interval):
             return self._refuse(503, "too many nodes tracked")

@@ -24,10 +24,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from goodput.detect.node_liveness import heartbeat_authentic
 from goodput.detect.stack_requests import MAX_RESULT_BYTES, NodeStacks, StackRequestTable, StackResultError
 from goodput.identifiers import validate_node_name
-from workers.http_site import content_length, content_type, json_error, read_body
+from workers.agent_requests import AgentRequestRefused, agent_json_body, refusal, require_node_token
 
 log = logging.getLogger("goodput.liveness")
 
@@ -54,28 +53,22 @@ class StackEndpoint:
 
     def _refuse(self, status: int, message: str) -> JSONResponse:
         self.rejected += 1
-        headers = {"WWW-Authenticate": 'Bearer realm="goodput-heartbeat"'} if status == 401 else None
-        return json_error(status, message, headers)
+        return refusal(status, message)
 
     async def _post(self, request: Request) -> JSONResponse:
-        if content_type(request) != "application/json":
-            return self._refuse(415, "send application/json")
-        declared = content_length(request)
-        if declared is not None and declared > MAX_RESULT_BYTES:
-            return self._refuse(413, f"a stack result is at most {MAX_RESULT_BYTES} bytes")
-        body = await read_body(request, MAX_RESULT_BYTES)
         try:
-            sent = json.loads(body)
-            if not isinstance(sent, dict):
-                raise ValueError("not a JSON object")
-            node = validate_node_name(str(sent.get("node", ""))[:256])
-            cluster = str(sent.get("cluster", ""))[:256]
-        except (ValueError, TypeError, RecursionError) as err:
-            return self._refuse(400, f"bad stack result: {str(err)[:200]}")
-        scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
-        if scheme.lower() != "bearer" or cluster != self._cluster or not heartbeat_authentic(
-                token.strip(), self._secret, self._cluster, node):
-            return self._refuse(401, "missing or invalid token for this node")
+            body = await agent_json_body(request, MAX_RESULT_BYTES, "a stack result")
+            try:
+                sent = json.loads(body)
+                if not isinstance(sent, dict):
+                    raise ValueError("not a JSON object")
+                node = validate_node_name(str(sent.get("node", ""))[:256])
+                cluster = str(sent.get("cluster", ""))[:256]
+            except (ValueError, TypeError, RecursionError) as err:
+                raise AgentRequestRefused(400, f"bad stack result: {str(err)[:200]}") from err
+            require_node_token(request, self._secret, self._cluster, cluster, node)
+        except AgentRequestRefused as refused:
+            return self._refuse(refused.status, refused.message)
         try:
             result = NodeStacks.model_validate(sent.get("result"))
         except ValidationError as err:
