@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The contract suite on newer Slurm: for each version in SLURM_VERSIONS (default 24.11), build
+# The contract suite on newer Slurm: for each version in SLURM_VERSIONS (default both, 24.11,26.05), build
 # (once, cached; scripts/slurm-lab/root.sh) a Debian root with that Slurm, start the lab inside
 # it and run tests/slurm/test_contract.py's `slurm-cli-<version>`, `slurm-ssh-<version>` (this
 # host's sshd, the root's clients) and `slurm-rest-<version>` cells (slurmrestd in the root, no CLI
@@ -11,7 +11,7 @@
 # version's build time goes to stdout, as CI's record of what the matrix costs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${SLURM_VERSIONS:=24.11}"
+: "${SLURM_VERSIONS:=24.11,26.05}"
 if [ "$(id -u)" = 0 ] && ! command -v debootstrap >/dev/null && command -v apt-get >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
 fi
