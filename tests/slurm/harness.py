@@ -20,8 +20,17 @@ from activities.adapters.slurm_rest import SlurmRestBackend
 from activities.adapters.slurm_runner import ChrootRunner, CommandResult, CommandRunner, LocalRunner
 from activities.adapters.slurm_ssh import SshRunner
 from goodput.demo.scheduler import FakeClusterState, FakeScheduler
-from goodput.scheduler import JobInfo, JobState, NodeInfo, PermanentSchedulerError, ResubmitRequest, Scheduler
+from goodput.scheduler import (
+    JobInfo,
+    JobState,
+    NodeInfo,
+    PermanentSchedulerError,
+    ReservationInfo,
+    ResubmitRequest,
+    Scheduler,
+)
 from goodput.slurm import restapi
+from goodput.slurm.reservations import parse_reservation
 from goodput.slurm.resubmit import ResubmitKey
 from tests.fakes.pyslurm_standin import Slurmctld
 from tests.helpers import eventually as eventually  # the slurm tests' one poll, re-exported
@@ -36,6 +45,9 @@ MARKER = "goodput:opt-in"
 KEY = ResubmitKey(b"contract-suite-resubmit-key", "default")
 MALLORY = "goodput-mallory"
 MALLORY_UID = 1002  # in the in-memory backends; the lab's mallory has whatever uid useradd gave
+# The operator's hot-spare reservation of the contract tests (docs/policies.md, "Hot spares"); a
+# lab's reset deletes every reservation.
+POOL = "goodput-contract-spares"
 
 
 # A batch job that reports who it runs as and its whole environment, then keeps running.
@@ -90,6 +102,16 @@ class Harness(Protocol):
 
     async def array_task(self) -> str:
         """The `<array id>_<task>` id of a running task of an opted-in job array."""
+        ...
+
+    async def spare_pool(self, users: Sequence[str]) -> str:
+        """The operator's reservation POOL on the fourth node for `users`, Flags=FLEX, as
+        `scontrol create reservation` makes it; its name."""
+        ...
+
+    async def reservation_record(self, name: str) -> ReservationInfo:
+        """The reservation as the scheduler itself keeps it (the lab: the admin's `scontrol show
+        reservation`), not through the backend under test."""
         ...
 
     async def lacks(self, operation: str) -> str | None:
@@ -158,6 +180,14 @@ class FakeHarness:
                                   nodes=(self.node_names[0],), comment=MARKER, user="root", user_id=0))
         return task
 
+    async def spare_pool(self, users: Sequence[str]) -> str:
+        self.fake.add_reservation(ReservationInfo(name=POOL, nodes=(self.node_names[3],), users=tuple(users),
+                                                  flags=("FLEX",)))
+        return POOL
+
+    async def reservation_record(self, name: str) -> ReservationInfo:
+        return await self.fake.get_reservation(name)
+
     async def lacks(self, operation: str) -> str | None:
         return None
 
@@ -204,7 +234,9 @@ class PyslurmHarness:
     async def lacks(self, operation: str) -> str | None:
         return {"exclude": "the pyslurm backend does not update excluded nodes",
                 "dependency": "the pyslurm backend does not read a job's dependency",
-                "array": "goodput's pyslurm stand-in cannot submit job arrays"}.get(operation)
+                "array": "goodput's pyslurm stand-in cannot submit job arrays",
+                "reservation": "the pyslurm backend does not read or update reservations (the hot-spare "
+                               "pool needs the CLI, SSH or REST backend)"}.get(operation)
 
 
 class RecordingRunner(LocalRunner):
@@ -275,6 +307,14 @@ class SlurmCliHarness:
         await eventually(lambda: self.lab.run("squeue", "-h", "-j", task, "-o", "%T", check=False).stdout.strip(),
                          lambda state: state == "RUNNING", timeout=20, what=f"array task {task} to run")
         return task
+
+    async def spare_pool(self, users: Sequence[str]) -> str:
+        self.lab.run("scontrol", "create", "reservation", f"ReservationName={POOL}", f"Nodes={self.node_names[3]}",
+                     "StartTime=now", "Duration=infinite", f"Users={','.join(users)}", "Flags=FLEX")
+        return POOL
+
+    async def reservation_record(self, name: str) -> ReservationInfo:
+        return parse_reservation(self.lab.run("scontrol", "show", "reservation", "-o", name).stdout, name)
 
     def side_effects(self) -> int:
         return len(self.runner.argvs)
@@ -366,6 +406,15 @@ class SlurmRestNativeHarness(SlurmCliHarness):
         if operation == "resubmit":
             return ("slurmrestd submits as the token's user, not as the job's owner: resubmission needs the "
                     "CLI or SSH fallback")
+        if operation == "reservation":
+            # and it says so, rather than acting some other way
+            with pytest.raises(PermanentSchedulerError, match="fallback"):
+                await self.rest.get_reservation(POOL)
+            version = await self.rest.api_version()
+            offered = ("has reservation updates (v0.0.43+), but goodput does not speak its reservation "
+                       "endpoints yet" if version >= "v0.0.43" else "updates no reservation (v0.0.43+ does)")
+            return (f"the REST backend reads and updates the spare reservation through its CLI/SSH fallback; "
+                    f"slurmrestd {version} {offered}")
         need = self.NEEDS.get(operation)
         version = await self.rest.api_version()
         if need is None or await self.rest.can(need[0]):
