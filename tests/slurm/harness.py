@@ -1,7 +1,8 @@
 """One way per backend to arrange a contract test: a running opted-in job, an admin's drain.
 
 The contract tests speak only the Scheduler Protocol; what differs between backends (creating a
-job, draining a node behind goodput's back, waiting for Slurm to catch up) lives here.
+job, draining a node behind goodput's back, waiting for Slurm to catch up) lives here; the
+slurmrestd cells' harnesses are in harness_rest.py.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from temporalio.client import Client
 from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_owner import OwnerSubmission
 from activities.adapters.slurm_pyslurm import PyslurmBackend
-from activities.adapters.slurm_rest import SlurmRestBackend
 from activities.adapters.slurm_runner import ChrootRunner, CommandResult, CommandRunner, LocalRunner
 from activities.adapters.slurm_ssh import SshRunner
 from goodput.demo.scheduler import FakeClusterState, FakeScheduler
@@ -24,12 +24,10 @@ from goodput.scheduler import (
     JobInfo,
     JobState,
     NodeInfo,
-    PermanentSchedulerError,
     ReservationInfo,
     ResubmitRequest,
     Scheduler,
 )
-from goodput.slurm import restapi
 from goodput.slurm.reservations import parse_reservation
 from goodput.slurm.resubmit import ResubmitKey
 from tests.fakes.pyslurm_standin import Slurmctld
@@ -37,7 +35,7 @@ from tests.helpers import eventually as eventually  # the slurm tests' one poll,
 from tests.workflows.test_watchers import workflow_exists
 from workflows.watch import job_watch_id
 
-from .conftest import Lab, Restd, Sshd
+from .conftest import Lab, Sshd
 
 MARKER = "goodput:opt-in"
 # The deployment's resubmission key, known to the tests so that they can forge nothing but
@@ -364,72 +362,3 @@ class SlurmSshHarness(SlurmCliHarness):
 
     def side_effects(self) -> int:
         return len(self.ssh_runner.argvs)
-
-
-class SlurmRestHarness(SlurmCliHarness):
-    """slurmrestd (JWT) for what its API version offers, the local CLI for the rest."""
-
-    name = "slurm-rest"
-
-    def __init__(self, lab: Lab, restd: Restd) -> None:
-        super().__init__(lab)
-        self.requests: list[tuple[str, str]] = []
-        self.rest = SlurmRestBackend(restd.url, user=restd.user, token=restd.token, allow_http=True,  # loopback
-                                     fallback=SlurmCliBackend(self.runner, resubmit_key=KEY),
-                                     on_request=lambda method, path: self.requests.append((method, path)))
-        self.backend = self.rest
-
-    def side_effects(self) -> int:
-        return len(self.requests) + len(self.runner.argvs)
-
-
-class SlurmRestNativeHarness(SlurmCliHarness):
-    """slurmrestd alone, no fallback: every operation its API version offers goes over REST, and
-    one it lacks fails with PermanentSchedulerError instead of quietly running a command (the
-    version-matrix cells `slurm-rest-24.11`, `slurm-rest-26.05`). The lab's CLI only arranges tests."""
-
-    name = "slurm-rest-native"
-    # operation -> the capability it needs, and why it is missing where it is
-    NEEDS = {"requeue": (restapi.Capability.JOB_REQUEUE,
-                         "slurmrestd {v} has no job requeue (v0.0.45, Slurm 26.05, has)"),
-             "exclude": (restapi.Capability.JOB_EXCLUDE, "slurmrestd {v} cannot update excluded nodes")}
-
-    def __init__(self, lab: Lab, restd: Restd) -> None:
-        super().__init__(lab)
-        self.requests: list[tuple[str, str]] = []
-        self.rest = SlurmRestBackend(restd.url, user=restd.user, token=restd.token, allow_http=True,  # loopback
-                                     fallback=None,
-                                     on_request=lambda method, path: self.requests.append((method, path)))
-        self.backend = self.rest
-
-    async def lacks(self, operation: str) -> str | None:
-        if operation == "resubmit":
-            return ("slurmrestd submits as the token's user, not as the job's owner: resubmission needs the "
-                    "CLI or SSH fallback")
-        if operation == "reservation":
-            # and it says so, rather than acting some other way
-            with pytest.raises(PermanentSchedulerError, match="fallback"):
-                await self.rest.get_reservation(POOL)
-            version = await self.rest.api_version()
-            offered = ("has reservation updates (v0.0.43+), but goodput does not speak its reservation "
-                       "endpoints yet" if version >= "v0.0.43" else "updates no reservation (v0.0.43+ does)")
-            return (f"the REST backend reads and updates the spare reservation through its CLI/SSH fallback; "
-                    f"slurmrestd {version} {offered}")
-        need = self.NEEDS.get(operation)
-        version = await self.rest.api_version()
-        if need is None or await self.rest.can(need[0]):
-            return None
-        # and it says so, rather than acting some other way
-        job = await self.running_job()
-        with pytest.raises(PermanentSchedulerError, match="fallback"):
-            await (self.rest.requeue_job(job.job_id) if operation == "requeue"
-                   else self.rest.exclude_nodes(job.job_id, [self.node_names[3]]))
-        return need[1].format(v=version)
-
-    async def held_submission(self) -> JobInfo:
-        job_id = self.lab.sbatch(f"--comment={MARKER}", "--hold", "--requeue", "--output=/dev/null",
-                                 "--wrap", "sleep 300")
-        return await self.backend.get_job(job_id)
-
-    def side_effects(self) -> int:
-        return len(self.requests) + len(self.runner.argvs)

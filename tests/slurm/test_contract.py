@@ -42,13 +42,12 @@ from .harness import (
     Harness,
     PyslurmHarness,
     SlurmCliHarness,
-    SlurmRestHarness,
-    SlurmRestNativeHarness,
     SlurmSshHarness,
     eventually,
     held_job,
     require,
 )
+from .harness_rest import SlurmRestHarness, SlurmRestNativeHarness
 
 HOSTILE = ["node1;rm -rf /", "node1\nnode2", "x" * 10_000, "$(reboot)", "-h"]
 REASON = drain_reason("inc-contract", "xid 79 on GPU 3")
