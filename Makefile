@@ -41,8 +41,9 @@ test: $(E2E_STAMP)
 	bash scripts/test.sh
 
 # The contract suite on newer Slurm, each in a lab inside a Debian root (built once, cached):
-# `make test-slurm-matrix SLURM_VERSIONS=24.11,26.05`. 22.05 (the host's Slurm) is `make test`.
-SLURM_VERSIONS ?= 24.11
+# every version by default, or one: `make test-slurm-matrix SLURM_VERSIONS=26.05`. 22.05 (the
+# host's Slurm) is `make test`.
+SLURM_VERSIONS ?= 24.11,26.05
 test-slurm-matrix: $(STAMP)
 	SLURM_VERSIONS=$(SLURM_VERSIONS) bash scripts/test-slurm-matrix.sh
 

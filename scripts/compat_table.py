@@ -64,6 +64,8 @@ OPERATIONS = {
     "test_another_users_job_is_never_taken_for_the_copy": "resubmit as the owner, excluding nodes",
     "test_a_dependency_is_read_as_slurm_wrote_it": "read a dependency",
     "test_an_array_task_is_read_by_its_own_id": "read an array task (`123_1`)",
+    "test_the_spare_reservation_is_read_and_acted_on": "hot-spare reservation: read, users in / out, job into it, "
+                                                       "nodes added",
     "test_jobs_that_did_not_opt_in_are_left_alone": "jobs that did not opt in left alone",
 }
 NA = "n/a: "

@@ -102,6 +102,8 @@ class FakeReservations:
             if job.user not in _reservation(s, name).users:
                 raise PermanentSchedulerError(f"Access denied to requested reservation for job {job_id}")
             s.job_reservations[job_id] = name
+            # and the job's record says so, as Slurm's `Reservation=` / `resv_name` does
+            s.jobs[job_id] = job.model_copy(update={"reservation": name})
             s.journal.append(_entry("use-reservation", job_id, name))
             return ActionResult(changed=True, detail=f"job {job_id} may start in reservation {name}")
 

@@ -38,6 +38,12 @@ if ! slurmlab_pid "$D/slurmrestd.pid" >/dev/null; then
   if awk -v h="$hex" '$4 == "0A" && substr($2, length($2) - 4) == h { f = 1 } END { exit !f }' /proc/net/tcp; then
     die "TCP port $SLURMLAB_REST_PORT is in use (set SLURMLAB_REST_PORT)"
   fi
+  # Not listening is not free: a slurmrestd stopped moments ago leaves its connections in
+  # TIME_WAIT on the port (up to 60 s), and a port in the ephemeral range (32768-60999) can be a
+  # client socket's; either way the bind fails ("Address already in use"; seen with 26.05's
+  # slurmrestd on port 59780).  Wait until no socket at all has it.
+  port_free() { ! awk -v h="$hex" 'substr($2, length($2) - 4) == h { f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6; }
+  slurmlab_wait 75 port_free || die "TCP port $SLURMLAB_REST_PORT still has connections after 75 s"
   # SLURM_JWT=daemon: slurmrestd forwards each client's token to slurmctld; without it every
   # request fails with "Rejecting thread config token"
   # shellcheck disable=SC2016  # $0 and $@ are the inner shell's

@@ -31,10 +31,25 @@ MARK=$ROOT/.goodput-slurmlab-root
 [ "$(id -u)" = 0 ] || { echo "root.sh: run as root (debootstrap, chroot)" >&2; exit 1; }
 command -v debootstrap >/dev/null || { echo "root.sh: debootstrap not found (apt-get install debootstrap)" >&2; exit 1; }
 
+# sid moves daily: the Slurm a suite installs is checked, never assumed.  A root whose Slurm is not
+# $VERSION.x is refused with what to do (docs/slurm.md, "When Debian moves a suite's Slurm on").
+check_slurm() {  # $1: the version `slurmd -V` printed; $2: where it came from
+  case "$1" in
+    "$VERSION".*) return 0 ;;
+  esac
+  echo "root.sh: Debian $SUITE now installs Slurm ${1:-(none)} ($2), not $VERSION.x: the matrix cell" \
+       "slurm-*-$VERSION would test another release.  Pin the archive instead" \
+       "(SLURMLAB_MIRROR=https://snapshot.debian.org/archive/debian/<date before the change>/" \
+       "bash scripts/slurm-lab/root.sh $VERSION --rebuild) or add the new version as a cell; see" \
+       "docs/slurm.md, \"When Debian moves a suite's Slurm on\"" >&2
+  return 1
+}
+
 mkdir -p "$SLURMLAB_ROOTS"
 exec 9>"$SLURMLAB_ROOTS/.lock-$VERSION"
 flock 9
 if [ "$REBUILD" = 0 ] && [ -r "$MARK" ] && grep -qx "suite=$SUITE" "$MARK"; then
+  check_slurm "$(sed -n 's/^slurm=//p' "$MARK")" "$MARK" || exit 1
   # a root cached before a package joined PACKAGES gets it in place (apt adds files; a lab
   # running on the root keeps running), not a rebuild
   # shellcheck disable=SC2086,SC2016  # PACKAGES is a word list; ${...} is dpkg-query's format
@@ -100,9 +115,11 @@ umount "$NEW/proc"
 T2=$(date +%s)
 echo "root.sh: apt-get install $PACKAGES: $((T2 - T1)) s" >&2
 
+SLURM_BUILT=$(chroot "$NEW" slurmd -V | awk '{print $2}')
+check_slurm "$SLURM_BUILT" "slurmd -V in the new root; not kept" || exit 1
 # a localhost the daemons can resolve
 printf '127.0.0.1 localhost\n::1 localhost ip6-localhost\n' > "$NEW/etc/hosts"
-{ echo "suite=$SUITE"; echo "slurm=$(chroot "$NEW" slurmd -V | awk '{print $2}')"; echo "built=$(date -u +%FT%TZ)"
+{ echo "suite=$SUITE"; echo "slurm=$SLURM_BUILT"; echo "built=$(date -u +%FT%TZ)"
   echo "debootstrap_s=$((T1 - T0))"; echo "apt_s=$((T2 - T1))"; } > "$NEW/.goodput-slurmlab-root"
 mv -T "$NEW" "$ROOT"
 trap - EXIT

@@ -88,6 +88,12 @@ class Lab:
         ids = self.run("squeue", "--noheader", "--format=%i", check=False).stdout.split()
         if ids:
             self.run("scancel", *ids, check=False)
+        # a test's reservation (the contract suite's spare pool) would keep its nodes "reserved"
+        for name in re.findall(r"ReservationName=(\S+)", self.run("scontrol", "show", "reservation", "-o",
+                                                                   check=False).stdout):
+            wait_until(lambda name=name: self.run("scontrol", "delete", f"ReservationName={name}", check=False),
+                       lambda done: done.returncode == 0 or "invalid" in f"{done.stdout} {done.stderr}".lower(),
+                       timeout=20, interval=0.5, what=f"reservation {name} deleted")  # busy while jobs end
         for record in split_records(self.run("scontrol", "show", "node", "-o").stdout):
             node = node_from_record(record)
             if node.drained or node.state in {"DOWN", "FAIL"}:

@@ -1,7 +1,8 @@
 """One way per backend to arrange a contract test: a running opted-in job, an admin's drain.
 
 The contract tests speak only the Scheduler Protocol; what differs between backends (creating a
-job, draining a node behind goodput's back, waiting for Slurm to catch up) lives here.
+job, draining a node behind goodput's back, waiting for Slurm to catch up) lives here; the
+slurmrestd cells' harnesses are in harness_rest.py.
 """
 
 from __future__ import annotations
@@ -16,19 +17,25 @@ from temporalio.client import Client
 from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_owner import OwnerSubmission
 from activities.adapters.slurm_pyslurm import PyslurmBackend
-from activities.adapters.slurm_rest import SlurmRestBackend
 from activities.adapters.slurm_runner import ChrootRunner, CommandResult, CommandRunner, LocalRunner
 from activities.adapters.slurm_ssh import SshRunner
 from goodput.demo.scheduler import FakeClusterState, FakeScheduler
-from goodput.scheduler import JobInfo, JobState, NodeInfo, PermanentSchedulerError, ResubmitRequest, Scheduler
-from goodput.slurm import restapi
+from goodput.scheduler import (
+    JobInfo,
+    JobState,
+    NodeInfo,
+    ReservationInfo,
+    ResubmitRequest,
+    Scheduler,
+)
+from goodput.slurm.reservations import parse_reservation
 from goodput.slurm.resubmit import ResubmitKey
 from tests.fakes.pyslurm_standin import Slurmctld
 from tests.helpers import eventually as eventually  # the slurm tests' one poll, re-exported
 from tests.workflows.test_watchers import workflow_exists
 from workflows.watch import job_watch_id
 
-from .conftest import Lab, Restd, Sshd
+from .conftest import Lab, Sshd
 
 MARKER = "goodput:opt-in"
 # The deployment's resubmission key, known to the tests so that they can forge nothing but
@@ -36,6 +43,9 @@ MARKER = "goodput:opt-in"
 KEY = ResubmitKey(b"contract-suite-resubmit-key", "default")
 MALLORY = "goodput-mallory"
 MALLORY_UID = 1002  # in the in-memory backends; the lab's mallory has whatever uid useradd gave
+# The operator's hot-spare reservation of the contract tests (docs/policies.md, "Hot spares"); a
+# lab's reset deletes every reservation.
+POOL = "goodput-contract-spares"
 
 
 # A batch job that reports who it runs as and its whole environment, then keeps running.
@@ -90,6 +100,16 @@ class Harness(Protocol):
 
     async def array_task(self) -> str:
         """The `<array id>_<task>` id of a running task of an opted-in job array."""
+        ...
+
+    async def spare_pool(self, users: Sequence[str]) -> str:
+        """The operator's reservation POOL on the fourth node for `users`, Flags=FLEX, as
+        `scontrol create reservation` makes it; its name."""
+        ...
+
+    async def reservation_record(self, name: str) -> ReservationInfo:
+        """The reservation as the scheduler itself keeps it (the lab: the admin's `scontrol show
+        reservation`), not through the backend under test."""
         ...
 
     async def lacks(self, operation: str) -> str | None:
@@ -158,6 +178,14 @@ class FakeHarness:
                                   nodes=(self.node_names[0],), comment=MARKER, user="root", user_id=0))
         return task
 
+    async def spare_pool(self, users: Sequence[str]) -> str:
+        self.fake.add_reservation(ReservationInfo(name=POOL, nodes=(self.node_names[3],), users=tuple(users),
+                                                  flags=("FLEX",)))
+        return POOL
+
+    async def reservation_record(self, name: str) -> ReservationInfo:
+        return await self.fake.get_reservation(name)
+
     async def lacks(self, operation: str) -> str | None:
         return None
 
@@ -204,7 +232,9 @@ class PyslurmHarness:
     async def lacks(self, operation: str) -> str | None:
         return {"exclude": "the pyslurm backend does not update excluded nodes",
                 "dependency": "the pyslurm backend does not read a job's dependency",
-                "array": "goodput's pyslurm stand-in cannot submit job arrays"}.get(operation)
+                "array": "goodput's pyslurm stand-in cannot submit job arrays",
+                "reservation": "the pyslurm backend does not read or update reservations (the hot-spare "
+                               "pool needs the CLI, SSH or REST backend)"}.get(operation)
 
 
 class RecordingRunner(LocalRunner):
@@ -276,6 +306,14 @@ class SlurmCliHarness:
                          lambda state: state == "RUNNING", timeout=20, what=f"array task {task} to run")
         return task
 
+    async def spare_pool(self, users: Sequence[str]) -> str:
+        self.lab.run("scontrol", "create", "reservation", f"ReservationName={POOL}", f"Nodes={self.node_names[3]}",
+                     "StartTime=now", "Duration=infinite", f"Users={','.join(users)}", "Flags=FLEX")
+        return POOL
+
+    async def reservation_record(self, name: str) -> ReservationInfo:
+        return parse_reservation(self.lab.run("scontrol", "show", "reservation", "-o", name).stdout, name)
+
     def side_effects(self) -> int:
         return len(self.runner.argvs)
 
@@ -324,63 +362,3 @@ class SlurmSshHarness(SlurmCliHarness):
 
     def side_effects(self) -> int:
         return len(self.ssh_runner.argvs)
-
-
-class SlurmRestHarness(SlurmCliHarness):
-    """slurmrestd (JWT) for what its API version offers, the local CLI for the rest."""
-
-    name = "slurm-rest"
-
-    def __init__(self, lab: Lab, restd: Restd) -> None:
-        super().__init__(lab)
-        self.requests: list[tuple[str, str]] = []
-        self.rest = SlurmRestBackend(restd.url, user=restd.user, token=restd.token, allow_http=True,  # loopback
-                                     fallback=SlurmCliBackend(self.runner, resubmit_key=KEY),
-                                     on_request=lambda method, path: self.requests.append((method, path)))
-        self.backend = self.rest
-
-    def side_effects(self) -> int:
-        return len(self.requests) + len(self.runner.argvs)
-
-
-class SlurmRestNativeHarness(SlurmCliHarness):
-    """slurmrestd alone, no fallback: every operation its API version offers goes over REST, and
-    one it lacks fails with PermanentSchedulerError instead of quietly running a command (the
-    version-matrix cells `slurm-rest-24.11`, `slurm-rest-26.05`). The lab's CLI only arranges tests."""
-
-    name = "slurm-rest-native"
-    # operation -> the capability it needs, and why it is missing where it is
-    NEEDS = {"requeue": (restapi.Capability.JOB_REQUEUE,
-                         "slurmrestd {v} has no job requeue (v0.0.45, Slurm 26.05, has)"),
-             "exclude": (restapi.Capability.JOB_EXCLUDE, "slurmrestd {v} cannot update excluded nodes")}
-
-    def __init__(self, lab: Lab, restd: Restd) -> None:
-        super().__init__(lab)
-        self.requests: list[tuple[str, str]] = []
-        self.rest = SlurmRestBackend(restd.url, user=restd.user, token=restd.token, allow_http=True,  # loopback
-                                     fallback=None,
-                                     on_request=lambda method, path: self.requests.append((method, path)))
-        self.backend = self.rest
-
-    async def lacks(self, operation: str) -> str | None:
-        if operation == "resubmit":
-            return ("slurmrestd submits as the token's user, not as the job's owner: resubmission needs the "
-                    "CLI or SSH fallback")
-        need = self.NEEDS.get(operation)
-        version = await self.rest.api_version()
-        if need is None or await self.rest.can(need[0]):
-            return None
-        # and it says so, rather than acting some other way
-        job = await self.running_job()
-        with pytest.raises(PermanentSchedulerError, match="fallback"):
-            await (self.rest.requeue_job(job.job_id) if operation == "requeue"
-                   else self.rest.exclude_nodes(job.job_id, [self.node_names[3]]))
-        return need[1].format(v=version)
-
-    async def held_submission(self) -> JobInfo:
-        job_id = self.lab.sbatch(f"--comment={MARKER}", "--hold", "--requeue", "--output=/dev/null",
-                                 "--wrap", "sleep 300")
-        return await self.backend.get_job(job_id)
-
-    def side_effects(self) -> int:
-        return len(self.requests) + len(self.runner.argvs)

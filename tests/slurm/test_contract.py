@@ -31,22 +31,23 @@ from goodput.scheduler import (
     ResubmitRequest,
     UnknownJobError,
     UnknownNodeError,
+    UnknownReservationError,
 )
 from goodput.slurm.resubmit import resubmit_tag
 
 from .harness import (
     KEY,
+    MALLORY,
     FakeHarness,
     Harness,
     PyslurmHarness,
     SlurmCliHarness,
-    SlurmRestHarness,
-    SlurmRestNativeHarness,
     SlurmSshHarness,
     eventually,
     held_job,
     require,
 )
+from .harness_rest import SlurmRestHarness, SlurmRestNativeHarness
 
 HOSTILE = ["node1;rm -rf /", "node1\nnode2", "x" * 10_000, "$(reboot)", "-h"]
 REASON = drain_reason("inc-contract", "xid 79 on GPU 3")
@@ -332,6 +333,31 @@ async def test_an_array_task_is_read_by_its_own_id(harness: Harness) -> None:
     job = await harness.backend.get_job(task)
     assert job.state is JobState.RUNNING and "goodput:opt-in" in job.comment
     assert len(job.nodes) == 1
+
+
+async def test_the_spare_reservation_is_read_and_acted_on(harness: Harness) -> None:
+    # the hot-spare pool (docs/policies.md): read it, let a recovered job's owner in, point the held
+    # job at it, refill it with a node back in service, end the grant; each step once, whatever retries
+    await require(harness, "reservation")
+    backend = harness.backend
+    job = await held_job(harness, await harness.running_job())
+    owner, spare, back = job.user, harness.node_names[3], harness.node_names[2]
+    pool = await harness.spare_pool([owner])
+    assert await backend.get_reservation(pool) == await harness.reservation_record(pool)
+    read = await backend.get_reservation(pool)
+    assert (read.nodes, read.users, "FLEX" in read.flags) == ((spare,), (owner,), True)
+    with pytest.raises(UnknownReservationError):
+        await backend.get_reservation("goodput-no-such-pool")
+    assert (await backend.allow_reservation_user(pool, MALLORY)).changed
+    assert not (await backend.allow_reservation_user(pool, MALLORY)).changed
+    assert (await backend.use_reservation(job.job_id, pool)).changed
+    assert (await backend.get_job(job.job_id)).reservation == pool
+    assert (await backend.add_reservation_nodes(pool, [back])).changed
+    assert not (await backend.add_reservation_nodes(pool, [back, spare])).changed
+    assert (await backend.disallow_reservation_user(pool, MALLORY)).changed
+    assert not (await backend.disallow_reservation_user(pool, MALLORY)).changed
+    recorded = await harness.reservation_record(pool)
+    assert (set(recorded.nodes), recorded.users) == ({spare, back}, (owner,))
 
 
 async def test_jobs_that_did_not_opt_in_are_left_alone(harness: Harness) -> None:
