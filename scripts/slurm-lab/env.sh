@@ -56,7 +56,8 @@ case "$SLURMLAB_SLURM" in
 esac
 export SLURMLAB_CHROOT
 slurmlab_x() {
-  if [ -n "$SLURMLAB_CHROOT" ]; then chroot "$SLURMLAB_CHROOT" "$@"; else "$@"; fi
+  # `command`: a caller may wrap a Slurm command in a function of the same name (record-fixtures.sh)
+  if [ -n "$SLURMLAB_CHROOT" ]; then chroot "$SLURMLAB_CHROOT" "$@"; else command "$@"; fi
 }
 
 # pid exists and is not a zombie (kill -0 succeeds on zombies)
