@@ -66,7 +66,7 @@ def latency(result: dict[str, Any]) -> None:
     classes = result.get("classes", {})
     if not classes:
         return
-    kinds = [k for k in ("xid-kernel-log", "crash", "hang", "node-failure", "app-error") if k in classes]
+    kinds = [k for k in ("xid-kernel-log", "crash", "hang", "node-failure", "node-loss", "app-error") if k in classes]
     fig, ax = plt.subplots(figsize=(7.5, 3.6))
     width = 0.25
     for i, (metric, color) in enumerate((("detection", "#4477aa"), ("action", "#cc6677"), ("resume", "#228833"))):
