@@ -102,12 +102,28 @@ LAB = LabSite(Path(tempfile.gettempdir()) / "goodput-bench-slurmlab", ctl_port=2
 
 
 @asynccontextmanager
-async def slurm_lab(nodes: int, cpus: int, slurmd_timeout_s: int = 20) -> AsyncIterator[Lab]:
+async def slurm_lab(nodes: int, cpus: int, slurmd_timeout_s: int = 20, slurm: str = "22.05") -> AsyncIterator[Lab]:
     """The shared lab rig (benchmarks/_slurm_lab.py) on this benchmark's site, SLURM_CONF set inside;
-    `slurmd_timeout_s` is the lab's SlurmdTimeout (the lab's 20 s, or Slurm's default 300 s)."""
-    with _slurm_lab.slurm_lab(LAB.moved_by(os.environ), nodes, cpus,
+    `slurmd_timeout_s` is the lab's SlurmdTimeout (the lab's 20 s, or Slurm's default 300 s);
+    `slurm` the lab's Slurm (24.11, 26.05: in a Debian root, reached through PATH shims)."""
+    with _slurm_lab.slurm_lab(LAB.moved_by(os.environ), nodes, cpus, slurm=slurm,
                               extra_env={"SLURMLAB_SLURMD_TIMEOUT": str(slurmd_timeout_s)}) as lab:
         yield lab
+
+
+def job_workdir(lab: Lab, chosen: Path) -> Path:
+    """Where job scripts, outputs and control files go: `chosen` on the host's Slurm; on a root's,
+    the lab's own directory, the one path up.sh mounts at the same place inside the root."""
+    workdir = chosen if lab.slurm == "22.05" else lab.dir / "work" / "latency"
+    workdir.mkdir(parents=True, exist_ok=True)
+    workdir.chmod(0o755)
+    return workdir
+
+
+def slurm_version() -> str:
+    """What the Slurm commands on PATH (the shims, on a root) report: `slurm 24.11.5` -> `24.11.5`."""
+    done = subprocess.run(["scontrol", "--version"], capture_output=True, text=True, timeout=30)
+    return done.stdout.strip().removeprefix("slurm ").strip() or f"unknown ({done.stderr.strip()[:200]})"
 
 
 def job_processes(lab: Lab, job: str) -> list[int]:
