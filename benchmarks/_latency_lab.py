@@ -121,9 +121,10 @@ def job_workdir(lab: Lab, chosen: Path) -> Path:
 
 
 def slurm_version() -> str:
-    """What the Slurm commands on PATH (the shims, on a root) report: `slurm 24.11.5` -> `24.11.5`."""
+    """What the Slurm commands on PATH (the shims, on a root) report: `slurm-wlm 24.11.5` -> `24.11.5`."""
     done = subprocess.run(["scontrol", "--version"], capture_output=True, text=True, timeout=30)
-    return done.stdout.strip().removeprefix("slurm ").strip() or f"unknown ({done.stderr.strip()[:200]})"
+    words = done.stdout.split()
+    return words[-1] if words else f"unknown ({done.stderr.strip()[:200]})"
 
 
 def job_processes(lab: Lab, job: str) -> list[int]:
