@@ -111,6 +111,14 @@ async def slurm_lab(nodes: int, cpus: int, slurmd_timeout_s: int = 20, slurm: st
         yield lab
 
 
+def enable_expedited_requeue(lab: Lab) -> None:
+    """26.05's faster requeue path (new in 25.11), a site setting: a job submitted with
+    `--requeue=expedite` is eligible again at once instead of after cred_expire + 1 s."""
+    with (lab.dir / "etc" / "slurm.conf").open("a") as conf:
+        conf.write("SlurmctldParameters=enable_expedited_requeue\n")
+    subprocess.run(["scontrol", "reconfigure"], capture_output=True, timeout=60, check=True)
+
+
 def job_workdir(lab: Lab, chosen: Path) -> Path:
     """Where job scripts, outputs and control files go: `chosen` on the host's Slurm; on a root's,
     the lab's own directory, the one path up.sh mounts at the same place inside the root."""

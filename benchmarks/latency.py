@@ -89,11 +89,12 @@ class Bench:
         self.script.write_text(rig.JOB.format(dir=workdir, nccl=rig.NCCL))
         self.samples: list[dict[str, Any]] = []
         self.failures: list[str] = []
+        self.submit_options: tuple[str, ...] = ()  # `--requeue=expedite` with --expedite
 
     async def running_job(self, name: str, *options: str) -> str | None:
         if name.startswith("hang-"):  # the hang: on a job with a 1 s step
             options = (*options, "--export=ALL,BENCH_STEP_S=1,BENCH_STEP_MS=1000.0")
-        job = rig.sbatch(self.script, self.workdir, name, *options)
+        job = rig.sbatch(self.script, self.workdir, name, *self.submit_options, *options)
         out = self.workdir / f"{name}.out"
         if not await rig.wait_for(lambda: _ready(out, job), 120, poll_s=0.2):
             self.failures.append(f"{name} (job {job}) never made progress")
@@ -355,6 +356,8 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
                 dev_server("sqlite-wal") as server:
             workdir = rig.job_workdir(lab, args.keep or Path(tmp))
             slurm_version = rig.slurm_version()
+            if args.expedite:
+                rig.enable_expedited_requeue(lab)
             drain_nodes = [f"node{i}" for i in range(3, args.nodes + 1)]
             kernel_logs = {node: workdir / f"kern-{node}.log" for node in drain_nodes}
             for node, path in kernel_logs.items():
@@ -369,6 +372,7 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
             with rig.goodput_as_shipped(server.address, cluster, queue, lab, workdir, settings,
                                         kernel_logs, agent_env) as service:
                 bench = Bench(client, cluster, lab, workdir, kernel_logs, service, slurmd_timeout)
+                bench.submit_options = ("--requeue=expedite",) if args.expedite else ()
                 if not await bench.workflow_start(cluster_watch_id(cluster), 60):
                     raise RuntimeError(f"goodput worker did not start: {rig.read(workdir / 'worker.log')[-2000:]}")
                 clock = await bench.clocks()
@@ -406,7 +410,8 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
         "commit": commit(), "classes": per_class(bench.samples),
         "clock": clock, "failures": bench.failures, "elapsed_s": round(elapsed, 1),
         "parameters": {"classes": args.classes, "n": args.n, "node_rounds": args.node_rounds, "nodes": args.nodes,
-                       "lab": {"cred_expire_s": 10, "slurmd_timeout_s": slurmd_timeout, "slurm": args.slurm}},
+                       "lab": {"cred_expire_s": 10, "slurmd_timeout_s": slurmd_timeout, "slurm": args.slurm,
+                               "expedited_requeue": args.expedite}},
         "samples": [_public(s) for s in bench.samples], "environment": environment(),
     }
 
@@ -441,13 +446,18 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--slurm", choices=("22.05", "24.11", "26.05"), default="22.05",
                         help="the lab's Slurm: the host's 22.05, or a Debian root's (scripts/slurm-lab/root.sh, "
                              "under $SLURMLAB_ROOTS), reached through shims on PATH")
+    parser.add_argument("--expedite", action="store_true", help="26.05 only: the site enables expedited requeue "
+                        "(SlurmctldParameters=enable_expedited_requeue) and the jobs ask for it (--requeue=expedite)")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it (logs of goodput and jobs)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.expedite and args.slurm != "26.05":
+        parser.error("--expedite needs --slurm 26.05 (expedited requeue is new in Slurm 25.11)")
     if args.nodes < 4:
         parser.error("--nodes must be at least 4: two pinned nodes and two for the drain classes")
     result = asyncio.run(run_latency(args))
-    print(f"latency on Slurm {result['slurm_version']} (--slurm {result['slurm']}) with goodput as shipped "
+    expedited = ", expedited requeue" if result["parameters"]["lab"]["expedited_requeue"] else ""
+    print(f"latency on Slurm {result['slurm_version']} (--slurm {result['slurm']}{expedited}) with goodput as shipped "
           f"(settings: defaults, plus {result['overrides']}), commit "
           f"{result['commit']}; {result['elapsed_s']} s")
     print(f"  {'class':<15} {'n':>3} {'handled':>8} {'detect p50':>11} {'p99':>8} {'action p50':>11} {'p99':>8} "
