@@ -102,12 +102,37 @@ LAB = LabSite(Path(tempfile.gettempdir()) / "goodput-bench-slurmlab", ctl_port=2
 
 
 @asynccontextmanager
-async def slurm_lab(nodes: int, cpus: int, slurmd_timeout_s: int = 20) -> AsyncIterator[Lab]:
+async def slurm_lab(nodes: int, cpus: int, slurmd_timeout_s: int = 20, slurm: str = "22.05") -> AsyncIterator[Lab]:
     """The shared lab rig (benchmarks/_slurm_lab.py) on this benchmark's site, SLURM_CONF set inside;
-    `slurmd_timeout_s` is the lab's SlurmdTimeout (the lab's 20 s, or Slurm's default 300 s)."""
-    with _slurm_lab.slurm_lab(LAB.moved_by(os.environ), nodes, cpus,
+    `slurmd_timeout_s` is the lab's SlurmdTimeout (the lab's 20 s, or Slurm's default 300 s);
+    `slurm` the lab's Slurm (24.11, 26.05: in a Debian root, reached through PATH shims)."""
+    with _slurm_lab.slurm_lab(LAB.moved_by(os.environ), nodes, cpus, slurm=slurm,
                               extra_env={"SLURMLAB_SLURMD_TIMEOUT": str(slurmd_timeout_s)}) as lab:
         yield lab
+
+
+def enable_expedited_requeue(lab: Lab) -> None:
+    """26.05's faster requeue path (new in 25.11), a site setting: a job submitted with
+    `--requeue=expedite` is eligible again at once instead of after cred_expire + 1 s."""
+    with (lab.dir / "etc" / "slurm.conf").open("a") as conf:
+        conf.write("SlurmctldParameters=enable_expedited_requeue\n")
+    subprocess.run(["scontrol", "reconfigure"], capture_output=True, timeout=60, check=True)
+
+
+def job_workdir(lab: Lab, chosen: Path) -> Path:
+    """Where job scripts, outputs and control files go: `chosen` on the host's Slurm; on a root's,
+    the lab's own directory, the one path up.sh mounts at the same place inside the root."""
+    workdir = chosen if lab.slurm == "22.05" else lab.dir / "work" / "latency"
+    workdir.mkdir(parents=True, exist_ok=True)
+    workdir.chmod(0o755)
+    return workdir
+
+
+def slurm_version() -> str:
+    """What the Slurm commands on PATH (the shims, on a root) report: `slurm-wlm 24.11.5` -> `24.11.5`."""
+    done = subprocess.run(["scontrol", "--version"], capture_output=True, text=True, timeout=30)
+    words = done.stdout.split()
+    return words[-1] if words else f"unknown ({done.stderr.strip()[:200]})"
 
 
 def job_processes(lab: Lab, job: str) -> list[int]:

@@ -25,6 +25,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
+from benchmarks import _slurm_root
+
 REPO = Path(__file__).resolve().parents[1]
 LAB_SCRIPTS = REPO / "scripts" / "slurm-lab"
 
@@ -63,6 +65,7 @@ def ensure_slurm_installed() -> None:
 class Lab:
     dir: Path
     env: dict[str, str]
+    slurm: str = "22.05"  # the lab's Slurm: the host's, or a Debian root's (benchmarks/_slurm_root.py)
 
     def shell(self, script: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["bash", "-c", f'. "{LAB_SCRIPTS}/env.sh" && {script}'], env=self.env,
@@ -103,27 +106,37 @@ def _lab_script(script: str, env: Mapping[str, str]) -> subprocess.CompletedProc
 
 
 @contextmanager
-def slurm_lab(site: LabSite, nodes: int, cpus: int, extra_env: Mapping[str, str] | None = None) -> Iterator[Lab]:
+def slurm_lab(site: LabSite, nodes: int, cpus: int, extra_env: Mapping[str, str] | None = None,
+              slurm: str = "22.05") -> Iterator[Lab]:
     """The lab, up for the whole benchmark; SLURM_CONF is exported for this process meanwhile.
-    `extra_env` sets more of scripts/slurm-lab/env.sh's knobs (SLURMLAB_SLURMD_TIMEOUT)."""
-    ensure_slurm_installed()
-    env = {**os.environ, **site.env(), "SLURMLAB_NODES": str(nodes), "SLURMLAB_CPUS": str(cpus), **(extra_env or {})}
+    `extra_env` sets more of scripts/slurm-lab/env.sh's knobs (SLURMLAB_SLURMD_TIMEOUT). On a
+    newer `slurm` (a Debian root) PATH leads to the root's Slurm commands meanwhile, for this
+    process and for every process it starts with the lab's `env`."""
+    site = _slurm_root.lab_site(site, slurm)
+    if slurm == _slurm_root.HOST_VERSION:
+        ensure_slurm_installed()
+    env = {**os.environ, **site.env(), "SLURMLAB_NODES": str(nodes), "SLURMLAB_CPUS": str(cpus),
+           "SLURMLAB_SLURM": slurm if slurm != _slurm_root.HOST_VERSION else "host", **(extra_env or {})}
     up = _lab_script("up.sh", env)
     if up.returncode == 3:  # this benchmark's own lab, left up by an interrupted run: start afresh
         _lab_script("down.sh", env)
         up = _lab_script("up.sh", env)
     if up.returncode != 0:
         raise RuntimeError(f"slurm lab did not start: {up.stdout}\n{up.stderr}")
-    previous = os.environ.get("SLURM_CONF")
+    previous = {key: os.environ.get(key) for key in ("SLURM_CONF", "PATH")}
     os.environ["SLURM_CONF"] = str(site.dir / "etc" / "slurm.conf")
     try:
-        yield Lab(site.dir, {**env, "SLURM_CONF": os.environ["SLURM_CONF"]})
+        if slurm != _slurm_root.HOST_VERSION:
+            shims = _slurm_root.write_shims(site.dir / "shims", _slurm_root.root_dir(slurm, env))
+            os.environ["PATH"] = f"{shims}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+        yield Lab(site.dir, {**env, "SLURM_CONF": os.environ["SLURM_CONF"], "PATH": os.environ["PATH"]}, slurm)
     finally:
         _lab_script("down.sh", env)
-        if previous is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = previous
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _pid_from(pid_file: Path) -> int | None:

@@ -43,6 +43,7 @@ import asyncio
 import contextlib
 import os
 import re
+import shutil
 import signal
 import tempfile
 import time
@@ -88,11 +89,12 @@ class Bench:
         self.script.write_text(rig.JOB.format(dir=workdir, nccl=rig.NCCL))
         self.samples: list[dict[str, Any]] = []
         self.failures: list[str] = []
+        self.submit_options: tuple[str, ...] = ()  # `--requeue=expedite` with --expedite
 
     async def running_job(self, name: str, *options: str) -> str | None:
         if name.startswith("hang-"):  # the hang: on a job with a 1 s step
             options = (*options, "--export=ALL,BENCH_STEP_S=1,BENCH_STEP_MS=1000.0")
-        job = rig.sbatch(self.script, self.workdir, name, *options)
+        job = rig.sbatch(self.script, self.workdir, name, *self.submit_options, *options)
         out = self.workdir / f"{name}.out"
         if not await rig.wait_for(lambda: _ready(out, job), 120, poll_s=0.2):
             self.failures.append(f"{name} (job {job}) never made progress")
@@ -346,29 +348,31 @@ def _async(check: Any) -> Any:
 
 async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
     cluster = f"lat{uuid.uuid4().hex[:4]}"
+    wanted = set(args.classes.split(","))
+    slurmd_timeout = args.slurmd_timeout or (SLURM_DEFAULT_SLURMD_TIMEOUT_S if "node-loss" in wanted else 20)
+    cpus = max(8, 2 * args.n + 2, straggler_cpus(args.n) if "straggler" in wanted else 0)
     with tempfile.TemporaryDirectory(prefix="goodput-latency-") as tmp:
-        workdir = args.keep or Path(tmp)
-        workdir.mkdir(parents=True, exist_ok=True)
-        workdir.chmod(0o755)
-        drain_nodes = [f"node{i}" for i in range(3, args.nodes + 1)]
-        kernel_logs = {node: workdir / f"kern-{node}.log" for node in drain_nodes}
-        for node, path in kernel_logs.items():
-            path.write_text(f"{datetime.now(UTC).isoformat(timespec='seconds')} {node} kernel: booted\n")
-        wanted = set(args.classes.split(","))
-        settings, agent_env = dict(SETTINGS), dict[str, dict[str, str]]()
-        if "node-loss" in wanted:
-            named, agent_env = rig.liveness(workdir, cluster, drain_nodes)
-            settings.update(named)
-        slurmd_timeout = args.slurmd_timeout or (SLURM_DEFAULT_SLURMD_TIMEOUT_S if "node-loss" in wanted else 20)
-        cpus = max(8, 2 * args.n + 2, straggler_cpus(args.n) if "straggler" in wanted else 0)
-        async with rig.slurm_lab(args.nodes, cpus=cpus, slurmd_timeout_s=slurmd_timeout) as lab, \
+        async with rig.slurm_lab(args.nodes, cpus=cpus, slurmd_timeout_s=slurmd_timeout, slurm=args.slurm) as lab, \
                 dev_server("sqlite-wal") as server:
+            workdir = rig.job_workdir(lab, args.keep or Path(tmp))
+            slurm_version = rig.slurm_version()
+            if args.expedite:
+                rig.enable_expedited_requeue(lab)
+            drain_nodes = [f"node{i}" for i in range(3, args.nodes + 1)]
+            kernel_logs = {node: workdir / f"kern-{node}.log" for node in drain_nodes}
+            for node, path in kernel_logs.items():
+                path.write_text(f"{datetime.now(UTC).isoformat(timespec='seconds')} {node} kernel: booted\n")
+            settings, agent_env = dict(SETTINGS), dict[str, dict[str, str]]()
+            if "node-loss" in wanted:
+                named, agent_env = rig.liveness(workdir, cluster, drain_nodes)
+                settings.update(named)
             client = await connect(server.address)
             queue = f"latency-{uuid.uuid4().hex[:6]}"
             log_start = lab.slurmctld_log.stat().st_size
             with rig.goodput_as_shipped(server.address, cluster, queue, lab, workdir, settings,
                                         kernel_logs, agent_env) as service:
                 bench = Bench(client, cluster, lab, workdir, kernel_logs, service, slurmd_timeout)
+                bench.submit_options = ("--requeue=expedite",) if args.expedite else ()
                 if not await bench.workflow_start(cluster_watch_id(cluster), 60):
                     raise RuntimeError(f"goodput worker did not start: {rig.read(workdir / 'worker.log')[-2000:]}")
                 clock = await bench.clocks()
@@ -399,11 +403,15 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
             overrides = {k: v for k, v in service.overrides.items()
                          if (k in settings and "SECRET" not in k and not k.endswith("PORT") and "URL" not in k)
                          or k == "GOODPUT_SCHEDULER"}
+            if args.keep and workdir != args.keep:  # a root's lab: its directory is wiped by the next up.sh
+                shutil.copytree(workdir, args.keep, dirs_exist_ok=True)
     return {
-        "settings": "defaults", "overrides": overrides, "commit": commit(), "classes": per_class(bench.samples),
+        "slurm": args.slurm, "slurm_version": slurm_version, "settings": "defaults", "overrides": overrides,
+        "commit": commit(), "classes": per_class(bench.samples),
         "clock": clock, "failures": bench.failures, "elapsed_s": round(elapsed, 1),
         "parameters": {"classes": args.classes, "n": args.n, "node_rounds": args.node_rounds, "nodes": args.nodes,
-                       "lab": {"cred_expire_s": 10, "slurmd_timeout_s": slurmd_timeout}},
+                       "lab": {"cred_expire_s": 10, "slurmd_timeout_s": slurmd_timeout, "slurm": args.slurm,
+                               "expedited_requeue": args.expedite}},
         "samples": [_public(s) for s in bench.samples], "environment": environment(),
     }
 
@@ -435,13 +443,22 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                         help="a comma-separated subset, for trying it out")
     parser.add_argument("--slurmd-timeout", type=int, help="the lab's SlurmdTimeout in seconds (default: Slurm's "
                         "300 when node-loss runs, else the lab's 20)")
+    parser.add_argument("--slurm", choices=("22.05", "24.11", "26.05"), default="22.05",
+                        help="the lab's Slurm: the host's 22.05, or a Debian root's (scripts/slurm-lab/root.sh, "
+                             "under $SLURMLAB_ROOTS), reached through shims on PATH")
+    parser.add_argument("--expedite", action="store_true", help="26.05 only: the site enables expedited requeue "
+                        "(SlurmctldParameters=enable_expedited_requeue) and the jobs ask for it (--requeue=expedite)")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it (logs of goodput and jobs)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.expedite and args.slurm != "26.05":
+        parser.error("--expedite needs --slurm 26.05 (expedited requeue is new in Slurm 25.11)")
     if args.nodes < 4:
         parser.error("--nodes must be at least 4: two pinned nodes and two for the drain classes")
     result = asyncio.run(run_latency(args))
-    print(f"latency with goodput as shipped (settings: defaults, plus {result['overrides']}), commit "
+    expedited = ", expedited requeue" if result["parameters"]["lab"]["expedited_requeue"] else ""
+    print(f"latency on Slurm {result['slurm_version']} (--slurm {result['slurm']}{expedited}) with goodput as shipped "
+          f"(settings: defaults, plus {result['overrides']}), commit "
           f"{result['commit']}; {result['elapsed_s']} s")
     print(f"  {'class':<15} {'n':>3} {'handled':>8} {'detect p50':>11} {'p99':>8} {'action p50':>11} {'p99':>8} "
           f"{'resume p50':>11}")
