@@ -347,6 +347,7 @@ def _async(check: Any) -> Any:
 
 
 async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
+    measured = commit()  # now: goodput's processes start from this tree, whatever it is by the end
     cluster = f"lat{uuid.uuid4().hex[:4]}"
     wanted = set(args.classes.split(","))
     slurmd_timeout = args.slurmd_timeout or (SLURM_DEFAULT_SLURMD_TIMEOUT_S if "node-loss" in wanted else 20)
@@ -407,7 +408,7 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
                 shutil.copytree(workdir, args.keep, dirs_exist_ok=True)
     return {
         "slurm": args.slurm, "slurm_version": slurm_version, "settings": "defaults", "overrides": overrides,
-        "commit": commit(), "classes": per_class(bench.samples),
+        "commit": measured, "classes": per_class(bench.samples),
         "clock": clock, "failures": bench.failures, "elapsed_s": round(elapsed, 1),
         "parameters": {"classes": args.classes, "n": args.n, "node_rounds": args.node_rounds, "nodes": args.nodes,
                        "lab": {"cred_expire_s": 10, "slurmd_timeout_s": slurmd_timeout, "slurm": args.slurm,
