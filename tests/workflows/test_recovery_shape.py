@@ -11,7 +11,8 @@ DEFINITION = workflow._Definition.must_from_class(RecoveryWorkflow)
 
 def test_the_names_temporal_sees_are_those_recorded_histories_and_clients_use() -> None:
     assert DEFINITION.name == "RecoveryWorkflow"
-    assert set(DEFINITION.signals) == {"anomaly", "approve", "cancel", "node_decision"}
+    # `anomalies`: a sink's folded batch (#29), additive beside `anomaly`
+    assert set(DEFINITION.signals) == {"anomaly", "anomalies", "approve", "cancel", "node_decision"}
     assert set(DEFINITION.queries) == {"report", "state", "plan", "log_marks"}
     assert set(DEFINITION.updates) == {"decide"}
 
