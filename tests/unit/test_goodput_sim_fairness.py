@@ -58,7 +58,8 @@ def test_the_bare_command_reads_the_table_and_reports_every_variant(capsys: pyte
     lat = r["goodput_latencies"]
     assert lat["source"].endswith("benchmarks/goodput_latencies.json")
     assert lat["classes"]["node-failure"]["detection_p50_s"] < 15.0
-    assert "smoke, n = 3" in lat["classes"]["node-failure"]["detection_source"]
+    assert "latency-node-loss.json" in lat["classes"]["node-failure"]["detection_source"]
+    assert "n = 20" in lat["classes"]["node-failure"]["detection_source"]
     rows = {row["variant"]: row for row in r["variants"]["rows"]}
     assert set(rows) >= {"as configured", "node loss at SlurmdTimeout 300 s", "other system's clock ends at running",
                          "app-errors restarted once by both"}
