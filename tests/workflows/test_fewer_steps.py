@@ -17,9 +17,21 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
-from goodput.models import AnomalyKind, Category, Mode
+from goodput.models import AnomalyKind, Category, Mode, OperatorDecision
+from goodput.recover.incident import Decision, DecisionVerb
 from goodput.recover.lifecycle import IncidentState
-from tests.workflows.helpers import FAST, THREE_USERS, anomaly, cluster_with_three_users, inject, result, running_worker
+from goodput.recover.trust import AutonomyPolicy
+from tests.workflows.helpers import (
+    FAST,
+    THREE_USERS,
+    anomaly,
+    cluster_with_three_users,
+    inject,
+    result,
+    running_worker,
+    wait_for_state,
+)
+from workers.client import TemporalIncidentService
 
 
 def _to_resume(events: list[HistoryEvent]) -> list[HistoryEvent]:
@@ -84,3 +96,37 @@ async def test_the_record_hears_the_attribution_the_memory_left(client: Client, 
     told = [arg for name, arg in second_steps if name == "consult_trust"]
     assert len(told) == 1 and told[0]["event"]["rule"] == rule, told
     assert [d.target for d in fake.journal("drain")] == ["node1"]
+
+
+async def test_the_gates_hold_on_the_record_s_early_answer(client: Client, task_queue: str) -> None:
+    """A record that gave the rule no autonomy makes an autonomous partition ask first, and an
+    engaged kill switch makes the incident only recommend, with the answer taken from the one
+    round trip beside the memory: the same outcomes and timeline lines as when asked on its own."""
+    service = TemporalIncidentService(client, task_queue)
+    unearned = FAST.model_copy(update={"autonomy": AutonomyPolicy(earned=True, min_decisions=2, min_agreement=0.0),
+                                       "approval_timeout_s": 120.0})
+    async with running_worker(client, task_queue) as fake:
+        asks = await inject(client, task_queue, anomaly(
+            kind=AnomalyKind.CRASH, nodes=(), category=Category.NCCL_TIMEOUT, cluster=f"fsa{uuid.uuid4().hex[:6]}"),
+            unearned, Mode.AUTONOMOUS)
+        waiting = await wait_for_state(client, asks, IncidentState.AWAITING_APPROVAL)
+        switched = f"fsk{uuid.uuid4().hex[:6]}"
+        await service.kill_switch(switched, True, OperatorDecision(who="alice", reason="bad firmware"))
+        only = await result(client, await inject(client, task_queue, anomaly(
+            "1002", kind=AnomalyKind.CRASH, nodes=(), category=Category.NCCL_TIMEOUT, cluster=switched),
+            FAST, Mode.AUTONOMOUS))
+        await service.decide(asks, Decision(verb=DecisionVerb.CANCEL, by=OperatorDecision(who="carol", reason="test")))
+        await result(client, asks)  # closed: its verdict went to the record
+        assert fake.journal() == []
+    assert any("0 operator decisions, 2 needed" in e.detail for e in waiting.timeline), waiting.timeline
+    assert only.state is IncidentState.RECOMMENDED_ONLY, only.timeline
+    details = [e.detail for e in only.timeline]
+    switch_line = next(i for i, d in enumerate(details) if "kill switch engaged by alice" in d)
+    assert "recommended" in details[switch_line + 1], details
+    for incident in (asks, only.incident_id):
+        history = await client.get_workflow_handle(incident).fetch_history()
+        steps = _scheduled(list(history.events))
+        assert steps[0][0] == "consult_memory_and_trust", steps
+        # The record heard the recommendation once, beside the memory; only the cancel's verdict after.
+        told = [arg["event"]["fate"] for name, arg in steps if name == "consult_trust"]
+        assert told == (["disagreed"] if incident == asks else []), steps
