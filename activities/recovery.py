@@ -41,6 +41,7 @@ from goodput.ownership import drain_reason, owning_incident
 from goodput.recover.audit import AuditAction, AuditLog
 from goodput.recover.breaker import BreakerPolicy, DrainGate, DrainVerdict
 from goodput.recover.capacity import capacity_note
+from goodput.recover.consults import MemoryTrustInput, MemoryTrustResult, told_together
 from goodput.recover.incident import (
     AttributeInput,
     AttributeResult,
@@ -153,6 +154,22 @@ class RecoveryActivities:
     async def consult_node_memory(self, request: MemoryInput) -> MemoryVerdict:
         async with heartbeating():
             return await self._memory.consult(request.cluster, request.observation, request.policy)
+
+    @activity.defn(name="consult_memory_and_trust")
+    async def consult_memory_and_trust(self, request: MemoryTrustInput) -> MemoryTrustResult:
+        """Both entity consults in one round trip (goodput.recover.consults): the record hears the
+        recommendation only when the memory's verdict left the plan as it was."""
+        async with heartbeating():
+            memory = request.memory
+            verdict = await self._memory.consult(memory.cluster, memory.observation, memory.policy)
+            if not told_together(verdict):
+                return MemoryTrustResult(verdict=verdict)
+            try:
+                trust = await self._trust.note(request.trust.cluster, request.trust.event, request.trust.bar)
+            except Exception:  # the memory answered: the workflow asks the record again on its own
+                activity.logger.warning("track record not reached beside the node memory", exc_info=True)
+                return MemoryTrustResult(verdict=verdict)
+            return MemoryTrustResult(verdict=verdict, trust=trust)
 
     @activity.defn(name="attribute")
     async def attribute(self, request: AttributeInput) -> AttributeResult:
@@ -368,4 +385,4 @@ class RecoveryActivities:
         return [self.attribute, self.reserve_drain, self.consult_node_memory, self.find_checkpoint, self.isolate,
                 self.resume, self.verify, self.stop_job, self.notify, self.audit, self.consult_kill_switch,
                 self.service_policy, self.breaker_policy, self.start_node_health, self.check_node, self.return_node,
-                self.consult_trust]
+                self.consult_trust, self.consult_memory_and_trust]

@@ -5,8 +5,9 @@ Why: issue #29's storm requeued a 100-job burst at a p50 of 18 s while one incid
 already holds when each step was asked for and when it answered, so `storm-lab` reads, per
 incident: the first anomaly sent (the injector's clock) → the workflow started → its first
 workflow task picked up by a worker, and completed → the coalesce timer fired → `attribute`
-scheduled and completed → `consult_node_memory` likewise → `consult_trust` likewise → `resume` scheduled
-(Slurm's requeue runs in it) → slurmctld's own `Requeuing` line. A milestone an incident did not
+scheduled and completed → `consult_node_memory` likewise (or `consult_memory_and_trust`, both in one
+round trip, under `fewer-steps`) → `consult_trust` likewise → `resume` scheduled (Slurm's requeue
+runs in it) → slurmctld's own `Requeuing` line. A milestone an incident did not
 pass (no trust consult, a local activity) is left out and the segment spans to the next one it
 did pass, under that pair's name. All on one machine's clock (the server's event times, the
 injector's and slurmctld's wall time).
@@ -23,7 +24,7 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
-STEPS = ("attribute", "consult_node_memory", "consult_trust", "resume")
+STEPS = ("attribute", "consult_memory_and_trust", "consult_node_memory", "consult_trust", "resume")
 ORDER = ("sent", "opened", "first task picked", "first task", "coalesced",
          *(f"{s} {e}" for s in STEPS for e in ("asked", "done")), "requeued")
 

@@ -7,7 +7,9 @@ too if running incidents must survive the upgrade: then the change needs `workfl
 
 `--hang` records a hang incident instead, whose attribution names nobody, on a worker whose agents'
 heartbeat endpoint is on and no agent answers: it takes `hang-stack-capture` (the stack request
-waits its 1 s bound and the incident goes on).
+waits its 1 s bound and the incident goes on). `--crash` records an NCCL-timeout crash that names
+no node, the storm's straight path: under `fewer-steps` it attributes in a local activity and asks
+the node memory and the track record in one round trip.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from workers.worker import build_worker
 from workflows import search
 
 
-async def record(out: Path, hang: bool = False) -> None:
+async def record(out: Path, hang: bool = False, crash: bool = False) -> None:
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter, dev_server_existing_path=devserver.temporal_binary(),
         search_attributes=list(search.ALL_KEYS))
@@ -45,8 +47,10 @@ async def record(out: Path, hang: bool = False) -> None:
                 incident = await inject(env.client, queue, found, FAST, Mode.AUTONOMOUS)
                 report = await result(env.client, incident)
         else:
+            found = (anomaly(cluster="replay", kind=AnomalyKind.CRASH, category=Category.NCCL_TIMEOUT, nodes=())
+                     if crash else anomaly(cluster="replay"))
             async with running_worker(env.client, queue):
-                incident = await inject(env.client, queue, anomaly(cluster="replay"), FAST, Mode.AUTONOMOUS)
+                incident = await inject(env.client, queue, found, FAST, Mode.AUTONOMOUS)
                 report = await result(env.client, incident)
         history = await env.client.get_workflow_handle(incident).fetch_history()
         out.write_text(history.to_json())
@@ -56,6 +60,6 @@ async def record(out: Path, hang: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(record(Path(sys.argv[1]), hang="--hang" in sys.argv[2:]))
+    asyncio.run(record(Path(sys.argv[1]), hang="--hang" in sys.argv[2:], crash="--crash" in sys.argv[2:]))
     sys.stdout.flush()
     os._exit(0)  # short-lived SDK clients can abort at interpreter exit (sdk-python#300)

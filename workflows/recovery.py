@@ -2,9 +2,9 @@
 
 Started by signal-with-start, so a burst of anomalies for one job attempt is one incident: the
 first anomaly starts it, the rest arrive as `anomaly` signals (or several at once as `anomalies`,
-from a sink that folded them) and are folded into the evidence.
-The workflow only orchestrates; attribution runs in an activity (it needs the scheduler's view of
-the job), planning is the pure `plan_recovery`, and every effect is an idempotent activity.
+from a sink that folded them) and are folded into the evidence. The workflow only orchestrates:
+attribution needs the scheduler's view of the job (an activity), planning is the pure
+`plan_recovery`, and every effect is an idempotent activity.
 Operators steer it with `approve`/`cancel` signals (the Temporal UI can send those) or the
 `decide` update, which returns the resulting state to the CLI. Evidence that is not the job's own
 output (pushed lines from another file; goodput.diagnose.provenance) never makes it act: it
@@ -13,11 +13,13 @@ recommends and waits, `awaiting-evidence`, for evidence it may act on.
 This class reads as the loop (detect → attribute → plan → isolate → resume → verify) and holds
 the incident's whole state in one `RecoveryState` (goodput.recover.recovery_state), which only
 it changes. The longer steps are functions that receive it as an `Incident`
-(workflows.recovery_steps): isolating nodes (workflows.node_link), carrying out the plan
-(workflows.recovery_actions), the waits between plans (workflows.recovery_follow), the mode gate
-(workflows.recovery_gate) and the spare pool (workflows.spares); decisions with no Temporal in
-them are goodput.recover.recovery_rules. Incidents started under `straight-path` take fewer
-workflow tasks to their requeue (docs/architecture.md, "The straight path"; #29).
+(workflows.recovery_steps): one pass from attribution to action (workflows.recovery_plan),
+isolating nodes (workflows.node_link), carrying out the plan (workflows.recovery_actions), the
+waits between plans (workflows.recovery_follow), the mode gate (workflows.recovery_gate) and the
+spare pool (workflows.spares); decisions with no Temporal in them are
+goodput.recover.recovery_rules. Incidents started under `straight-path`, and fewer still under
+`fewer-steps`, take fewer workflow tasks to their requeue (docs/architecture.md, "The straight
+path"; docs/scaling.md, "Fewer steps"; #29).
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from goodput.checkpoints import Checkpoint, LostWork
     from goodput.detect.log_marks import merge
-    from goodput.models import Anomaly, Attribution, LogMark, Mode, OperatorDecision, RecoveryPlan
+    from goodput.diagnose.node_memory import MemoryVerdict
+    from goodput.models import Anomaly, LogMark, Mode, OperatorDecision, RecoveryPlan
     from goodput.recover.audit import GOODPUT_ACTOR, AuditAction
-    from goodput.recover.corroboration import corroborate
     from goodput.recover.incident import (
         AttributeInput,
         AttributeResult,
@@ -45,21 +47,20 @@ with workflow.unsafe.imports_passed_through():
         RecoveryStart,
         TimelineEvent,
     )
-    from goodput.recover.kill_switch import KillSwitchState
     from goodput.recover.lifecycle import OUTCOME_OF, IncidentState, is_terminal, transition
     from goodput.recover.node_incident import Delivery, LinkAnswer
-    from goodput.recover.policy import Policy, as_recorded, governing_mode, plan_recovery
-    from goodput.recover.recovery_rules import cancel_requested, decide_refusal, follows_in_job, room_for
+    from goodput.recover.policy import Policy, as_recorded
+    from goodput.recover.recovery_rules import cancel_requested, decide_refusal, room_for
     from goodput.recover.recovery_state import RecoveryState, incident_report
     from goodput.recover.spares import SpareGrant
-    from goodput.scheduler import JobInfo
+    from goodput.recover.trust import RuleAutonomy
     from workflows import search
     from workflows.audit import audit_record, settled, write_audit
     from workflows.hang_stacks import with_stacks
-    from workflows.recovery_actions import execute, mark_suspects, probe_suspects, remember
     from workflows.recovery_follow import await_actionable, follow_launcher, let_the_job_end
-    from workflows.recovery_gate import may_act, past_limit
-    from workflows.recovery_steps import LOCAL_STEPS, STEP_TIMEOUT, CancelledByOperator, Escalation, run_step, wait_for
+    from workflows.recovery_gate import past_limit, service_policy
+    from workflows.recovery_plan import plan_and_act
+    from workflows.recovery_steps import STEP_TIMEOUT, CancelledByOperator, Escalation, run_step, runs_local, wait_for
     from workflows.recovery_trust import closed
     from workflows.spares import end_spare_grants
 
@@ -77,7 +78,8 @@ class RecoveryWorkflow:
         self._start = start = start.model_copy(update={"policy": as_recorded(start.policy)})
         # A reporter's incident knows the service's mode only once it asked: until then, monitor.
         self._s = RecoveryState(mode=Mode.MONITOR if start.policy_from_service else start.mode or start.policy.mode)
-        self._straight = False
+        self._straight = self._fewer = False
+        self._early: RuleAutonomy | None = None
         self._search = search.OnePerTask()
 
     # -- the loop ---------------------------------------------------------------------------
@@ -85,12 +87,13 @@ class RecoveryWorkflow:
     @workflow.run
     async def run(self, start: RecoveryStart) -> IncidentReport:
         # Asked first, so an incident runs one path from its start to its end (never switches midway).
-        self._straight = workflow.patched("straight-path")
+        self._fewer = workflow.patched("fewer-steps")
+        self._straight = self._fewer or workflow.patched("straight-path")
         start = self._start
         self.record(S.DETECTED, f"incident opened for job {start.key.job_id} attempt {start.key.job_attempt}")
         try:
             if start.policy_from_service:
-                start = await self._service_policy(start)
+                start = await service_policy(self)
             await workflow.wait_condition(lambda: bool(self._s.anomalies) or self.cancel_requested())
             # Let the rest of a burst arrive before attributing, unless someone cancels first.
             if start.policy.coalesce_window_s > 0:
@@ -127,7 +130,7 @@ class RecoveryWorkflow:
             attributed = await let_the_job_end(self, attributed)
             if attributed is None:
                 return
-            following = await self._recover_once(start, attributed)
+            following = await plan_and_act(self, attributed)
             if self._s.state is S.AWAITING_EVIDENCE:
                 if self._s.evidence_deadline is None:
                     self._s.evidence_deadline = workflow.now() + timedelta(seconds=start.policy.evidence_only_wait_s)
@@ -141,58 +144,8 @@ class RecoveryWorkflow:
             if attributed is None:
                 return
 
-    async def _recover_once(self, start: RecoveryStart, attributed: AttributeResult) -> bool:
-        """Plan and act once; True when the plan left the job to its own launcher's in-job
-        restart and the incident goes on following the job."""
-        attribution, job = await self._stand_on(start, attributed)
-        corroboration = None
-        if (start.policy.exclude_before_drain.enabled and attribution.drain
-                and (self._straight or workflow.patched("exclude-before-drain"))):
-            corroboration = corroborate(attribution, self._s.anomalies, self._s.memory)
-            # Lines not shown to be the job's own output may not make goodput run commands on nodes.
-            if (corroboration.suspect and start.policy.exclude_before_drain.probe_command
-                    and not attributed.evidence_only):
-                probes = await probe_suspects(self, corroboration.suspect)
-                corroboration = corroborate(attribution, self._s.anomalies, self._s.memory, probes)
-        plan = self._s.plan = plan_recovery(attribution, job, start.policy, corroboration)
-        self.move(S.PLANNED, plan.rationale)
-        self.upsert()
-        if self.cancelled_here():
-            return False
-        if plan.blocked_by_blast_radius:
-            raise Escalation(plan.rationale)
-        if job is None:
-            raise Escalation(attributed.note or "the scheduler has no record of this job")
-        if not await may_act(self, attributed, plan):
-            return False
-        if plan.suspect_nodes:  # only ever set under the exclude-before-drain patch
-            await mark_suspects(self, attribution, job, plan.suspect_nodes)
-        follow = follows_in_job(attribution, start.policy) and (
-            self._straight or workflow.patched("follow-in-job-restarts"))
-        await execute(self, plan, job.job_id, job.restart_count, follow=follow)
-        return follow and self._s.state is S.FOLLOWING_LAUNCHER
-
-    async def _stand_on(self, start: RecoveryStart, attributed: AttributeResult) -> tuple[Attribution, JobInfo | None]:
-        """Takes an attribution as the incident's, once the node memory weighed in."""
-        self._s.attributed = attributed
-        attribution, job = attributed.attribution, attributed.job
-        # Evidence that may not act may not teach the node memory either (it would drain later).
-        if (job is not None and start.policy.node_memory.enabled and not attributed.evidence_only
-                and (self._straight or workflow.patched("node-memory"))):
-            attribution, self._s.memory = await remember(self, attribution, job)
-            if self._s.memory is not None:
-                self._s.attributed = attributed.model_copy(update={"attribution": attribution})
-        if job is not None and (start.mode is None or start.policy_from_service):
-            self._s.mode = governing_mode(start.policy.mode_for(job.partition), start.mode)
-        self.move(S.ATTRIBUTED, attribution.explanation + (f" ({attributed.note})" if attributed.note else ""))
-        if attributed.launcher:
-            self.record(S.ATTRIBUTED, attributed.launcher)
-        self.upsert()
-        return attribution, job
-
     async def approval_past_limit(self, why: str) -> None:
-        """A drain past a switch's or rack's limit waits for an operator (workflows.recovery_gate)."""
-        await past_limit(self, why)
+        await past_limit(self, why)  # workflows.recovery_gate
 
     async def attribute(self) -> AttributeResult:
         self._s.weighed = self._s.anomaly_count
@@ -299,6 +252,14 @@ class RecoveryWorkflow:
     def straight(self) -> bool:
         return self._straight
 
+    @property
+    def fewer(self) -> bool:
+        return self._fewer
+
+    def told_early(self) -> RuleAutonomy | None:
+        answer, self._early = self._early, None
+        return answer
+
     def cancel_requested(self) -> bool:
         return cancel_requested(self._s.decision)
 
@@ -314,7 +275,7 @@ class RecoveryWorkflow:
 
     async def step(self, name: str, arg: object, result_type: type[T], timeout: timedelta = STEP_TIMEOUT) -> T:
         return await run_step(name, arg, result_type, self.cancel_requested, timeout,
-                              local=self._straight and name in LOCAL_STEPS)
+                              local=runs_local(name, straight=self._straight, fewer=self._fewer))
 
     async def wait(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         return await wait_for(condition, timeout_s)
@@ -420,23 +381,17 @@ class RecoveryWorkflow:
             return
         self._s.audit_written += len(pending)
 
-    async def _service_policy(self, start: RecoveryStart) -> RecoveryStart:
-        """A reporter that is not the service opened this incident: the policy of the worker that
-        runs it governs, not the reporter's. Only starts that say so take this step, and none
-        recorded before it existed does, so no `workflow.patched` is needed."""
-        policy = await self.step("service_policy", start.key.cluster, Policy)
-        self._start = start = start.model_copy(update={"policy": policy})
-        self._s.mode = governing_mode(policy.mode, start.mode)
-        self.record(S.DETECTED, f"the service's policy governs: {self._s.mode} mode until the job's partition "
-                                "is known" + (f" (asked for {start.mode})" if start.mode else ""))
-        self.upsert()
-        return start
-
-    async def kill_switch(self) -> KillSwitchState:
-        return await self.step("consult_kill_switch", self._start.key.cluster, KillSwitchState)
-
     def governed(self, mode: Mode) -> None:
         self._s.mode = mode
+
+    def governed_by(self, policy: Policy) -> None:
+        self._start = self._start.model_copy(update={"policy": policy})
+
+    def remembered(self, memory: MemoryVerdict | None, early: RuleAutonomy | None = None) -> None:
+        self._s.memory, self._early = memory, early
+
+    def planned(self, plan: RecoveryPlan) -> None:
+        self._s.plan = plan
 
     def trusted(self, rule: str) -> None:
         self._s.trust_rule = rule

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.diagnose.node_memory import MemoryVerdict, observation_of
     from goodput.models import ActionKind, Attribution, RecoveryPlan
     from goodput.recover.audit import AuditAction
+    from goodput.recover.consults import MemoryTrustInput, MemoryTrustResult, asked_together
     from goodput.recover.incident import (
         CheckpointInput,
         CheckpointResult,
@@ -41,9 +42,11 @@ with workflow.unsafe.imports_passed_through():
         verify_timeout_s,
     )
     from goodput.recover.spares import spare_outcome
+    from goodput.recover.trust import RuleAutonomy
     from goodput.scheduler import JobInfo
     from workflows.node_link import isolate
     from workflows.recovery_steps import Escalation, Incident
+    from workflows.recovery_trust import recommendation
     from workflows.spares import grant_to_end
 
 S = IncidentState
@@ -131,20 +134,29 @@ async def resume(wf: Incident, kind: ActionKind, job_id: str, exclude: tuple[str
     raise Escalation(f"job did not run again after {policy.max_resume_attempts} attempt(s)")
 
 
-async def remember(wf: Incident, attribution: Attribution, job: JobInfo) -> tuple[Attribution, MemoryVerdict | None]:
+async def remember(wf: Incident, attribution: Attribution,
+                   job: JobInfo) -> tuple[Attribution, MemoryVerdict | None, RuleAutonomy | None]:
     """The cluster's memory of nodes weighs in on what this incident could not settle alone.
-    Returns the attribution to plan on, and the memory's verdict when it answered (then the
-    incident stands on it too; an unavailable memory is only a note in the explanation)."""
+    Returns the attribution to plan on, the memory's verdict when it answered (then the incident
+    stands on it too; an unavailable memory is only a note in the explanation), and the track
+    record's answer when the record heard the recommendation in the same round trip."""
     observation = observation_of(wf.id, attribution, job, workflow.now())
     if observation is None:
-        return attribution, None
+        return attribution, None, None
+    asked = MemoryInput(cluster=wf.start.key.cluster, observation=observation, policy=wf.start.policy.node_memory)
+    early = None
     try:
-        verdict = await wf.step("consult_node_memory", MemoryInput(
-            cluster=wf.start.key.cluster, observation=observation, policy=wf.start.policy.node_memory),
-            MemoryVerdict)
+        if wf.fewer and asked_together(attribution):
+            # One round trip for both entities (goodput.recover.consults); the record's answer
+            # waits for the gates (workflows.recovery_gate), which it passes unchanged.
+            both = await wf.step("consult_memory_and_trust", MemoryTrustInput(
+                memory=asked, trust=recommendation(wf, attribution)), MemoryTrustResult)
+            verdict, early = both.verdict, both.trust
+        else:
+            verdict = await wf.step("consult_node_memory", asked, MemoryVerdict)
     except Escalation as why:  # a recovery never waits on, or fails for, the memory
-        return memory_unavailable(attribution, str(why)), None
-    return memory_weighed(attribution, verdict, job), verdict
+        return memory_unavailable(attribution, str(why)), None, None
+    return memory_weighed(attribution, verdict, job), verdict, early
 
 
 async def probe_suspects(wf: Incident, nodes: tuple[str, ...]) -> dict[str, CheckResult]:

@@ -5,7 +5,8 @@ monitor mode and the kill switch recommend; a rule's track record may lower an a
 partition to approve or monitor for this incident (earned autonomy); approve mode waits for an
 operator, and so does a drain past a switch's or rack's limit, whatever the mode. Both waits
 share one rule: a decision must come within the policy's approval timeout, a cancel wins, and a
-kill switch engaged while the incident waited wins over the approval. Step functions of
+kill switch engaged while the incident waited wins over the approval. An incident a reporter
+opened takes the service's policy and mode first (`service_policy`). Step functions of
 RecoveryWorkflow (workflows.recovery_steps): the workflow's own methods change its state.
 """
 
@@ -15,9 +16,10 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from goodput.models import Mode, RecoveryPlan
-    from goodput.recover.incident import AttributeResult, DecisionVerb
-    from goodput.recover.kill_switch import effective_mode
+    from goodput.recover.incident import AttributeResult, DecisionVerb, RecoveryStart
+    from goodput.recover.kill_switch import KillSwitchState, effective_mode
     from goodput.recover.lifecycle import IncidentState
+    from goodput.recover.policy import Policy, governing_mode
     from goodput.recover.trust import incident_mode
     from workflows.node_link import recommend
     from workflows.recovery_steps import CancelledByOperator, Escalation, Incident
@@ -41,7 +43,7 @@ async def may_act(wf: Incident, attributed: AttributeResult, plan: RecoveryPlan)
         await wf.notify(f"recommendation (unverified pushed evidence): {plan.rationale}")
         return False
     if wf.incident.mode is not Mode.MONITOR and (wf.straight or workflow.patched("kill-switch")):
-        mode, why = effective_mode(wf.incident.mode, await wf.kill_switch())
+        mode, why = effective_mode(wf.incident.mode, await _switch(wf))
         wf.governed(mode)
         if why:
             wf.record(wf.incident.state, why)
@@ -55,6 +57,11 @@ async def may_act(wf: Incident, attributed: AttributeResult, plan: RecoveryPlan)
     if wf.incident.mode is Mode.APPROVE:
         return await _approved(wf, plan)
     return True
+
+
+async def _switch(wf: Incident) -> KillSwitchState:
+    """Reads the cluster's kill switch now (the consult_kill_switch step)."""
+    return await wf.step("consult_kill_switch", wf.start.key.cluster, KillSwitchState)
 
 
 async def _earned(wf: Incident, attributed: AttributeResult) -> None:
@@ -106,7 +113,21 @@ async def _decided(wf: Incident, context: str, *, consult_switch: bool) -> bool:
     if wf.cancelled_here():
         return False
     if consult_switch:
-        _, engaged = effective_mode(wf.incident.mode, await wf.kill_switch())
+        _, engaged = effective_mode(wf.incident.mode, await _switch(wf))
         if engaged:
             raise Escalation(f"approved, but not carried out: {engaged}")
     return True
+
+
+async def service_policy(wf: Incident) -> RecoveryStart:
+    """A reporter that is not the service opened this incident: the policy of the worker that
+    runs it governs, not the reporter's. Only starts that say so take this step, and none
+    recorded before it existed does, so no `workflow.patched` is needed."""
+    policy = await wf.step("service_policy", wf.start.key.cluster, Policy)
+    wf.governed_by(policy)
+    mode = wf.start.mode
+    wf.governed(governing_mode(policy.mode, mode))
+    wf.record(S.DETECTED, f"the service's policy governs: {wf.incident.mode} mode until the job's partition "
+                          "is known" + (f" (asked for {mode})" if mode else ""))
+    wf.upsert()
+    return wf.start

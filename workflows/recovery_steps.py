@@ -23,14 +23,16 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from goodput.checkpoints import Checkpoint, LostWork
-    from goodput.models import Mode
+    from goodput.diagnose.node_memory import MemoryVerdict
+    from goodput.models import Mode, RecoveryPlan
     from goodput.recover.audit import AuditAction
     from goodput.recover.incident import AttributeResult, RecoveryStart
-    from goodput.recover.kill_switch import KillSwitchState
     from goodput.recover.lifecycle import IncidentState
     from goodput.recover.node_incident import LinkAnswer
+    from goodput.recover.policy import Policy
     from goodput.recover.recovery_state import RecoveryState
     from goodput.recover.spares import SpareGrant
+    from goodput.recover.trust import RuleAutonomy
 
 T = TypeVar("T")
 
@@ -42,7 +44,15 @@ STEP_TIMEOUT = timedelta(seconds=120)
 # "straight-path"). Node memory and the track record stay activities: they wait on another
 # workflow's task, which a held workflow task slot could starve in a storm.
 LOCAL_STEPS = frozenset({"consult_kill_switch", "find_checkpoint"})
+# Under "fewer-steps" attribution too (#29): one `scontrol show job` and a read of the job's log,
+# waiting on no workflow, so its slot is held only for that; it saves a workflow task per incident.
+FEWER_LOCAL_STEPS = LOCAL_STEPS | {"attribute"}
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
+
+
+def runs_local(name: str, *, straight: bool, fewer: bool) -> bool:
+    """Whether step `name` runs as a local activity on the incident's path."""
+    return name in (FEWER_LOCAL_STEPS if fewer else LOCAL_STEPS if straight else ())
 
 
 class Escalation(Exception):
@@ -107,6 +117,15 @@ class Incident(Protocol):
         fast lookups as local activities, one search-attribute upsert per workflow task, and the
         patches that came before it taken without their markers."""
 
+    @property
+    def fewer(self) -> bool:
+        """The incident runs fewer steps to its requeue (workflow.patched "fewer-steps", #29):
+        attribution as a local activity, and node memory and track record asked in one round trip."""
+
+    def told_early(self) -> RuleAutonomy | None:
+        """Takes, once, the record's answer to the recommendation when it was told beside the node
+        memory (`remembered`); None when it was not."""
+
     def cancel_requested(self) -> bool:
         """An operator asked to cancel (the incident may not have moved to cancelled yet)."""
 
@@ -162,14 +181,21 @@ class Incident(Protocol):
     def resumed(self, job_id: str) -> None:
         """The job id the resume produced (a resubmit's new id, or the same job's)."""
 
-    async def kill_switch(self) -> KillSwitchState:
-        """Reads the cluster's kill switch now (the consult_kill_switch step)."""
-
     def governed(self, mode: Mode) -> None:
         """The mode this incident now runs in (the kill switch or the rule's track record chose it)."""
 
     def trusted(self, rule: str) -> None:
         """The rule whose track record this incident reports to as it closes."""
+
+    def governed_by(self, policy: Policy) -> None:
+        """The policy the incident runs under from now on (the service's, asked for by a reporter)."""
+
+    def remembered(self, memory: MemoryVerdict | None, early: RuleAutonomy | None = None) -> None:
+        """The node memory's verdict the incident stands on (None: it was not asked, or did not
+        answer), and the track record's answer when it was asked in the same round trip."""
+
+    def planned(self, plan: RecoveryPlan) -> None:
+        """The plan the incident carries out."""
 
     def approval_spent(self) -> None:
         """The plan's approval covers nothing asked after it: the next decision is awaited afresh."""

@@ -15,6 +15,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from goodput.models import Attribution
     from goodput.recover.incident import AttributeResult, DecisionVerb
     from goodput.recover.lifecycle import IncidentState
     from goodput.recover.trust import Fate, RuleAutonomy, TrustEvent, TrustInput, parse_reason
@@ -24,12 +25,15 @@ _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=
                      maximum_interval=timedelta(seconds=10), maximum_attempts=5)
 
 
+def _input(incident: Incident, event: TrustEvent) -> TrustInput:
+    return TrustInput(cluster=incident.start.key.cluster, event=event, bar=incident.start.policy.autonomy)
+
+
 async def _tell(incident: Incident, event: TrustEvent) -> RuleAutonomy | str:
     """Not `incident.step`: an operator's cancel must not cancel the report of that very cancel."""
     try:
         answer: RuleAutonomy = await workflow.execute_activity(
-            "consult_trust", TrustInput(cluster=incident.start.key.cluster, event=event,
-                                        bar=incident.start.policy.autonomy),
+            "consult_trust", _input(incident, event),
             result_type=RuleAutonomy, start_to_close_timeout=timedelta(seconds=60), retry_policy=_RETRY)
     except ActivityError as err:
         return f"track record not reached ({err.cause or err})"
@@ -41,13 +45,23 @@ def _event(incident: Incident, rule: str, fate: Fate, **kw: object) -> TrustEven
                                       "at": workflow.now(), "job_id": incident.start.key.job_id, **kw})
 
 
+def recommendation(incident: Incident, attribution: Attribution) -> TrustInput:
+    """What the record is told of the incident's recommendation under its deciding rule."""
+    return _input(incident, _event(incident, attribution.rule, Fate.RECOMMENDED,
+                                   nodes=attribution.culprit_nodes[:64] if attribution.drain else ()))
+
+
 async def recommended(incident: Incident, attributed: AttributeResult) -> RuleAutonomy | None:
-    """Records the incident's recommendation under its deciding rule; the rule's autonomy."""
+    """Records the incident's recommendation under its deciding rule; the rule's autonomy. Under
+    `fewer-steps` the record may have heard it already, beside the node memory
+    (workflows.recovery_actions.remember): then its answer is taken, not asked again."""
     attribution = attributed.attribution
     if not attribution.rule:
         return None
-    answer = await _tell(incident, _event(incident, attribution.rule, Fate.RECOMMENDED,
-                                          nodes=attribution.culprit_nodes[:64] if attribution.drain else ()))
+    early = incident.told_early()
+    if early is not None and early.rule == attribution.rule:
+        return early
+    answer = await _tell(incident, recommendation(incident, attribution).event)
     if isinstance(answer, str):
         incident.record(incident.incident.state, answer)
         return None
