@@ -37,6 +37,17 @@ async def requeue(scheduler: Scheduler, metrics: RecoveryMetrics, request: Resum
                             detail=f"job {job.job_id} already requeued (restarts={job.restart_count}){excluded}",
                             restart_count_before=request.restart_count_before, log_offsets=offsets,
                             **pool_fields(pool))
+    if job.expedite_held:
+        # Slurm requeued the failed job itself and holds it (expedited requeue, no epilog failed);
+        # this step runs only when goodput's verdict is restart, so it is released, after the
+        # exclusions, and the expedite starts it at once. Never for any other hold (JobInfo).
+        excluded = await exclude_and_release(scheduler, job, request.exclude, pool)
+        metrics.accepted(AuditAction.REQUEUE, request.observed_at)
+        return ResumeResult(job_id=job.job_id, changed=True, released_expedite_hold=True,
+                            detail=f"job {job.job_id} was held by Slurm's expedited requeue (no epilog failed): "
+                                   f"released{excluded}",
+                            restart_count_before=request.restart_count_before, log_offsets=offsets,
+                            **pool_fields(pool))
     # With nodes to avoid or a spare pool: requeue held, exclude them, point it at the pool,
     # release, so the job cannot start on a node goodput distrusts (or off the pool) meanwhile.
     hold = bool(request.exclude) or (pool is not None and pool.use)
