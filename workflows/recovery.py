@@ -32,7 +32,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from goodput.checkpoints import Checkpoint, LostWork
     from goodput.detect.log_marks import merge
-    from goodput.models import Anomaly, Attribution, LogMark, Mode, OperatorDecision, RecoveryPlan
+    from goodput.models import Anomaly, AnomalySource, Attribution, LogMark, Mode, OperatorDecision, RecoveryPlan
     from goodput.recover.audit import GOODPUT_ACTOR, AuditAction
     from goodput.recover.corroboration import corroborate
     from goodput.recover.incident import (
@@ -148,12 +148,16 @@ class RecoveryWorkflow:
         corroboration = None
         if (start.policy.exclude_before_drain.enabled and attribution.drain
                 and (self._straight or workflow.patched("exclude-before-drain"))):
-            corroboration = corroborate(attribution, self._s.anomalies, self._s.memory)
+            # An operator's `goodput inject` is their word, not job output (docs/security.md)
+            word = (any(a.source is AnomalySource.OPERATOR for a in self._s.anomalies)
+                    and workflow.patched("operator-word-corroborates"))
+            corroboration = corroborate(attribution, self._s.anomalies, self._s.memory, operator_word=word)
             # Lines not shown to be the job's own output may not make goodput run commands on nodes.
             if (corroboration.suspect and start.policy.exclude_before_drain.probe_command
                     and not attributed.evidence_only):
                 probes = await probe_suspects(self, corroboration.suspect)
-                corroboration = corroborate(attribution, self._s.anomalies, self._s.memory, probes)
+                corroboration = corroborate(attribution, self._s.anomalies, self._s.memory, probes,
+                                            operator_word=word)
         plan = self._s.plan = plan_recovery(attribution, job, start.policy, corroboration)
         self.move(S.PLANNED, plan.rationale)
         self.upsert()

@@ -9,6 +9,7 @@ from temporalio.client import Client
 
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import AnomalyKind, Category, Mode
+from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.scheduler import JobState
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
@@ -29,8 +30,8 @@ async def _held_by_slurm() -> FakeScheduler:
     return fake
 
 
-def _said(report: object, text: str) -> bool:
-    return any(text in e.detail for e in getattr(report, "timeline"))
+def _said(report: IncidentReport, text: str) -> bool:
+    return any(text in e.detail for e in report.timeline)
 
 
 async def test_a_restart_verdict_releases_the_hold_and_verifies(client: Client, task_queue: str) -> None:
