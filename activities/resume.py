@@ -7,6 +7,7 @@ function here, with the reasons beside the calls.
 
 from __future__ import annotations
 
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.job_chains import repoint_successors
@@ -31,8 +32,13 @@ async def requeue(scheduler: Scheduler, metrics: RecoveryMetrics, request: Resum
     pool = await offer_pool(scheduler, request.spares if job.held or not retried else None, job,
                             request.exclude)
     if retried:
-        # Also a retry whose first attempt requeued the job held and stopped before release.
-        excluded = await exclude_and_release(scheduler, job, request.exclude, pool) if job.held else ""
+        # Also a retry whose first attempt requeued the job held and stopped before release. Only
+        # a retry's or Slurm's expedited hold: on a first attempt the hold is its owner's or an
+        # admin's (`scontrol requeuehold` after the failure), and that is theirs to lift.
+        ours = job.expedite_held or activity.info().attempt > 1
+        excluded = (await exclude_and_release(scheduler, job, request.exclude, pool) if job.held and ours
+                    else f"; held by its owner or an admin ({job.state_reason or 'held'}): not released"
+                    if job.held else "")
         return ResumeResult(job_id=job.job_id, changed=False,
                             detail=f"job {job.job_id} already requeued (restarts={job.restart_count}){excluded}",
                             restart_count_before=request.restart_count_before, log_offsets=offsets,

@@ -91,3 +91,16 @@ async def test_an_owners_requeuehold_is_never_released() -> None:
     assert not resumed.changed and not resumed.released_expedite_hold
     assert (await fake.get_job(job.job_id)).held
     assert "release" not in [e.op for e in fake.journal()]
+
+
+async def test_an_owners_requeuehold_after_the_failure_is_never_released() -> None:
+    # The incident read the job before its owner's `scontrol requeuehold` moved the count: the
+    # "already requeued" path. Its release is for goodput's own requeue-hold, i.e. a retried
+    # activity; a first attempt finding a held job found someone else's hold.
+    fake = FakeScheduler()
+    job = (await fake.list_jobs())[0]
+    await _held_by_slurm(fake, expedite=False)
+    resumed = await _resume(fake, job)
+    assert not resumed.changed and "not released" in resumed.detail
+    assert (await fake.get_job(job.job_id)).held
+    assert "release" not in [e.op for e in fake.journal()]
