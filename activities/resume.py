@@ -91,9 +91,11 @@ async def resubmit(scheduler: Scheduler, metrics: RecoveryMetrics, request: Resu
     """
     original = await mapped(scheduler.get_job(request.job_id))
     offsets = output_sizes(p for p in (original.stdout_path, original.stderr_path) if p)
-    if original.restart_count > request.restart_count_before and original.state in ACTIVE_JOB_STATES:
+    if (original.restart_count > request.restart_count_before and original.state in ACTIVE_JOB_STATES
+            and not original.expedite_held):
         # The job restarted itself since the failure (submitit's signal handler, a
-        # `scontrol requeue` in its own script): a copy now would be a second restart.
+        # `scontrol requeue` in its own script): a copy now would be a second restart. Not
+        # Slurm's expedited requeue: that one holds the job, it would never run.
         return ResumeResult(job_id=original.job_id, changed=False,
                             restart_count_before=request.restart_count_before,
                             detail=f"job {original.job_id} requeued itself since the failure "

@@ -104,3 +104,18 @@ async def test_an_owners_requeuehold_after_the_failure_is_never_released() -> No
     assert not resumed.changed and "not released" in resumed.detail
     assert (await fake.get_job(job.job_id)).held
     assert "release" not in [e.op for e in fake.journal()]
+
+
+async def test_a_resubmission_is_not_fooled_by_slurms_own_requeue() -> None:
+    # Read before Slurm's requeue: the count moved, but the job did not restart itself; it is
+    # held. A copy is made (the held original cancelled), not a wait on a job that never runs.
+    fake = FakeScheduler()
+    job = (await fake.list_jobs())[0]
+    await _held_by_slurm(fake, expedite=True)
+    activities = RecoveryActivities(fake, RecordingNotifier(), LocalDrainGate())
+    resumed = await ActivityEnvironment().run(activities.resume, ResumeInput(
+        incident_id="inc-1", job_id=job.job_id, strategy=ResumeStrategy.RESUBMIT,
+        restart_count_before=job.restart_count))
+    assert resumed.changed and resumed.job_id != job.job_id
+    assert (await fake.get_job(job.job_id)).state is JobState.CANCELLED
+    assert (await fake.get_job(resumed.job_id)).state is JobState.RUNNING
