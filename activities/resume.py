@@ -7,6 +7,7 @@ function here, with the reasons beside the calls.
 
 from __future__ import annotations
 
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.job_chains import repoint_successors
@@ -31,10 +32,26 @@ async def requeue(scheduler: Scheduler, metrics: RecoveryMetrics, request: Resum
     pool = await offer_pool(scheduler, request.spares if job.held or not retried else None, job,
                             request.exclude)
     if retried:
-        # Also a retry whose first attempt requeued the job held and stopped before release.
-        excluded = await exclude_and_release(scheduler, job, request.exclude, pool) if job.held else ""
+        # Also a retry whose first attempt requeued the job held and stopped before release. Only
+        # a retry's or Slurm's expedited hold: on a first attempt the hold is its owner's or an
+        # admin's (`scontrol requeuehold` after the failure), and that is theirs to lift.
+        ours = job.expedite_held or activity.info().attempt > 1
+        excluded = (await exclude_and_release(scheduler, job, request.exclude, pool) if job.held and ours
+                    else f"; held by its owner or an admin ({job.state_reason or 'held'}): not released"
+                    if job.held else "")
         return ResumeResult(job_id=job.job_id, changed=False,
                             detail=f"job {job.job_id} already requeued (restarts={job.restart_count}){excluded}",
+                            restart_count_before=request.restart_count_before, log_offsets=offsets,
+                            **pool_fields(pool))
+    if job.expedite_held:
+        # Slurm requeued the failed job itself and holds it (expedited requeue, no epilog failed);
+        # this step runs only when goodput's verdict is restart, so it is released, after the
+        # exclusions, and the expedite starts it at once. Never for any other hold (JobInfo).
+        excluded = await exclude_and_release(scheduler, job, request.exclude, pool)
+        metrics.accepted(AuditAction.REQUEUE, request.observed_at)
+        return ResumeResult(job_id=job.job_id, changed=True, released_expedite_hold=True,
+                            detail=f"job {job.job_id} was held by Slurm's expedited requeue (no epilog failed): "
+                                   f"released{excluded}",
                             restart_count_before=request.restart_count_before, log_offsets=offsets,
                             **pool_fields(pool))
     # With nodes to avoid or a spare pool: requeue held, exclude them, point it at the pool,
@@ -74,9 +91,11 @@ async def resubmit(scheduler: Scheduler, metrics: RecoveryMetrics, request: Resu
     """
     original = await mapped(scheduler.get_job(request.job_id))
     offsets = output_sizes(p for p in (original.stdout_path, original.stderr_path) if p)
-    if original.restart_count > request.restart_count_before and original.state in ACTIVE_JOB_STATES:
+    if (original.restart_count > request.restart_count_before and original.state in ACTIVE_JOB_STATES
+            and not original.expedite_held):
         # The job restarted itself since the failure (submitit's signal handler, a
-        # `scontrol requeue` in its own script): a copy now would be a second restart.
+        # `scontrol requeue` in its own script): a copy now would be a second restart. Not
+        # Slurm's expedited requeue: that one holds the job, it would never run.
         return ResumeResult(job_id=original.job_id, changed=False,
                             restart_count_before=request.restart_count_before,
                             detail=f"job {original.job_id} requeued itself since the failure "

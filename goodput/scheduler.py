@@ -62,6 +62,12 @@ class JobInfo(Frozen):
     work_dir: str = ""
     excluded_nodes: tuple[str, ...] = ()
     held: bool = False
+    # Slurm 25.11+ requeued the job itself when it failed and holds it because no epilog failed
+    # (`--requeue=expedite` on a site with `enable_expedited_requeue`): held until someone
+    # releases it, which goodput does only when its own verdict says restart (docs/slurm.md).
+    # Read from fields only slurmctld sets (state flag, job flag, exit code), never from a reason
+    # text alone: `scontrol requeuehold` by the job's owner gives the same reason.
+    expedite_held: bool = False
     # The reservation the job asked for (`--reservation`): a constraint goodput keeps, so such a
     # job is never moved into the hot-spare pool.
     reservation: str = Field(default="", max_length=1024)

@@ -9,7 +9,8 @@ too if running incidents must survive the upgrade: then the change needs `workfl
 heartbeat endpoint is on and no agent answers: it takes `hang-stack-capture` (the stack request
 waits its 1 s bound and the incident goes on). `--crash` records an NCCL-timeout crash that names
 no node, the storm's straight path: under `fewer-steps` it attributes in a local activity and asks
-the node memory and the track record in one round trip.
+the node memory and the track record in one round trip. `--expedite` records the recovery of a job
+Slurm (25.11+) requeued itself and holds (expedited requeue): it takes `release-expedited-hold`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from temporalio.testing import WorkflowEnvironment
 from goodput.demo.scheduler import FakeScheduler
 from goodput.detect.stack_requests import StackRequestTable
 from goodput.models import AnomalyKind, Category, Mode
+from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
 from workers import devserver
@@ -33,7 +35,17 @@ from workers.worker import build_worker
 from workflows import search
 
 
-async def record(out: Path, hang: bool = False, crash: bool = False) -> None:
+async def _expedite_held() -> FakeScheduler:
+    """The fake with job 1001 failed, requeued and held by Slurm's expedited requeue."""
+    fake = FakeScheduler()
+    job = await fake.get_job("1001")
+    fake.add_job(job.model_copy(update={
+        "state": JobState.PENDING, "held": True, "expedite_held": True, "restart_count": job.restart_count + 1,
+        "exit_code": "1:0", "state_reason": "job_requeued_in_held_state"}))
+    return fake
+
+
+async def record(out: Path, hang: bool = False, crash: bool = False, expedite: bool = False) -> None:
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter, dev_server_existing_path=devserver.temporal_binary(),
         search_attributes=list(search.ALL_KEYS))
@@ -49,7 +61,7 @@ async def record(out: Path, hang: bool = False, crash: bool = False) -> None:
         else:
             found = (anomaly(cluster="replay", kind=AnomalyKind.CRASH, category=Category.NCCL_TIMEOUT, nodes=())
                      if crash else anomaly(cluster="replay"))
-            async with running_worker(env.client, queue):
+            async with running_worker(env.client, queue, await _expedite_held() if expedite else None):
                 incident = await inject(env.client, queue, found, FAST, Mode.AUTONOMOUS)
                 report = await result(env.client, incident)
         history = await env.client.get_workflow_handle(incident).fetch_history()
@@ -60,6 +72,7 @@ async def record(out: Path, hang: bool = False, crash: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(record(Path(sys.argv[1]), hang="--hang" in sys.argv[2:], crash="--crash" in sys.argv[2:]))
+    asyncio.run(record(Path(sys.argv[1]), hang="--hang" in sys.argv[2:], crash="--crash" in sys.argv[2:],
+                       expedite="--expedite" in sys.argv[2:]))
     sys.stdout.flush()
     os._exit(0)  # short-lived SDK clients can abort at interpreter exit (sdk-python#300)

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.recover.audit import AuditAction
     from goodput.recover.consults import MemoryTrustInput, MemoryTrustResult, asked_together
     from goodput.recover.incident import (
+        AttributeResult,
         CheckpointInput,
         CheckpointResult,
         MemoryInput,
@@ -33,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.recover.node_health import CheckResult, NodeCheckInput, check_argv
     from goodput.recover.policy import ResumeStrategy
     from goodput.recover.recovery_rules import (
+        expedite_hold_note,
         lost_work_note,
         memory_unavailable,
         memory_weighed,
@@ -64,6 +66,9 @@ async def execute(wf: Incident, plan: RecoveryPlan, job_id: str, restarts: int, 
         elif action.kind in (ActionKind.REQUEUE, ActionKind.RESUBMIT):
             resumed = await resume(wf, action.kind, job_id, action.exclude, restarts)
         elif action.kind is ActionKind.STOP_JOB:
+            if (held := expedite_held(wf.incident.attributed)) is not None:
+                wf.done(expedite_hold_note(held, restart=False, acting=True))  # not cancelled: left held
+                continue
             detail = await wf.audited(AuditAction.STOP, (), action.reason, wf.step(
                 "stop_job", StopInput(incident_id=wf.id, job_id=job_id,
                                       observed_at=observed_at(wf.incident.anomalies)),
@@ -122,7 +127,10 @@ async def resume(wf: Incident, kind: ActionKind, job_id: str, exclude: tuple[str
         wf.resumed(resumed.job_id)
         wf.done(resumed.detail)
         wf.move(S.VERIFYING, f"waiting for job {resumed.job_id} to run")
-        verified = await wf.step("verify", verify_input(resumed, job_id, restarts, policy, checkpoint),
+        baseline = restarts
+        if resumed.released_expedite_hold and workflow.patched("release-expedited-hold"):
+            baseline = restarts - 1  # Slurm's own requeue moved the count before the incident read it
+        verified = await wf.step("verify", verify_input(resumed, job_id, baseline, policy, checkpoint),
                                  VerifyResult, timeout=timedelta(seconds=verify_timeout_s(policy, checkpoint)))
         wf.done(verified.detail)
         if verified.ok and resumed.spare_pool:
@@ -132,6 +140,15 @@ async def resume(wf: Incident, kind: ActionKind, job_id: str, exclude: tuple[str
         if resumed.job_id == job_id:
             restarts += 1  # our requeue moved the count; the next attempt must move it again
     raise Escalation(f"job did not run again after {policy.max_resume_attempts} attempt(s)")
+
+
+def expedite_held(attributed: AttributeResult | None) -> JobInfo | None:
+    """The incident's job when Slurm holds it after its own expedited requeue (25.11+), for
+    incidents under `release-expedited-hold`; None otherwise (then nothing changes)."""
+    job = attributed.job if attributed is not None else None
+    if job is None or not job.expedite_held or not workflow.patched("release-expedited-hold"):
+        return None
+    return job
 
 
 async def remember(wf: Incident, attribution: Attribution,

@@ -15,13 +15,15 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from goodput.models import Mode, RecoveryPlan
+    from goodput.models import ActionKind, Mode, RecoveryPlan
     from goodput.recover.incident import AttributeResult, DecisionVerb, RecoveryStart
     from goodput.recover.kill_switch import KillSwitchState, effective_mode
     from goodput.recover.lifecycle import IncidentState
     from goodput.recover.policy import Policy, governing_mode
+    from goodput.recover.recovery_rules import expedite_hold_note
     from goodput.recover.trust import incident_mode
     from workflows.node_link import recommend
+    from workflows.recovery_actions import expedite_held
     from workflows.recovery_steps import CancelledByOperator, Escalation, Incident
     from workflows.recovery_trust import recommended
 
@@ -52,6 +54,9 @@ async def may_act(wf: Incident, attributed: AttributeResult, plan: RecoveryPlan)
     if wf.incident.mode is Mode.MONITOR:
         await recommend(wf)
         wf.move(S.RECOMMENDED_ONLY, f"monitor mode: recommended — {plan.rationale}")
+        if (held := expedite_held(attributed)) is not None:
+            restart = plan.has(ActionKind.REQUEUE) or plan.has(ActionKind.RESUBMIT)
+            wf.record(S.RECOMMENDED_ONLY, expedite_hold_note(held, restart=restart, acting=False))
         await wf.notify(f"recommendation: {plan.rationale}")
         return False
     if wf.incident.mode is Mode.APPROVE:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from goodput.models import Attribution
+    from goodput.models import AnomalySource, Attribution
     from goodput.recover.corroboration import corroborate
     from goodput.recover.incident import AttributeResult
     from goodput.recover.lifecycle import IncidentState
@@ -36,11 +36,15 @@ async def plan_and_act(wf: Incident, attributed: AttributeResult) -> bool:
     corroboration = None
     if (policy.exclude_before_drain.enabled and attribution.drain
             and (wf.straight or workflow.patched("exclude-before-drain"))):
-        corroboration = corroborate(attribution, wf.incident.anomalies, wf.incident.memory)
+        # An operator's `goodput inject` is their word, not job output (docs/security.md)
+        word = (any(a.source is AnomalySource.OPERATOR for a in wf.incident.anomalies)
+                and workflow.patched("operator-word-corroborates"))
+        corroboration = corroborate(attribution, wf.incident.anomalies, wf.incident.memory, operator_word=word)
         # Lines not shown to be the job's own output may not make goodput run commands on nodes.
         if corroboration.suspect and policy.exclude_before_drain.probe_command and not attributed.evidence_only:
             probes = await probe_suspects(wf, corroboration.suspect)
-            corroboration = corroborate(attribution, wf.incident.anomalies, wf.incident.memory, probes)
+            corroboration = corroborate(attribution, wf.incident.anomalies, wf.incident.memory, probes,
+                                        operator_word=word)
     plan = plan_recovery(attribution, job, policy, corroboration)
     wf.planned(plan)
     wf.move(S.PLANNED, plan.rationale)

@@ -341,7 +341,7 @@ class FakeScheduler(FakeReservations):
             noop = rules.hold_noop(job) if held else rules.release_noop(job)
             if noop is not None:
                 return noop
-            update: dict[str, Any] = {"held": held}
+            update: dict[str, Any] = {"held": held, "expedite_held": False}
             if not held and job.state is JobState.PENDING:
                 # Its remembered nodes are its own last allocation (a requeue held it): as free
                 # to it as they were to a plain requeue.

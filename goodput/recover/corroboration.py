@@ -46,6 +46,7 @@ class Signal(StrEnum):
     SCHEDULER = "scheduler"  # Slurm says the node failed (NODE_FAIL, not responding)
     NODE_MEMORY = "node-memory"  # other jobs' incidents implicated it
     HEALTH_PROBE = "health-probe"  # the site's probe, run on request, failed on it
+    OPERATOR = "operator"  # an operator's `goodput inject` named it: their word, not job output
 
 
 # Anomaly sources that speak for the node itself rather than for the job that ran on it.
@@ -53,6 +54,9 @@ _NODE_OWN: Mapping[AnomalySource, Signal] = {
     AnomalySource.GPU: Signal.NODE_AGENT,
     AnomalySource.SCHEDULER: Signal.SCHEDULER,
 }
+# An operator is trusted (docs/security.md, threat model; attribution's TRUSTED_NODE_SOURCES):
+# an injected anomaly naming a node is their word, independent of the job's log.
+_OPERATOR_WORD: Mapping[AnomalySource, Signal] = {**_NODE_OWN, AnomalySource.OPERATOR: Signal.OPERATOR}
 
 
 class Corroboration(Frozen):
@@ -67,13 +71,15 @@ class Corroboration(Frozen):
 
 
 def node_signals(node: str, anomalies: Sequence[Anomaly], memory: MemoryVerdict | None,
-                 probes: Mapping[str, CheckResult] | None = None) -> tuple[Signal, ...]:
-    """Every independent signal that implicates `node`, the job's log first."""
+                 probes: Mapping[str, CheckResult] | None = None, *, operator_word: bool = True) -> tuple[Signal, ...]:
+    """Every independent signal that implicates `node`, the job's log first. `operator_word`
+    False: an operator's injection reads as a job-log line (incidents from before the patch)."""
+    sources = _OPERATOR_WORD if operator_word else _NODE_OWN
     found: list[Signal] = []
     for anomaly in anomalies:
         if node not in anomaly.nodes:
             continue
-        signal = _NODE_OWN.get(anomaly.source, Signal.JOB_LOG)
+        signal = sources.get(anomaly.source, Signal.JOB_LOG)
         if signal not in found:
             found.append(signal)
     if memory is not None and (node in memory.witnessed or any(s.node == node for s in memory.suspects)):
@@ -85,13 +91,13 @@ def node_signals(node: str, anomalies: Sequence[Anomaly], memory: MemoryVerdict 
 
 
 def corroborate(attribution: Attribution, anomalies: Sequence[Anomaly], memory: MemoryVerdict | None,
-                probes: Mapping[str, CheckResult] | None = None) -> Corroboration:
+                probes: Mapping[str, CheckResult] | None = None, *, operator_word: bool = True) -> Corroboration:
     """Splits the nodes the attribution would drain: a node with at least one signal of its own
     (anything but the job's log) is drained; a node only the job's log names is a suspect."""
     if not attribution.drain:
         return Corroboration()
     nodes = tuple(dict.fromkeys(attribution.culprit_nodes))
-    signals = {n: node_signals(n, anomalies, memory, probes) for n in nodes}
+    signals = {n: node_signals(n, anomalies, memory, probes, operator_word=operator_word) for n in nodes}
     drain = tuple(n for n in nodes if any(s is not Signal.JOB_LOG for s in signals[n]))
     suspect = tuple(n for n in nodes if n not in drain)
     return Corroboration(drain=drain, suspect=suspect, signals=signals)

@@ -223,6 +223,10 @@ class ResumeResult(Frozen):
     # The pool the job was pointed at, and its spares that were free then ("" / (): not used).
     spare_pool: str = ""
     spare_nodes: tuple[str, ...] = ()
+    # Slurm (25.11+) had requeued the job itself and held it (expedited requeue) and this resume
+    # released it: its restart count moved before the incident read it, so the run that shows
+    # it restarted is one count lower (workflow.patched "release-expedited-hold").
+    released_expedite_hold: bool = False
 
 
 class VerifyInput(Frozen):

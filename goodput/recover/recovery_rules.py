@@ -153,6 +153,17 @@ def verify_timeout_s(policy: Policy, checkpoint: Checkpoint | None) -> float:
             + (policy.verify_progress_timeout_s if checkpoint else 0))
 
 
+def expedite_hold_note(job: JobInfo, *, restart: bool, acting: bool) -> str:
+    """What the incident says about a job Slurm (25.11+) requeued itself and holds (expedited
+    requeue, no epilog failed): without it an operator sees a held job and no reason."""
+    why = f"job {job.job_id} is held by Slurm's expedited requeue (it failed and no epilog did)"
+    if not restart:
+        return f"{why}: left held, goodput's verdict is no restart (`scontrol release {job.job_id}` runs it again)"
+    if acting:
+        return f"{why}: released, goodput's verdict is restart"
+    return f"{why}: recommended — release it (`scontrol release {job.job_id}`); the expedite starts it at once"
+
+
 def pool_grant(spares: SparePolicy, job: JobInfo | None, granted: Mapping[str, SpareGrant]) -> SpareGrant | None:
     """The grant to the hot-spare pool a resume may add, when the pool applies to the job and
     this incident has not asked about it yet (workflows.spares)."""

@@ -38,7 +38,7 @@ from goodput.scheduler import (
 from goodput.slurm import stdio
 from goodput.slurm.errors import classify
 from goodput.slurm.hostlist import HostlistError, expand_hostlist
-from goodput.slurm.records import clean, job_state
+from goodput.slurm.records import clean, expedite_hold, job_state
 
 _HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job_requeued_in_held_state"})
 MAX_DOCUMENT = 256 * 1024 * 1024
@@ -281,6 +281,11 @@ def job_from_json(job: Mapping[str, Any], *, expand_output: bool = False) -> Job
     else:
         held = reason in _HELD_REASONS or (number(job.get("priority"), 1) == 0
                                            and state is JobState.PENDING)
+    exit_code = _exit_code(job.get("exit_code"))
+    flags = job.get("flags")
+    expedited = expedite_hold(requeue_hold="REQUEUE_HOLD" in job_states,
+                              expedited=isinstance(flags, list) and "EXPEDITED_REQUEUE" in flags,
+                              held=held, exit_code=exit_code)
     stdout, stderr = text(job.get("standard_output")), text(job.get("standard_error"))
     if expand_output and _as_submitted(job, stdout, stderr):
         stdout, stderr = _stdio(job, job_id)
@@ -294,13 +299,14 @@ def job_from_json(job: Mapping[str, Any], *, expand_output: bool = False) -> Job
         comment=text(job.get("comment")),
         requeue=flag(job.get("requeue")),
         restart_count=number(job.get("restart_cnt")),
-        exit_code=_exit_code(job.get("exit_code")),
+        exit_code=exit_code,
         stdout_path=stdout,
         stderr_path=stderr,
         command=text(job.get("command")),
         work_dir=text(job.get("current_working_directory")),
         excluded_nodes=_hostnames(job.get("excluded_nodes")),
         held=held,
+        expedite_held=expedited,
         reservation=text(job.get("resv_name"))[:1024],
         dependency=text(job.get("dependency"))[:4096],
         user=text(job.get("user_name")),

@@ -53,6 +53,14 @@ _JOB_STATE_ALIASES = {
 
 HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job_requeued_in_held_state"})
 
+
+def expedite_hold(*, requeue_hold: bool, expedited: bool, held: bool, exit_code: str) -> bool:
+    """Whether slurmctld itself holds an expedited requeue (Slurm 25.11+, "holding expedited
+    requeue JobId=N as no epilogs failed"): the REQUEUE_HOLD state flag, the job's expedite flag,
+    held, and a failed run. An owner's `scontrol requeuehold` leaves the job PENDING with exit
+    code 0:0 (recorded on 26.05), so it never counts; nor can a job's own text set these fields."""
+    return requeue_hold and expedited and held and exit_code not in ("", "0:0")
+
 # Base node states Slurm prints before any `+FLAG`; `*` after a state means "not responding".
 _NODE_FLAG_SUFFIXES = {"*": "NOT_RESPONDING", "~": "POWERED_DOWN", "#": "POWERING_UP",
                        "%": "POWERING_DOWN", "!": "POWER_DOWN", "$": "MAINTENANCE", "@": "REBOOT"}
@@ -232,6 +240,10 @@ def job_from_record(record: Mapping[str, str]) -> JobInfo:
         # a requeued job completes its old run with EndTime reset; a finishing one has an end
         state = JobState.REQUEUED
     held = reason in HELD_REASONS or (priority == "0" and state is JobState.PENDING)
+    exit_code = clean(record.get("ExitCode"))
+    expedite_held = expedite_hold(requeue_hold=clean(record.get("JobState")) == "REQUEUE_HOLD",
+                                  expedited=clean(record.get("ExpeditedRequeue")) == "Yes",
+                                  held=reason == "job_requeued_in_held_state", exit_code=exit_code)
     user, user_id = owner(record.get("UserId"))
     _, group_id = owner(record.get("GroupId"))
     return JobInfo(
@@ -244,13 +256,14 @@ def job_from_record(record: Mapping[str, str]) -> JobInfo:
         comment=clean(record.get("Comment")),
         requeue=clean(record.get("Requeue")) == "1",
         restart_count=to_int(record.get("Restarts")),
-        exit_code=clean(record.get("ExitCode")),
+        exit_code=exit_code,
         stdout_path=clean(record.get("StdOut")),
         stderr_path=clean(record.get("StdErr")),
         command=clean(record.get("Command")),
         work_dir=clean(record.get("WorkDir")),
         excluded_nodes=hostnames(record, "ExcNodeList"),
         held=held,
+        expedite_held=expedite_held,
         reservation=clean(record.get("Reservation"))[:1024],
         dependency=clean(record.get("Dependency"))[:4096],
         user=user,

@@ -84,3 +84,17 @@ def test_a_failed_health_probe_corroborates_but_one_that_could_not_run_does_not(
     unrun = CheckResult(passed=False, ran=False, detail="timed out after 120 s")
     assert corroborate(GPU_VERDICT, log, None, {"node2": unrun}).suspect == ("node2",)
     assert corroborate(GPU_VERDICT, log, None, {"node2": CheckResult(passed=True)}).suspect == ("node2",)
+
+
+def test_an_operators_injected_anomaly_is_the_operators_word_not_the_jobs_log() -> None:
+    # `goodput inject` (docs/security.md: operators are trusted, who and why recorded): naming a
+    # node is the operator's word, a signal of its own beside the job's log, as attribution
+    # already trusts it (TRUSTED_NODE_SOURCES); it drains, it is not one more job-log line.
+    found = corroborate(GPU_VERDICT, [anomaly(AnomalySource.OPERATOR, "node2")], None)
+    assert (found.drain, found.suspect) == (("node2",), ()) and found.signals["node2"] == (Signal.OPERATOR,)
+    both = corroborate(GPU_VERDICT, [anomaly(AnomalySource.LOG, "node2"), anomaly(AnomalySource.OPERATOR, "node2")],
+                       None)
+    assert both.drain == ("node2",) and both.signals["node2"] == (Signal.JOB_LOG, Signal.OPERATOR)
+    # Without the patch (incidents started before it), the old reading stays: a job-log line.
+    old = corroborate(GPU_VERDICT, [anomaly(AnomalySource.OPERATOR, "node2")], None, operator_word=False)
+    assert (old.drain, old.suspect) == ((), ("node2",))

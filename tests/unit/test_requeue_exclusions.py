@@ -3,6 +3,8 @@ node goodput excluded (drained or not) in between; a retry after a crash mid-way
 
 from __future__ import annotations
 
+import dataclasses
+
 from temporalio.testing import ActivityEnvironment
 
 from activities.recovery import RecoveryActivities
@@ -32,7 +34,9 @@ async def test_a_retry_after_a_crash_between_requeue_and_release_finishes_the_jo
     job = (await fake.list_jobs())[0]
     await fake.requeue_job(job.job_id, hold=True)  # the first attempt got this far
     activities = RecoveryActivities(fake, RecordingNotifier(), LocalDrainGate())
-    await ActivityEnvironment().run(activities.resume, ResumeInput(
+    retry = ActivityEnvironment()
+    retry.info = dataclasses.replace(retry.info, attempt=2)  # Temporal's retry of that activity
+    await retry.run(activities.resume, ResumeInput(
         incident_id="inc-1", job_id=job.job_id, strategy=ResumeStrategy.REQUEUE, exclude=(job.nodes[0],),
         restart_count_before=job.restart_count))
     after = await fake.get_job(job.job_id)

@@ -126,3 +126,16 @@ async def test_in_approve_mode_a_drain_past_the_switch_limit_is_asked_for_again(
         await service.decide(second, approve)
         assert (await result(client, second)).state is IncidentState.RECOVERED
     assert [d.target for d in fake.journal("drain")] == ["node2", "node3"]
+
+
+async def test_an_operators_injected_anomaly_drains_as_the_operators_word(client: Client, task_queue: str) -> None:
+    # `goodput inject` names node2: an operator's word (docs/security.md), not one job-log line.
+    cluster = f"ebd{uuid.uuid4().hex[:6]}"
+    said = anomaly(cluster=cluster).model_copy(update={"source": AnomalySource.OPERATOR})
+    async with running_worker(client, task_queue) as fake:
+        incident = await inject(client, task_queue, said, TWO_SIGNALS, Mode.AUTONOMOUS)
+        report = await result(client, incident)
+    assert report.state is IncidentState.RECOVERED, report.timeline
+    assert [d.target for d in fake.journal("drain")] == ["node2"]
+    assert report.plan is not None and report.plan.suspect_nodes == ()
+    assert "drain node2: corroborated (operator)" in report.plan.rationale
