@@ -120,8 +120,10 @@ async def test_in_approve_mode_a_drain_past_the_switch_limit_is_asked_for_again(
                               Mode.APPROVE)
         await wait_for_state(client, second, IncidentState.AWAITING_APPROVAL)
         await service.decide(second, approve)  # approves the plan; the switch limit then asks again
-        asked = await eventually(lambda: service.get(second), lambda r: "switch leaf1 drain limit tripped" in
-                                 r.timeline[-1].detail, what="the switch limit's question")
+        # The limit's words appear first in the ISOLATING entry, then in the AWAITING_APPROVAL one.
+        asked = await eventually(lambda: service.get(second), lambda r: r.state is IncidentState.AWAITING_APPROVAL
+                                 and "switch leaf1 drain limit tripped" in r.timeline[-1].detail,
+                                 what="the switch limit's question")
         assert asked.state is IncidentState.AWAITING_APPROVAL and fake.journal("drain")[-1].target == "node2"
         await service.decide(second, approve)
         assert (await result(client, second)).state is IncidentState.RECOVERED
