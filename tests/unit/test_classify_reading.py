@@ -1,6 +1,7 @@
 """`iter_lines` reads a log in large blocks for speed; these tests hold it to the line-by-line reading
 it replaced (decoding, CR stripping, over-long lines cut, the last line without a newline), on random
-bytes and with the caps shrunk so over-long lines and lines straddling blocks are common."""
+bytes and with the caps shrunk so over-long lines and lines straddling blocks are common; and the
+matcher, which hands a hit line's bytes out of its batch, to matching each line on its own."""
 
 from __future__ import annotations
 
@@ -51,3 +52,18 @@ def test_real_caps_cut_a_huge_line_and_keep_memory_bounded() -> None:
     want = list(reference_lines(io.BytesIO(data), classify._READ_CAP))
     assert list(classify.iter_lines(io.BytesIO(data))) == want
     assert [len(w) for w in want] == [5, classify._READ_CAP // 3 + 1, 6, classify._READ_CAP]
+
+
+def test_scan_reads_each_hit_line_from_the_batch_bytes_alone() -> None:
+    """The matcher hands a hit line's bytes from its batch to the line matcher: they must be that
+    line's bytes exactly (no earlier line, no newline), whatever line of the batch it is."""
+    from benchmarks.classify_throughput import generate
+    from goodput.diagnose.signatures import default_catalogue
+
+    cat = default_catalogue()
+    lines = [*generate(1500, 0.3, seed=4), "x" * 70_000 + " NCCL WARN cut", "Ünïcødé ✓ NCCL WARN after"]
+    scanned = [(m.line_no, m.signature.id, m.text) for m in cat.scan(lines)]
+    one_by_one = [(m.line_no, m.signature.id, m.text) for n, line in enumerate(lines, 1)
+                  for m in cat.match_line(line, n)]
+    assert scanned == one_by_one
+    assert len({n for n, _, _ in scanned}) > 300
