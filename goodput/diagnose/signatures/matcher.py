@@ -102,7 +102,10 @@ class Catalogue:
         `layout`: the prefixes the line's chunk repeats, for a host no known prefix names."""
         if len(line) > MAX_SCAN_CHARS:
             line = line[:MAX_SCAN_CHARS]
-        data = utf8(line)
+        return self._match_data(line, utf8(line), line_no, layout)
+
+    def _match_data(self, line: str, data: bytes, line_no: int, layout: RepeatedPrefix | None) -> list[Match]:
+        """`match_line` for a line (at most `MAX_SCAN_CHARS`) whose UTF-8 bytes are `data`."""
         if self._literals is None:
             return []
         present = self._literals.present(data)
@@ -153,9 +156,11 @@ class Catalogue:
         it = iter(lines)
         first, size = start, 16
         while batch := list(islice(it, size)):
-            if max(map(len, batch)) > MAX_SCAN_CHARS:
-                batch = [line[:MAX_SCAN_CHARS] for line in batch]
             text = "\n".join(batch)
+            # No line can be over the cap when the whole batch is not (the common case: no `max`).
+            if len(text) > MAX_SCAN_CHARS and max(map(len, batch)) > MAX_SCAN_CHARS:
+                batch = [line[:MAX_SCAN_CHARS] for line in batch]
+                text = "\n".join(batch)
             yield from self._scan_batch(batch, text, first)
             first += len(batch)
             size = max(1, min(_BATCH_LINES, _BATCH_CHARS * len(batch) // (len(text) + 1)))
@@ -163,19 +168,25 @@ class Catalogue:
     def _scan_batch(self, batch: list[str], text: str, first: int) -> Iterator[Match]:
         """One search over the batch joined by newlines finds the next line holding a literal."""
         assert self._first_literal is not None
-        if text.count("\n") != len(batch) - 1:  # a line with a newline inside: judge lines one by one
+        data = utf8(text)
+        # Counted on the bytes (one memchr pass), the same count as on the text: a newline is one byte.
+        if data.count(b"\n") != len(batch) - 1:  # a line with a newline inside: judge lines one by one
             for index, line in enumerate(batch):
                 yield from self.match_line(line, first + index)
             return
-        data = utf8(text)
         layout = RepeatedPrefix(data)
         find = self._first_literal.search
         index, pos = 0, 0  # the line `index` starts at byte `pos`
         while (found := find(data, pos)) is not None:
             hit_at = found.start()
-            index += data.count(b"\n", pos, hit_at)
+            newlines = data.count(b"\n", pos, hit_at)
+            if newlines:
+                index += newlines
+                pos = data.rfind(b"\n", pos, hit_at) + 1
             line_end = data.find(b"\n", found.end())  # literals hold no newline (the loader checks)
-            yield from self.match_line(batch[index], first + index, layout)
+            # The line's bytes are already in the batch: no second encoding of the hit line.
+            yield from self._match_data(batch[index], data[pos:line_end if line_end >= 0 else len(data)],
+                                        first + index, layout)
             if line_end < 0:
                 return
             index += 1

@@ -1,0 +1,69 @@
+"""`iter_lines` reads a log in large blocks for speed; these tests hold it to the line-by-line reading
+it replaced (decoding, CR stripping, over-long lines cut, the last line without a newline), on random
+bytes and with the caps shrunk so over-long lines and lines straddling blocks are common; and the
+matcher, which hands a hit line's bytes out of its batch, to matching each line on its own."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from goodput.diagnose import classify
+
+
+def reference_lines(stream: BinaryIO, cap: int) -> Iterator[str]:
+    """The former reader: one `readline` per line, the tail of an over-long line skipped."""
+    while True:
+        chunk = stream.readline(cap)
+        if not chunk:
+            return
+        if not chunk.endswith(b"\n"):
+            while True:
+                rest = stream.readline(cap)
+                if not rest or rest.endswith(b"\n"):
+                    break
+        yield chunk.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+# Pieces that exercise every branch: CRs, newlines, invalid and truncated UTF-8, multi-byte characters.
+_PIECES = st.sampled_from([b"a", b"bc", b"\n", b"\r", b"\r\n", b"\n\n", b"\xff", b"\xe2\x82", b"\xe2\x82\xac",
+                           b"\xf0\x9f\x98\x80", b"\xc3", b"NCCL WARN ", b"x" * 7, b"\x00"])
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(_PIECES, max_size=80), cap=st.integers(1, 24), block=st.integers(1, 40))
+def test_block_reader_equals_the_line_reader(pieces: list[bytes], cap: int, block: int,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    data = b"".join(pieces)
+    with monkeypatch.context() as m:
+        m.setattr(classify, "_READ_CAP", cap)
+        m.setattr(classify, "_BLOCK", block)
+        got = list(classify.iter_lines(io.BytesIO(data)))
+    assert got == list(reference_lines(io.BytesIO(data), cap))
+
+
+def test_real_caps_cut_a_huge_line_and_keep_memory_bounded() -> None:
+    data = b"first\r\n" + b"\xe2\x82\xac" * 400_000 + b"\nsecond\n" + b"y" * 3_000_000
+    want = list(reference_lines(io.BytesIO(data), classify._READ_CAP))
+    assert list(classify.iter_lines(io.BytesIO(data))) == want
+    assert [len(w) for w in want] == [5, classify._READ_CAP // 3 + 1, 6, classify._READ_CAP]
+
+
+def test_scan_reads_each_hit_line_from_the_batch_bytes_alone() -> None:
+    """The matcher hands a hit line's bytes from its batch to the line matcher: they must be that
+    line's bytes exactly (no earlier line, no newline), whatever line of the batch it is."""
+    from benchmarks.classify_throughput import generate
+    from goodput.diagnose.signatures import default_catalogue
+
+    cat = default_catalogue()
+    lines = [*generate(1500, 0.3, seed=4), "x" * 70_000 + " NCCL WARN cut", "Ünïcødé ✓ NCCL WARN after"]
+    scanned = [(m.line_no, m.signature.id, m.text) for m in cat.scan(lines)]
+    one_by_one = [(m.line_no, m.signature.id, m.text) for n, line in enumerate(lines, 1)
+                  for m in cat.match_line(line, n)]
+    assert scanned == one_by_one
+    assert len({n for n, _, _ in scanned}) > 300
