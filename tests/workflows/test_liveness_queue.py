@@ -133,3 +133,18 @@ async def test_with_no_liveness_process_a_hang_says_so_and_goes_on(client: Clien
     text = details(report)
     assert f"no process serves {task_queue}-liveness" in text, text
     assert "stack dumps asked" not in text
+
+
+async def test_a_liveness_process_gone_but_still_listed_costs_the_bound_and_says_why(
+        client: Client, task_queue: str) -> None:
+    # Temporal lists a poller for minutes after its last poll: the route still names the queue, and
+    # the request must give up at its schedule-to-start bound, recorded, not wait out the capture.
+    cluster = f"lq{os.getpid()}d"
+    fake = scheduler()
+    async with liveness_pod(client, task_queue, cluster, fake):
+        await eventually(TemporalLivenessPresence(client, task_queue, cache_s=0).served, bool, timeout=20)
+    async with worker_pod(client, task_queue, fake):
+        incident = await inject(client, task_queue, hang(cluster), FAST)
+        report = await wait_for_state(client, incident, *PAST_ATTRIBUTION, timeout_s=60)
+    text = details(report)
+    assert "no stack dumps: no process took the request within 15 s" in text, text
