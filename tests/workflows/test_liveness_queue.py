@@ -14,12 +14,14 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 
 from activities.adapters.liveness_queue import TemporalLivenessPresence
 from activities.adapters.stack_dump import StackReport
+from goodput.config import Settings
 from goodput.demo.scheduler import FakeScheduler, demo_cluster
 from goodput.detect.gpu_feed import GpuSampleStore
 from goodput.detect.node_liveness import LivenessConfig, LivenessTracker
@@ -30,10 +32,11 @@ from tests.helpers import eventually
 from tests.workflows.helpers import FAST, inject, result, wait_for_state
 from tests.workflows.test_gpu_evidence import NODES, gpus
 from tests.workflows.test_hang_stacks import DUMPS, PAST_ATTRIBUTION, SECRET, agents, details, hang
-from workers.gpu_feed import evidence_sink
+from workers.gpu_feed import evidence_sink, gpu_store_for
 from workers.liveness import HeartbeatServer
 from workers.liveness_worker import build_liveness_worker
-from workers.worker import build_worker
+from workers.serve import stack_table_for
+from workers.worker import build_worker, liveness_worker_for
 
 pytestmark = pytest.mark.temporal
 JOBS = ("3001", "3002", "3003", "3004", "3005", "3006")
@@ -148,3 +151,14 @@ async def test_a_liveness_process_gone_but_still_listed_costs_the_bound_and_says
         report = await wait_for_state(client, incident, *PAST_ATTRIBUTION, timeout_s=60)
     text = details(report)
     assert "no stack dumps: no process took the request within 15 s" in text, text
+
+
+async def test_one_process_with_liveness_on_serves_both_queues(client: Client, task_queue: str, tmp_path: Path) -> None:
+    # `goodput up` and `goodput worker` with [liveness] on run this beside their shared-queue worker
+    # (workers.serve); without it nothing polls the liveness queue.
+    on = Settings(scheduler="fake", task_queue=task_queue, data_dir=tmp_path, resubmit_key="k" * 32,
+                  liveness=LivenessConfig(enabled=True, port=0))
+    off = on.model_copy(update={"liveness": LivenessConfig()})
+    assert liveness_worker_for(client, off, gpu_samples=None, stacks=None) is None
+    worker = liveness_worker_for(client, on, gpu_samples=gpu_store_for(on.liveness), stacks=stack_table_for(on))
+    assert worker is not None and worker.task_queue == f"{task_queue}-liveness"
