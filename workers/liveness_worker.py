@@ -33,6 +33,9 @@ from goodput.scheduler import Scheduler
 from workflows.gpu_explain import GpuExplainWorkflow
 
 REMOTE_EXPLAIN_TIMEOUT_S = 10.0
+# The sink waits on the detection path: after a liveness process that did not answer (gone, still
+# listed by Temporal), the anomalies of the next minute go on without asking it.
+QUIET_AFTER_TIMEOUT_S = 60.0
 
 
 def build_liveness_worker(client: Client, task_queue: str, scheduler: Scheduler, *,
@@ -56,10 +59,16 @@ class RemoteGpuExplainer:
         self._queue = liveness_queue(task_queue)
         self._presence = presence or TemporalLivenessPresence(client, task_queue)
         self._timeout_s = timeout_s
+        self._quiet_until = 0.0
 
     async def __call__(self, anomaly: Anomaly) -> Anomaly | None:
-        if not await self._presence.served():
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._quiet_until or not await self._presence.served():
             return None
-        return await asyncio.wait_for(self._client.execute_workflow(
-            GpuExplainWorkflow.run, anomaly, id=f"gpu-explain-{uuid.uuid4().hex}", task_queue=self._queue,
-            execution_timeout=timedelta(seconds=self._timeout_s)), self._timeout_s)
+        try:
+            return await asyncio.wait_for(self._client.execute_workflow(
+                GpuExplainWorkflow.run, anomaly, id=f"gpu-explain-{uuid.uuid4().hex}", task_queue=self._queue,
+                execution_timeout=timedelta(seconds=self._timeout_s)), self._timeout_s)
+        except TimeoutError:
+            self._quiet_until = loop.time() + QUIET_AFTER_TIMEOUT_S
+            raise

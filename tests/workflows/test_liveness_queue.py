@@ -34,7 +34,7 @@ from tests.workflows.test_gpu_evidence import NODES, gpus
 from tests.workflows.test_hang_stacks import DUMPS, PAST_ATTRIBUTION, SECRET, agents, details, hang
 from workers.gpu_feed import evidence_sink, gpu_store_for
 from workers.liveness import HeartbeatServer
-from workers.liveness_worker import build_liveness_worker
+from workers.liveness_worker import RemoteGpuExplainer, build_liveness_worker
 from workers.serve import stack_table_for
 from workers.worker import build_worker, liveness_worker_for
 
@@ -162,3 +162,20 @@ async def test_one_process_with_liveness_on_serves_both_queues(client: Client, t
     assert liveness_worker_for(client, off, gpu_samples=None, stacks=None) is None
     worker = liveness_worker_for(client, on, gpu_samples=gpu_store_for(on.liveness), stacks=stack_table_for(on))
     assert worker is not None and worker.task_queue == f"{task_queue}-liveness"
+
+
+async def test_a_liveness_process_that_does_not_answer_is_not_asked_again_for_a_while(
+        client: Client, task_queue: str) -> None:
+    # The sink's wait is on the detection path: one unanswered explanation (nobody polls, yet the
+    # presence says served, as for a pod just gone) must not cost every following anomaly the same.
+    class Listed:
+        queue = f"{task_queue}-liveness"
+
+        async def served(self) -> bool:
+            return True
+
+    explainer = RemoteGpuExplainer(client, task_queue, presence=Listed(), timeout_s=0.5)
+    found = hang("c")
+    with pytest.raises(TimeoutError):
+        await explainer(found)
+    assert await explainer(found) is None
