@@ -1,7 +1,9 @@
 """`capture_stacks`: a hang incident asks the node agents for stack dumps and waits, bounded.
 
 The request goes into the service's in-memory `StackRequestTable` (the heartbeat endpoint in this
-same process hands it to the agents; `workers.stack_requests`), for the nodes Slurm lists for the
+same process hands it to the agents; `workers.stack_requests`), so the activity runs on the queue
+only that process polls (`workers.liveness_worker`; incidents from before the "liveness-queue"
+patch still ask on the shared queue), for the nodes Slurm lists for the
 job now, and only for a running job the opt-in rule admits: never a node or a job named by the
 job's own output. The activity then waits until every node answered or `wait_s` passed,
 heartbeating, and returns the evidence (`goodput.detect.stack_requests.evidence`): a line per

@@ -31,6 +31,7 @@ from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
 from workers import devserver
+from workers.liveness_worker import build_liveness_worker
 from workers.worker import build_worker
 from workflows import search
 
@@ -52,9 +53,13 @@ async def record(out: Path, hang: bool = False, crash: bool = False, expedite: b
     try:
         queue = f"record-{uuid.uuid4().hex[:8]}"
         if hang:
-            worker = build_worker(env.client, queue, FakeScheduler(), RecordingNotifier(),
-                                  stacks=StackRequestTable(ttl_s=30), stack_wait_s=1)
-            async with worker:
+            table = StackRequestTable(ttl_s=30)
+            worker = build_worker(env.client, queue, FakeScheduler(), RecordingNotifier(), stacks=table,
+                                  stack_wait_s=1, liveness_here=True)
+            # The liveness queue's worker too, as `goodput up` runs it: the request goes there.
+            liveness = build_liveness_worker(env.client, queue, FakeScheduler(), stacks=table, gpu_samples=None,
+                                             stack_wait_s=1)
+            async with worker, liveness:
                 found = anomaly(cluster="replay", kind=AnomalyKind.HANG, category=Category.HANG, nodes=())
                 incident = await inject(env.client, queue, found, FAST, Mode.AUTONOMOUS)
                 report = await result(env.client, incident)

@@ -6,35 +6,44 @@ body is read only up to `MAX_REPORT_BYTES` and validated by `goodput.detect.gpu_
 (strict, bounded), and every refusal is a typed JSON 4xx (or 503 when the store is full of nodes),
 never a crash. Samples go to the process's `GpuSampleStore`.
 
-`GpuEvidenceSink` stands in front of the incident sink of the watchers and receivers in the same
-process: a straggler or hang anomaly on its way to the incident is explained
-(`goodput.detect.gpu_explain`) by the samples of the nodes Slurm lists for the job. A slow or failing
-controller, or no samples, costs only the explanation: the anomaly goes on unchanged.
+`GpuEvidenceSink` stands in front of the incident sink of every watcher and receiver
+(`evidence_sink`): a straggler or hang anomaly on its way to the incident is explained
+(`goodput.detect.gpu_explain`) by the samples of the nodes Slurm lists for the job. In the process
+that holds the store it reads it directly; in any other (the Helm chart's worker and detectors
+pods) it asks the liveness process through its own task queue (`workers.liveness_worker`), and not
+at all when no process polls that queue. A slow or failing controller or liveness process, or no
+samples, costs only the explanation: the anomaly goes on unchanged.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from temporalio.client import Client
 
-from goodput.detect.gpu_explain import EXPLAINED, explain
+from activities.gpu_evidence import JOB_LOOKUP_TIMEOUT_S, explained_by
+from goodput.detect.gpu_explain import EXPLAINED
 from goodput.detect.gpu_feed import MAX_REPORT_BYTES, GpuReport, GpuSampleStore
 from goodput.detect.node_liveness import LivenessConfig
 from goodput.detect.watch import AnomalySink
 from goodput.models import Anomaly
+from goodput.recover.policy import Policy
 from goodput.scheduler import Scheduler
 from workers.agent_requests import AgentRequestRefused, agent_json_body, refusal, require_node_token
+from workers.client import TemporalIncidentService
+from workers.liveness_worker import RemoteGpuExplainer
+from workers.watch import IncidentSink
 
 log = logging.getLogger("goodput.gpu_feed")
 GPU_SAMPLES_PATH = "/v1/gpu-samples"
-JOB_LOOKUP_TIMEOUT_S = 5.0
+Explainer = Callable[[Anomaly], Awaitable[Anomaly | None]]
+"""An anomaly explained elsewhere; None: nobody there to explain it."""
 
 
 def _utcnow() -> datetime:
@@ -91,26 +100,34 @@ class GpuFeedEndpoint:
 
 
 class GpuEvidenceSink:
-    """An `AnomalySink` that adds the GPUs' evidence to straggler and hang anomalies, then passes on."""
+    """An `AnomalySink` that adds the GPUs' evidence to straggler and hang anomalies, then passes on.
 
-    def __init__(self, inner: AnomalySink, store: GpuSampleStore, scheduler: Scheduler, *,
-                 clock: Callable[[], datetime] = _utcnow, timeout_s: float = JOB_LOOKUP_TIMEOUT_S) -> None:
-        self._inner, self._store, self._scheduler = inner, store, scheduler
+    With `store` (this process serves the feed) it reads the samples itself; without, it asks
+    `elsewhere` (`RemoteGpuExplainer`)."""
+
+    def __init__(self, inner: AnomalySink, store: GpuSampleStore | None, scheduler: Scheduler | None = None, *,
+                 elsewhere: Explainer | None = None, clock: Callable[[], datetime] = _utcnow,
+                 timeout_s: float = JOB_LOOKUP_TIMEOUT_S) -> None:
+        self._inner, self._store, self._scheduler, self._elsewhere = inner, store, scheduler, elsewhere
         self._clock, self._timeout = clock, timeout_s
         self.explained = self.errors = 0
 
     async def submit(self, anomaly: Anomaly) -> None:
-        if anomaly.kind in EXPLAINED and len(self._store):
+        if anomaly.kind in EXPLAINED:
             anomaly = await self._explained(anomaly)
         await self._inner.submit(anomaly)
 
     async def _explained(self, anomaly: Anomaly) -> Anomaly:
         try:
-            job = await asyncio.wait_for(self._scheduler.get_job(anomaly.job_id), self._timeout)
-            if job.restart_count != anomaly.job_attempt:
-                return anomaly  # the job moved on: its nodes now are not those the anomaly saw
-            now = self._clock()
-            found = explain(anomaly, job.nodes, self._store.windows(job.nodes, now), now)
+            if self._store is not None and self._scheduler is not None:
+                if not len(self._store):
+                    return anomaly
+                found = await explained_by(self._store, self._scheduler, anomaly, self._clock(),
+                                           timeout_s=self._timeout)
+            elif self._elsewhere is not None:
+                found = await self._elsewhere(anomaly) or anomaly
+            else:
+                return anomaly
         except Exception as err:  # the explanation is a bonus; the anomaly itself must go on
             self.errors += 1
             log.warning("no GPU evidence for %s of job %s: %s: %s", anomaly.kind, anomaly.job_id,
@@ -119,3 +136,13 @@ class GpuEvidenceSink:
         if found != anomaly:
             self.explained += 1
         return found
+
+
+def evidence_sink(client: Client, task_queue: str, policy: Policy | None, scheduler: Scheduler, *,
+                  gpu_samples: GpuSampleStore | None) -> GpuEvidenceSink:
+    """The sink watchers and receivers submit through: incidents on `task_queue`, stragglers and
+    hangs explained by this process's `gpu_samples`, or by the liveness process's when None."""
+    inner = IncidentSink(TemporalIncidentService(client, task_queue), policy)
+    if gpu_samples is not None:
+        return GpuEvidenceSink(inner, gpu_samples, scheduler)
+    return GpuEvidenceSink(inner, None, elsewhere=RemoteGpuExplainer(client, task_queue))

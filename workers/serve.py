@@ -25,20 +25,19 @@ from goodput.config import Settings
 from goodput.detect.gpu_feed import GpuSampleStore
 from goodput.detect.node_agent import AgentConfig
 from goodput.detect.stack_requests import StackRequestTable
-from goodput.detect.watch import AnomalySink
 from goodput.service.incidents import ServiceUnavailableError
 from goodput.slurm.resubmit import ResubmitKey
 from workers import devserver
 from workers.client import TemporalIncidentService, connect_from
 from workers.console.server import serve_console
 from workers.console.wiring import console_context
-from workers.gpu_feed import GpuEvidenceSink, gpu_store_for
+from workers.gpu_feed import evidence_sink, gpu_store_for
 from workers.liveness import serve_liveness
 from workers.nvsentinel.server import serve_nvsentinel
 from workers.push import serve_push
 from workers.telemetry import setup_metrics, setup_tracing
 from workers.watch import IncidentSink, start_cluster_watch
-from workers.worker import ensure_search_attributes, scheduler_from, worker_for
+from workers.worker import ensure_search_attributes, liveness_worker_for, scheduler_from, worker_for
 
 
 def start_telemetry(settings: Settings, metrics_file: Path | None) -> Callable[[], None]:
@@ -85,10 +84,9 @@ async def service_extras(settings: Settings, client: Client, console: Console, *
     if not (settings.push.enabled or settings.nvsentinel.enabled or settings.liveness.enabled):
         yield
         return
-    sink: AnomalySink = IncidentSink(TemporalIncidentService(client, settings.task_queue), settings.policy)
-    if gpu_samples is not None:
-        sink = GpuEvidenceSink(sink, gpu_samples, scheduler_from(
-            settings, resubmit_key=ResubmitKey.ephemeral(settings.cluster)))
+    # Stragglers and hangs explained by the GPU samples here, or by the liveness process's elsewhere.
+    sink = evidence_sink(client, settings.task_queue, settings.policy, scheduler_from(
+        settings, resubmit_key=ResubmitKey.ephemeral(settings.cluster)), gpu_samples=gpu_samples)
     async with contextlib.AsyncExitStack() as stack:
         if settings.push.enabled:
             server = await stack.enter_async_context(serve_push(settings.push, sink, settings.cluster,
@@ -158,10 +156,11 @@ async def cmd_up(settings: Settings, console: Console) -> int:
         gpu_samples = gpu_store_for(settings.liveness)  # one store: the feed fills it, the sinks read it
         stacks = stack_table_for(settings)  # one table: the incidents ask, the heartbeats deliver
         worker = worker_for(client, settings, gpu_samples=gpu_samples, stacks=stacks)
+        liveness = liveness_worker_for(client, settings, gpu_samples=gpu_samples, stacks=stacks)
 
         async def serve(stop: asyncio.Event) -> None:
-            async with worker, service_extras(settings, client, console, gpu_samples=gpu_samples,
-                                              stacks=stacks), console_if_enabled(
+            async with worker, liveness or contextlib.nullcontext(), service_extras(
+                    settings, client, console, gpu_samples=gpu_samples, stacks=stacks), console_if_enabled(
                     settings, client, console):
                 console.print(f"goodput is up: Temporal at {settings.temporal_address}, "
                               f"UI at http://127.0.0.1:{settings.temporal_ui_port} "
@@ -184,9 +183,12 @@ async def cmd_worker(settings: Settings, console: Console) -> int:
     gpu_samples = gpu_store_for(settings.liveness)
     stacks = stack_table_for(settings)
     worker = worker_for(client, settings, gpu_samples=gpu_samples, stacks=stacks)
+    # With [liveness] on, this process also polls the liveness queue: the stores' readers run here.
+    liveness = liveness_worker_for(client, settings, gpu_samples=gpu_samples, stacks=stacks)
 
     async def serve(stop: asyncio.Event) -> None:
-        async with worker, service_extras(settings, client, console, gpu_samples=gpu_samples, stacks=stacks):
+        async with worker, liveness or contextlib.nullcontext(), service_extras(
+                settings, client, console, gpu_samples=gpu_samples, stacks=stacks):
             console.print(f"goodput worker on {settings.temporal_address} queue {settings.task_queue}")
             await stop.wait()
 

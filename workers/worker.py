@@ -20,6 +20,7 @@ from activities.adapters.audit import JsonlAuditLog
 from activities.adapters.breaker import TemporalDrainGate
 from activities.adapters.kill_switch import TemporalKillSwitch
 from activities.adapters.layout import layout_store_for
+from activities.adapters.liveness_queue import TemporalLivenessPresence
 from activities.adapters.node_health import TemporalNodeHealth
 from activities.adapters.node_incident import TemporalNodeIncidents
 from activities.adapters.node_memory import TemporalNodeMemory
@@ -31,6 +32,7 @@ from activities.adapters.slurm_pyslurm import PyslurmBackend
 from activities.adapters.slurm_rest import SlurmRestBackend
 from activities.adapters.slurm_runner import LocalRunner
 from activities.adapters.trust import TemporalTrustRecord
+from activities.liveness_route import LivenessRouteActivities
 from activities.node_incident import NodeIncidentActivities
 from activities.recovery import RecoveryActivities
 from activities.spares import SpareActivities
@@ -40,7 +42,7 @@ from goodput.config import SchedulerKind, Settings
 from goodput.demo.scheduler import FakeScheduler
 from goodput.detect.gpu_feed import GpuSampleStore
 from goodput.detect.stack_requests import StackRequestTable
-from goodput.detect.watch import AnomalySink, OptInRule
+from goodput.detect.watch import OptInRule
 from goodput.diagnose.layout import LayoutSource
 from goodput.extras import require
 from goodput.recover.audit import AuditLog
@@ -49,10 +51,10 @@ from goodput.recover.notify import JsonLinesNotifier, Notifier
 from goodput.recover.policy import Policy
 from goodput.scheduler import Scheduler
 from goodput.slurm.resubmit import ResubmitKey
-from workers.client import TemporalIncidentService
-from workers.gpu_feed import GpuEvidenceSink
+from workers.gpu_feed import evidence_sink
+from workers.liveness_worker import build_liveness_worker
 from workers.resubmit_key import resubmit_key_from
-from workers.watch import IncidentSink, TemporalWatchLauncher
+from workers.watch import TemporalWatchLauncher
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow
 from workflows.kill_switch import KillSwitchWorkflow
@@ -127,16 +129,15 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
                  fail_workflows_on_bugs: bool = False, audit_log: AuditLog | None = None,
                  layouts: LayoutSource | None = None, gpu_samples: GpuSampleStore | None = None,
                  stacks: StackRequestTable | None = None, stack_wait_s: float = 30.0,
-                 opt_in: OptInRule | None = None) -> Worker:
+                 opt_in: OptInRule | None = None, liveness_here: bool = False) -> Worker:
     recovery = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue),
                                   memory=TemporalNodeMemory(client, task_queue), audit_log=audit_log, layouts=layouts,
                                   kill_switch=TemporalKillSwitch(client, task_queue),
                                   node_health=TemporalNodeHealth(client, task_queue), policy=policy,
                                   trust=TemporalTrustRecord(client, task_queue))
-    # Anomalies the watchers find open incidents with the service's policy.
-    sink: AnomalySink = IncidentSink(TemporalIncidentService(client, task_queue), policy or Policy())
-    if gpu_samples is not None:  # stragglers and hangs explained by the agents' GPU samples
-        sink = GpuEvidenceSink(sink, gpu_samples, scheduler)
+    # Anomalies the watchers find open incidents with the service's policy; stragglers and hangs
+    # explained by the agents' GPU samples, here or in the liveness process.
+    sink = evidence_sink(client, task_queue, policy or Policy(), scheduler, gpu_samples=gpu_samples)
     watch = WatchActivities(scheduler, sink, TemporalWatchLauncher(client, task_queue))
     node_incidents = NodeIncidentActivities(TemporalNodeIncidents(client, task_queue), scheduler)
     return Worker(
@@ -147,7 +148,10 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
                    TrustRecordWorkflow],
         activities=[*recovery.all(), *node_incidents.all(),
                     watch.watch_job_logs, watch.watch_scheduler, *SpareActivities(scheduler).all(),
-                    # Hang incidents ask the agents for stacks through the heartbeat endpoint's table.
+                    # Where the agents' stores are (the liveness queue, when some process polls it).
+                    *LivenessRouteActivities(TemporalLivenessPresence(client, task_queue),
+                                             here=liveness_here).all(),
+                    # Incidents from before "liveness-queue" ask for stacks here, in whichever worker.
                     *StackActivities(scheduler, stacks, wait_s=stack_wait_s, opt_in=opt_in).all()],
         # A dead worker's sticky workflows move to a live one after this, not the 10 s default.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
@@ -165,6 +169,7 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
 
 def worker_for(client: Client, settings: Settings, *, gpu_samples: GpuSampleStore | None = None,
                stacks: StackRequestTable | None = None) -> Worker:
+    """The shared-queue worker; with `[liveness]` on, `liveness_worker_for` runs beside it."""
     notifier: Notifier = JsonLinesNotifier(settings.notifications_path)
     if settings.notify_webhook_url:
         notifier = FanOutNotifier(notifier, WebhookNotifier(settings.notify_webhook_url,
@@ -174,7 +179,20 @@ def worker_for(client: Client, settings: Settings, *, gpu_samples: GpuSampleStor
         audit_log = VerdictPushBack(audit_log, settings.nvsentinel.push_back, node_names=settings.nvsentinel.node_names)
     return build_worker(client, settings.task_queue, scheduler_from(settings), notifier, policy=settings.policy,
                         audit_log=audit_log, layouts=layout_store_for(settings.data_dir), gpu_samples=gpu_samples,
-                        stacks=stacks, stack_wait_s=settings.liveness.stack_wait_s, opt_in=settings.opt_in)
+                        stacks=stacks, stack_wait_s=settings.liveness.stack_wait_s, opt_in=settings.opt_in,
+                        liveness_here=settings.liveness.enabled)
+
+
+def liveness_worker_for(client: Client, settings: Settings, *, gpu_samples: GpuSampleStore | None,
+                        stacks: StackRequestTable | None) -> Worker | None:
+    """The worker on the liveness queue (workers.liveness_worker), in the process with `[liveness]` on."""
+    if not settings.liveness.enabled:
+        return None
+    # It reads jobs and never resubmits: no deployment key needed.
+    scheduler = scheduler_from(settings, resubmit_key=ResubmitKey.ephemeral(settings.cluster))
+    return build_liveness_worker(client, settings.task_queue, scheduler, stacks=stacks,
+                                 gpu_samples=gpu_samples, stack_wait_s=settings.liveness.stack_wait_s,
+                                 opt_in=settings.opt_in)
 
 
 async def ensure_search_attributes(client: Client, namespace: str) -> None:

@@ -4,23 +4,22 @@ The service compares GPUs across all of a job's nodes (stragglers, hung collecti
 agent can read them. This loop runs beside the heartbeat's, on the same URL and token, and sends
 only samples newer than the last it sent: a probe hung since (NVML blocking on a failing GPU) must
 not be reported as a fresh reading of healthy GPUs, so the service's window simply stops filling
-and ages out. A failed POST is counted and logged when the error starts or changes; nothing is
-queued (the next report supersedes it).
+and ages out. A failed POST is counted and logged when the error starts or changes
+(`activities.adapters.heartbeat.AgentPoster`); nothing is queued (the next report supersedes it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable, Sequence
 
 import httpx
 
+from activities.adapters.heartbeat import AgentPoster
 from goodput.detect.gpu import GpuSample
 from goodput.detect.gpu_feed import GpuReport
 
-log = logging.getLogger("goodput.agent")
 GPU_SAMPLES_PATH = "/v1/gpu-samples"
 Latest = Callable[[], tuple[int, Sequence[GpuSample]]]
 """The agent's latest samples and their sequence number (the tick that read them)."""
@@ -30,12 +29,17 @@ class GpuFeedSender:
     """POSTs a `GpuReport` of the node's latest samples to `<url>/v1/gpu-samples` with the node's token."""
 
     def __init__(self, url: str, token: str, *, cluster: str, node: str, interval_s: float) -> None:
-        self._url = url.rstrip("/") + GPU_SAMPLES_PATH
-        self._headers = {"Authorization": f"Bearer {token}"}
+        self._poster = AgentPoster(url, GPU_SAMPLES_PATH, token, what="GPU report")
         self.cluster, self.node, self.interval_s = cluster, node, interval_s
-        self.sent = self.errors = 0
         self._sent_seq: int | None = None
-        self._last_error = ""
+
+    @property
+    def sent(self) -> int:
+        return self._poster.sent
+
+    @property
+    def errors(self) -> int:
+        return self._poster.errors
 
     async def run(self, stop: asyncio.Event, latest: Latest) -> None:
         async with httpx.AsyncClient(timeout=max(1.0, self.interval_s), trust_env=False) as session:
@@ -49,20 +53,7 @@ class GpuFeedSender:
         if not samples or seq == self._sent_seq:
             return False
         body = GpuReport.of(self.cluster, self.node, samples).model_dump(mode="json", exclude_none=True)
-        try:
-            response = await session.post(self._url, json=body, headers=self._headers)
-            if response.status_code != 200:
-                raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
-        except Exception as err:  # the service down or refusing: count, say so once, keep sending
-            self.errors += 1
-            text = f"{type(err).__name__}: {err}"
-            if text != self._last_error:
-                log.warning("GPU report to %s failed: %s", self._url, text)
-            self._last_error = text
+        if await self._poster.post(session, body) is None:
             return False
-        if self._last_error:
-            log.info("GPU reports to %s work again", self._url)
-            self._last_error = ""
         self._sent_seq = seq
-        self.sent += 1
         return True

@@ -4,6 +4,10 @@ Its own loop, beside the agent's tick: a tick can wait on a hung NVML call or a 
 and a node whose agent is merely busy must not go silent. A failed POST is counted and logged
 when the error starts or changes; the next interval tries again (a late heartbeat is worthless,
 so nothing is queued).
+
+`AgentPoster` is that POST, shared by everything the agent sends the service (heartbeats, GPU
+reports, stack results): one place counts failures and logs each once, and its recovery once, so a
+service down for an hour is two log lines per sender, not one per interval.
 """
 
 from __future__ import annotations
@@ -34,18 +38,48 @@ def read_token(path: Path) -> str:
     return token
 
 
+class AgentPoster:
+    """One authenticated JSON POST to `<url><path>`; failures counted, each distinct one logged once."""
+
+    def __init__(self, url: str, path: str, token: str, *, what: str) -> None:
+        self.url = url.rstrip("/") + path
+        self._headers = {"Authorization": f"Bearer {token}"}
+        self._what = what
+        self.sent = self.errors = 0
+        self.last_status: int | None = None
+        """The HTTP status of the last failure; None after a transport error or a success."""
+        self._last_error = ""
+
+    async def post(self, session: httpx.AsyncClient, body: object) -> httpx.Response | None:
+        """The 200 response, or None (counted and, when the error is new, logged)."""
+        self.last_status = None
+        try:
+            response = await session.post(self.url, json=body, headers=self._headers)
+            if response.status_code != 200:
+                self.last_status = response.status_code
+                raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
+        except Exception as err:  # the service down or refusing: count, say so once, keep going
+            self.errors += 1
+            text = f"{type(err).__name__}: {err}"
+            if text != self._last_error:
+                log.warning("%s to %s failed: %s", self._what, self.url, text)
+            self._last_error = text
+            return None
+        if self._last_error:
+            log.info("%ss to %s work again", self._what, self.url)
+            self._last_error = ""
+        self.sent += 1
+        return response
+
+
 class HeartbeatSender:
     """POSTs `{"cluster", "node", "interval_s"}` to `<url>/v1/heartbeat` with the node's token."""
 
     def __init__(self, url: str, token: str, *, cluster: str, node: str, interval_s: float,
                  on_response: Callable[[object], None] | None = None) -> None:
-        self._url = url.rstrip("/") + HEARTBEAT_PATH
-        self._headers = {"Authorization": f"Bearer {token}"}
+        self._poster = AgentPoster(url, HEARTBEAT_PATH, token, what="heartbeat")
         self._body = {"cluster": cluster, "node": node, "interval_s": interval_s}
         self.interval_s = interval_s
-        self.sent = 0
-        self.errors = 0
-        self._last_error = ""
         # The response may carry requests for this node (stack captures: activities.adapters.stack_agent).
         self._on_response = on_response
 
@@ -56,25 +90,21 @@ class HeartbeatSender:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.interval_s)
 
+    @property
+    def sent(self) -> int:
+        return self._poster.sent
+
+    @property
+    def errors(self) -> int:
+        return self._poster.errors
+
     async def beat(self, session: httpx.AsyncClient) -> bool:
-        try:
-            response = await session.post(self._url, json=self._body, headers=self._headers)
-            if response.status_code != 200:
-                raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
-        except Exception as err:  # the service down or refusing: count, say so once, keep beating
-            self.errors += 1
-            text = f"{type(err).__name__}: {err}"
-            if text != self._last_error:
-                log.warning("heartbeat to %s failed: %s", self._url, text)
-            self._last_error = text
+        response = await self._poster.post(session, self._body)
+        if response is None:
             return False
-        if self._last_error:
-            log.info("heartbeats to %s work again", self._url)
-            self._last_error = ""
-        self.sent += 1
         if self._on_response is not None:
             try:
                 self._on_response(response.json())
             except Exception as err:  # a response we cannot read must not stop the heartbeats
-                log.warning("heartbeat response from %s not understood: %s", self._url, str(err)[:200])
+                log.warning("heartbeat response from %s not understood: %s", self._poster.url, str(err)[:200])
         return True

@@ -16,21 +16,21 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from activities.adapters.dcgm import DcgmScraper
+from activities.adapters.agent_probe import probe_from
 from activities.adapters.gpu_feed import GpuFeedSender
-from activities.adapters.gpu_nvml import NvmlCollector, NvmlGpuProbe, NvmlUnavailableError
+from activities.adapters.gpu_nvml import NvmlUnavailableError
 from activities.adapters.heartbeat import HeartbeatSender, read_token
 from activities.adapters.kernel_log import KernelLog
 from activities.adapters.stack_agent import StackResponder
 from goodput.detect.gpu import GpuProbe, GpuSample, XidEvent
 from goodput.detect.kernel_origin import KernelLogRefusedError, check_kernel_log
 from goodput.detect.logtail import TailCursor
-from goodput.detect.node_agent import AgentCheckpoint, AgentConfig, NodeAgentState, ProbeKind, agent_step
+from goodput.detect.node_agent import AgentCheckpoint, AgentConfig, NodeAgentState, agent_step
 from goodput.detect.watch import AnomalySink, OptInRule
 from goodput.identifiers import validate_cluster, validate_node_name
 from goodput.models import Anomaly
@@ -68,28 +68,6 @@ class AgentStats:
 def resolve_node(config: AgentConfig) -> str:
     """Slurm's NodeName is usually the short hostname; `node` overrides it where it is not."""
     return validate_node_name(config.node or socket.gethostname().split(".")[0])
-
-
-@contextlib.asynccontextmanager
-async def probe_from(kind: ProbeKind, dcgm_url: str, *, node: str | None = None) -> AsyncIterator[GpuProbe | None]:
-    """The real probe, opened and closed; pynvml is imported only when `kind` is nvml.
-
-    DCGM's scraper is built with `report_existing=False`: its Xid gauge holds the last Xid since
-    the exporter started, possibly days old, and must not be pinned on the job running now (the
-    kernel log, read from the state file's cursor, covers Xids that fell in the agent's downtime).
-    """
-    if kind == "none":
-        yield None
-    elif kind == "dcgm":
-        async with DcgmScraper(dcgm_url, node=node, report_existing=False) as scraper:
-            yield scraper
-    else:
-        collector = NvmlCollector(node=node)
-        await asyncio.to_thread(collector.open)
-        try:
-            yield NvmlGpuProbe(collector)
-        finally:
-            await asyncio.to_thread(collector.close)
 
 
 class _ErrorLog:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 import httpx
 from pydantic import ValidationError
 
+from activities.adapters.heartbeat import AgentPoster
 from activities.adapters.stack_dump import StackDumper, StackReport
 from goodput.detect.stack_requests import (
     MAX_DUMP_CHARS,
@@ -64,16 +65,21 @@ class StackResponder:
     def __init__(self, url: str, token: str, *, cluster: str, node: str,
                  capture: Callable[[str], StackReport] | None = None, timeout_s: float = 10.0) -> None:
         """`capture` None: the real one (py-spy when installed, else the signal the job asks for)."""
-        self._url = url.rstrip("/") + STACKS_PATH
-        self._headers = {"Authorization": f"Bearer {token}"}
+        self._poster = AgentPoster(url, STACKS_PATH, token, what="stack result")
         self._cluster, self._node = cluster, node
         self._capture = capture or StackDumper(py_spy=shutil.which("py-spy"), node=node).capture
         self._timeout_s = timeout_s
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._one_at_a_time = asyncio.Semaphore(1)
         self._tasks: set[asyncio.Task[None]] = set()
-        self.sent = 0
-        self.errors = 0
+
+    @property
+    def sent(self) -> int:
+        return self._poster.sent
+
+    @property
+    def errors(self) -> int:
+        return self._poster.errors
 
     def take(self, response: object) -> None:
         """The heartbeat's response body; anything but a list of well-formed requests is ignored."""
@@ -118,17 +124,9 @@ class StackResponder:
                  len(report.dumps), len(report.signalled))
         async with httpx.AsyncClient(timeout=self._timeout_s, trust_env=False) as session:
             for attempt in range(POST_ATTEMPTS):
-                try:
-                    response = await session.post(self._url, json=body, headers=self._headers)
-                    if response.status_code == 200:
-                        self.sent += 1
-                        return
-                    if response.status_code < 500:  # refused for good (expired, not ours): no retry
-                        raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
-                except Exception as err:
-                    self.errors += 1
-                    log.warning("stack result for request %s not taken (try %d): %s", request.id, attempt + 1,
-                                err)
-                    if isinstance(err, RuntimeError):
-                        return
+                if await self._poster.post(session, body) is not None:
+                    return
+                status = self._poster.last_status
+                if status is not None and status < 500:  # refused for good (expired, not ours): no retry
+                    return
                 await asyncio.sleep(1.0 + attempt)

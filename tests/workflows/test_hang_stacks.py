@@ -25,6 +25,7 @@ from goodput.recover.lifecycle import IncidentState
 from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import FAST, anomaly, inject, wait_for_state
 from workers.liveness import HeartbeatServer
+from workers.liveness_worker import build_liveness_worker
 from workers.worker import build_worker
 
 pytestmark = pytest.mark.temporal
@@ -45,15 +46,18 @@ DUMPS = {"node1": {11: py_spy(11, IN_ALL_REDUCE), 12: py_spy(12, IN_ALL_REDUCE)}
 
 @asynccontextmanager
 async def service(client: Client, task_queue: str, cluster: str, wait_s: float) -> AsyncIterator[HeartbeatServer]:
-    """A worker and the heartbeat endpoint sharing one request table, as `goodput serve` runs them."""
+    """A worker, its liveness-queue worker and the heartbeat endpoint sharing one request table, as
+    `goodput serve` runs them."""
     table = StackRequestTable(ttl_s=wait_s + 30)
     server = HeartbeatServer(LivenessConfig(enabled=True, port=0), LivenessTracker(LivenessConfig()), cluster,
                              SECRET, stacks=table)
     worker = build_worker(client, task_queue, FakeScheduler(demo_cluster()), RecordingNotifier(),
                           fail_workflows_on_bugs=True, stacks=table, stack_wait_s=wait_s)
+    liveness = build_liveness_worker(client, task_queue, FakeScheduler(demo_cluster()), stacks=table,
+                                     gpu_samples=None, stack_wait_s=wait_s)
     await server.start()
     try:
-        async with worker:
+        async with worker, liveness:
             yield server
     finally:
         await server.stop()
