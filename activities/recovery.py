@@ -71,6 +71,7 @@ from goodput.recover.node_health import (
 )
 from goodput.recover.notify import Notifier
 from goodput.recover.policy import Policy, ResumeStrategy
+from goodput.recover.shared_fault import shared_drain
 from goodput.recover.trust import LocalTrustRecord, RuleAutonomy, TrustInput, TrustRecord
 from goodput.scheduler import (
     JobInfo,
@@ -223,20 +224,38 @@ class RecoveryActivities:
 
     @activity.defn(name="isolate")
     async def isolate(self, request: IsolateInput) -> IsolateResult:
-        reason = drain_reason(request.incident_id, request.summary)
         drained: list[str] = []
         already: list[str] = []
         details: list[str] = []
         async with heartbeating(lambda: drained):
+            reasons, faults = await self._drain_reasons(request)
             # Together, so that a backend that coalesces (the CLI's) sends one drain for all of
             # them; one failure still fails the activity, whose retry finds the others drained.
-            results = await asyncio.gather(*(mapped(self._scheduler.drain_node(n, reason)) for n in request.nodes))
+            results = await asyncio.gather(*(mapped(self._scheduler.drain_node(n, reasons[n]))
+                                             for n in request.nodes))
             for node, result in zip(request.nodes, results, strict=True):
                 (drained if result.changed else already).append(node)
                 if result.changed:  # a retry finds it drained: counted by the attempt that drained it
                     self._metrics.accepted(AuditAction.DRAIN, request.observed_at)
                 details.append(result.detail)
-        return IsolateResult(drained=tuple(drained), already=tuple(already), details=tuple(details))
+        return IsolateResult(drained=tuple(drained), already=tuple(already), details=tuple(details),
+                             faults=faults)
+
+    async def _drain_reasons(self, request: IsolateInput) -> tuple[dict[str, str], tuple[str, ...]]:
+        """Each node's drain reason: its fault's where the topology groups it with others
+        (goodput.recover.shared_fault: one reason, one command for the switch), else the incident's."""
+        window = self._policy.node_incident.shared_drain_window_s
+        groups = await self._switch_map.groups(self._policy.breaker) if window > 0 and request.observed_at else ()
+        reasons: dict[str, str] = {}
+        faults: dict[str, None] = {}
+        for node in request.nodes:
+            shared = shared_drain(node, groups, request.observed_at, window)
+            if shared is None:
+                reasons[node] = drain_reason(request.incident_id, request.summary)
+            else:
+                reasons[node] = drain_reason(shared.fault_id, shared.reason_summary)
+                faults[shared.fault_id] = None
+        return reasons, tuple(faults)
 
     @activity.defn(name="resume")
     async def resume(self, request: ResumeInput) -> ResumeResult:

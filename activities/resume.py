@@ -72,12 +72,12 @@ async def exclude_and_release(scheduler: Scheduler, job: JobInfo, exclude: tuple
     note = ""
     if exclude:
         try:
-            done = await scheduler.exclude_nodes(job.job_id, exclude)
+            done = await scheduler.exclude_nodes(job.job_id, exclude, known=job)
             note = f"; {done.detail}"
         except PermanentSchedulerError as err:  # released anyway: held forever is worse
             note = f"; could not exclude {', '.join(exclude)}: {err}"
     note += await point_at_pool(scheduler, job.job_id, pool)
-    await mapped(scheduler.release_job(job.job_id))
+    await mapped(scheduler.release_job(job.job_id, known=job))
     return note
 
 async def resubmit(scheduler: Scheduler, metrics: RecoveryMetrics, request: ResumeInput) -> ResumeResult:

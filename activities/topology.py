@@ -1,4 +1,4 @@
-"""Slurm's switch map for the drain breaker, read through the scheduler at most every few minutes.
+"""Slurm's switch map for the drain breaker and shared drains, read through the scheduler at most every few minutes.
 
 The breaker limits drains per switch; a site that runs TopologyPlugin=topology/tree has that map
 in Slurm already. Reading it for every drain request would put a `scontrol show topology` on the
@@ -15,7 +15,9 @@ import time
 from collections.abc import Callable
 
 from goodput.recover.breaker import BreakerPolicy, with_slurm_switches
+from goodput.recover.shared_fault import Group, topology_groups
 from goodput.scheduler import Scheduler, SchedulerError, SlurmSwitch
+from goodput.slurm.topology import leaf_switches
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,13 @@ class SwitchMap:
                 log.warning("Slurm's topology could not be read (%s): the breaker keeps the switch map it had "
                             "(%d switches)", exc, len(self._switches))
             return self._switches
+
+    async def groups(self, policy: BreakerPolicy) -> tuple[Group, ...]:
+        """The switches and racks a shared drain groups nodes by: the settings' maps, Slurm's leaf
+        switches where the settings name no switches (as for the breaker, limit or none)."""
+        switches = tuple((g.name, g.nodes) for g in policy.switches) \
+            or tuple((s.name, s.nodes) for s in leaf_switches(await self.switches()))
+        return topology_groups(switches, tuple((g.name, g.nodes) for g in policy.racks))
 
     async def applied(self, policy: BreakerPolicy) -> BreakerPolicy:
         """`policy` with Slurm's switches where it limits drains per switch and configures no map."""

@@ -8,17 +8,23 @@ benchmark, the tests and docs/scaling.md count the same way.
 
 The requeue is the scheduling of the `resume` activity (Slurm's requeue runs inside it), or, for a
 `resume` run as a local activity, its marker. Workflow tasks are counted as started (a task that
-timed out and ran again is two).
+timed out and ran again is two). `histories` reads a round's every history once for all of it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Iterable
+from datetime import UTC
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client
+
+from goodput.recover.incident import IncidentReport
+from workflows.recovery import RecoveryWorkflow
 
 _LOCAL_ACTIVITY_MARKER = "core_local_activity"
 _PATCH_MARKER = "core_patch"
@@ -61,3 +67,48 @@ def mean_to_requeue(costs: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
     counted = [c for c in costs if c is not None]
     keys = [k for k in (counted[0] if counted else {}) if k != "activity_types"]
     return {"incidents": len(counted), **{k: round(sum(c[k] for c in counted) / len(counted), 2) for k in keys}}
+
+
+async def histories(client: Client, incidents: set[str]) -> dict[str, dict[str, Any]]:
+    """Per incident: its report, event counts by type, activity types and how long each took
+    (scheduled → completed: queueing and running), its closing time, and how long its workflow tasks
+    waited for a worker (scheduled → started; Temporal writes an activity's started event only when
+    it ends, so activities are timed to completion instead)."""
+    gate = asyncio.Semaphore(16)
+
+    async def one(incident: str) -> tuple[str, dict[str, Any]]:
+        async with gate:
+            handle = client.get_workflow_handle_for(RecoveryWorkflow.run, incident)
+            history = await handle.fetch_history()
+            report: IncidentReport = await handle.result()
+        scheduled: dict[int, float] = {}
+        names: dict[int, str] = {}
+        row: dict[str, Any] = {"report": report, "types": Counter(), "activities": Counter(), "wft_wait": [],
+                               "wft_trip": [], "took": {}, "to_requeue": to_requeue(history.events),
+                               "events": history.events}
+        for event in history.events:
+            kind, at = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_"), event.event_time.ToDatetime(UTC)
+            row["types"][kind] += 1
+            if kind == "WORKFLOW_TASK_TIMED_OUT":  # which timeout: a missed sticky pickup, or a slow task
+                why = TimeoutType.Name(event.workflow_task_timed_out_event_attributes.timeout_type)
+                row["types"][f"{kind}:{why.removeprefix('TIMEOUT_TYPE_')}"] += 1
+            if kind in ("WORKFLOW_TASK_SCHEDULED", "ACTIVITY_TASK_SCHEDULED"):
+                scheduled[event.event_id] = at.timestamp()
+            if kind == "ACTIVITY_TASK_SCHEDULED":
+                names[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+                row["activities"][names[event.event_id]] += 1
+            elif kind == "WORKFLOW_TASK_STARTED":
+                row["wft_wait"].append(at.timestamp() - scheduled[event.workflow_task_started_event_attributes
+                                                                  .scheduled_event_id])
+            elif kind == "WORKFLOW_TASK_COMPLETED":
+                row["wft_trip"].append(at.timestamp() - scheduled[event.workflow_task_completed_event_attributes
+                                                                  .scheduled_event_id])
+            elif kind == "WORKFLOW_EXECUTION_STARTED":
+                row["opened"] = at.timestamp()
+            elif kind == "ACTIVITY_TASK_COMPLETED":
+                started = event.activity_task_completed_event_attributes.scheduled_event_id
+                row["took"].setdefault(names[started], []).append(at.timestamp() - scheduled[started])
+            row["closed"] = at.timestamp()
+        return incident, row
+
+    return dict(await asyncio.gather(*(one(i) for i in sorted(incidents))))

@@ -52,7 +52,7 @@ def slurm_shims(directory: Path, log: Path) -> Path:
         if real is None:
             continue
         shim = directory / name
-        shim.write_text(f"#!/bin/sh\nprintf '%s %s %s\\n' {name} \"${{1-}}\" \"${{2-}}\" >> '{log}'\n"
+        shim.write_text(f"#!/bin/sh\nprintf '%s %s %s %s\\n' {name} \"${{1-}}\" \"${{2-}}\" \"${{3-}}\" >> '{log}'\n"
                         f"exec '{real}' \"$@\"\n")
         shim.chmod(0o755)
     return directory
@@ -198,6 +198,34 @@ def stop_workers(workers: list[Worker]) -> None:
         except subprocess.TimeoutExpired:
             worker.proc.kill()
             worker.proc.wait(timeout=10)
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGINT: unwinds the benchmark through every `finally` and `with` that stops what it
+    started (workers, jobs, the dev server, the lab). A BaseException, so no `except Exception` of
+    the measurement swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def taken_down_on_signal() -> Iterator[None]:
+    """Turns SIGTERM and SIGINT into `Terminated` meanwhile: their default would end this process at
+    once and leave the lab's daemons, the dev server and the workers (each in a session of its own)
+    running. Further signals are ignored while the teardown runs; SIGKILL still ends it."""
+    def stop(signum: int, _frame: object) -> None:
+        for each in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(each, signal.SIG_IGN)
+        raise Terminated(signum)
+
+    previous = {each: signal.signal(each, stop) for each in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for each, handler in previous.items():
+            signal.signal(each, handler)
 
 
 # -- snapshots and what a round cost ------------------------------------------------------------

@@ -40,29 +40,30 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.client import Client
 
 from benchmarks import _storm_lab_rig as rig
 from benchmarks._git import commit
 from benchmarks._harness import connect, emit, environment, summary
-from benchmarks._history_costs import mean_to_requeue, to_requeue
+from benchmarks._history_costs import histories, mean_to_requeue
 from benchmarks._slurm_lab import Lab, slurm_lab
+from benchmarks._storm_jobs import XID, cancel_jobs, drains, restore_nodes, submit_jobs, switch_jobs
 from benchmarks._storm_timeline import breakdown, milestones, shown
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
+from goodput.recover.breaker import BreakerPolicy
 from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
-from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy
 from goodput.recover.trust import AutonomyPolicy
 from workers.client import TemporalIncidentService
 from workers.watch import IncidentSink
-from workflows.recovery import RecoveryWorkflow
 
 GOODPUT = Path(sys.executable).parent / "goodput"
 NCCL = ("[rank0]:[E1129 06:22:43.551920 41877 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
         "operation timeout: WorkNCCL(SeqNum=96022, OpType=ALLREDUCE) ran for 600083 milliseconds before timing out.")
 KEY = "storm-lab-shared-resubmit-key-0123456789"  # one value for every worker of the deployment
+# The switch round's workers: a switch's node incidents drain as one fault (docs/scaling.md, "Shared faults").
+SWITCH_SETTINGS = {"GOODPUT_POLICY__NODE_INCIDENT__SHARED_DRAIN_WINDOW_S": "60"}
 
 
 def p(values: list[float], q: str = "p50", scale: float = 1.0) -> float:
@@ -78,55 +79,20 @@ def overrides(address: str, queue: str, cluster: str) -> dict[str, str]:
             "GOODPUT_RESUBMIT_KEY": KEY}
 
 
-async def sh(*argv: str) -> str:
-    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
-    out, err = await proc.communicate()
-    if proc.returncode != 0:
-        raise RuntimeError(f"{argv[:2]} failed: {err.decode()[-500:]}")
-    return out.decode()
-
-
-async def submit_jobs(count: int, name: str, workdir: Path) -> list[str]:
-    """`count` single-CPU opt-in `--requeue` sleep jobs, all running before the storm starts."""
-    gate = asyncio.Semaphore(4)
-
-    async def one() -> str:
-        async with gate:
-            out = await sh("sbatch", "--parsable", "--comment=goodput:opt-in", "--requeue", f"--job-name={name}",
-                           "--ntasks=1", "--cpus-per-task=1", f"--output={workdir}/%x-%j.out", f"--chdir={workdir}",
-                           "--wrap", "exec sleep 100000")
-        return out.strip().split(";")[0]
-
-    jobs = list(await asyncio.gather(*(one() for _ in range(count))))
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        states = (await sh("squeue", "--noheader", f"--name={name}", "--format=%T")).split()
-        if len(states) == count and set(states) == {"RUNNING"}:
-            return jobs
-        await asyncio.sleep(0.5)
-    raise RuntimeError(f"the {count} jobs were not all running within 180 s")
-
-
-async def cancel_jobs(name: str) -> None:
-    await sh("scancel", f"--name={name}")
-    for _ in range(120):
-        if not (await sh("squeue", "--noheader", f"--name={name}", "--format=%i")).split():
-            return
-        await asyncio.sleep(0.5)
-
-
 async def storm(client: Client, queue: str, cluster: str, jobs: list[str], args: argparse.Namespace,
-                seed: int, paced: bool) -> dict[str, Any]:
+                seed: int, paced: bool, on: dict[str, str] | None = None) -> dict[str, Any]:
     """M anomalies over S seconds. A storm: every job gets one, the rest land on random jobs at
-    random times. Paced: job i fails at i × S/J, its anomalies within the next half second."""
+    random times. Paced: job i fails at i × S/J, its anomalies within the next half second. A switch
+    (`on`: job → node): every job's GPU fault names its node, all within half a second."""
     rng = random.Random(seed)
     step = args.seconds / len(jobs)
     plan = sorted(((i % len(jobs) * step + rng.uniform(0, 0.5), jobs[i % len(jobs)]) if paced else
                    (rng.uniform(0, args.seconds), jobs[i] if i < len(jobs) else rng.choice(jobs))
-                   for i in range(args.anomalies)), key=lambda pair: pair[0])
+                   for i in range(args.anomalies)), key=lambda pair: pair[0]) if on is None else \
+        sorted(((rng.uniform(0, 0.5), job) for job in jobs), key=lambda pair: pair[0])
     policy = Policy(mode=Mode.AUTONOMOUS, autonomy=AutonomyPolicy(earned=False),
-                    exclude_before_drain=ExcludeBeforeDrainPolicy(enabled=False))
+                    exclude_before_drain=ExcludeBeforeDrainPolicy(enabled=False),
+                    breaker=BreakerPolicy(max_drained_nodes=max(4, args.switch)))
     # Through the sink every detector uses: it folds a job's anomalies while one delivery is in flight.
     sink = IncidentSink(TemporalIncidentService(client, queue), policy)
     first: dict[str, float] = {}
@@ -143,7 +109,9 @@ async def storm(client: Client, queue: str, cluster: str, jobs: list[str], args:
         now = datetime.now(UTC)
         anomaly = Anomaly(id=f"sl-{uuid.uuid4().hex[:16]}", source=AnomalySource.LOG, kind=AnomalyKind.CRASH,
                           cluster=cluster, job_id=job, category=Category.NCCL_TIMEOUT, evidence=[NCCL],
-                          observed_at=now, detected_at=now)
+                          observed_at=now, detected_at=now) if on is None else \
+            Anomaly(id=f"sl-{uuid.uuid4().hex[:16]}", source=AnomalySource.LOG, kind=AnomalyKind.GPU_FAULT,
+                    cluster=cluster, job_id=job, nodes=(on[job],), evidence=[XID], observed_at=now, detected_at=now)
         first.setdefault(job, time.time())
         sent = time.monotonic()
         try:
@@ -175,54 +143,9 @@ async def wait_closed(client: Client, queue: str, timeout_s: float) -> bool:
     return False
 
 
-async def histories(client: Client, incidents: set[str]) -> dict[str, dict[str, Any]]:
-    """Per incident: its report, event counts by type, activity types and how long each took
-    (scheduled → completed: queueing and running), its closing time, and how long its workflow tasks
-    waited for a worker (scheduled → started; Temporal writes an activity's started event only when
-    it ends, so activities are timed to completion instead)."""
-    gate = asyncio.Semaphore(16)
-
-    async def one(incident: str) -> tuple[str, dict[str, Any]]:
-        async with gate:
-            handle = client.get_workflow_handle_for(RecoveryWorkflow.run, incident)
-            history = await handle.fetch_history()
-            report: IncidentReport = await handle.result()
-        scheduled: dict[int, float] = {}
-        names: dict[int, str] = {}
-        row: dict[str, Any] = {"report": report, "types": Counter(), "activities": Counter(), "wft_wait": [],
-                               "wft_trip": [], "took": {}, "to_requeue": to_requeue(history.events),
-                               "events": history.events}
-        for event in history.events:
-            kind, at = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_"), event.event_time.ToDatetime(UTC)
-            row["types"][kind] += 1
-            if kind == "WORKFLOW_TASK_TIMED_OUT":  # which timeout: a missed sticky pickup, or a slow task
-                why = TimeoutType.Name(event.workflow_task_timed_out_event_attributes.timeout_type)
-                row["types"][f"{kind}:{why.removeprefix('TIMEOUT_TYPE_')}"] += 1
-            if kind in ("WORKFLOW_TASK_SCHEDULED", "ACTIVITY_TASK_SCHEDULED"):
-                scheduled[event.event_id] = at.timestamp()
-            if kind == "ACTIVITY_TASK_SCHEDULED":
-                names[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
-                row["activities"][names[event.event_id]] += 1
-            elif kind == "WORKFLOW_TASK_STARTED":
-                row["wft_wait"].append(at.timestamp() - scheduled[event.workflow_task_started_event_attributes
-                                                                  .scheduled_event_id])
-            elif kind == "WORKFLOW_TASK_COMPLETED":
-                row["wft_trip"].append(at.timestamp() - scheduled[event.workflow_task_completed_event_attributes
-                                                                  .scheduled_event_id])
-            elif kind == "WORKFLOW_EXECUTION_STARTED":
-                row["opened"] = at.timestamp()
-            elif kind == "ACTIVITY_TASK_COMPLETED":
-                started = event.activity_task_completed_event_attributes.scheduled_event_id
-                row["took"].setdefault(names[started], []).append(at.timestamp() - scheduled[started])
-            row["closed"] = at.timestamp()
-        return incident, row
-
-    return dict(await asyncio.gather(*(one(i) for i in sorted(incidents))))
-
-
 async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab, tmp: Path,
-                    args: argparse.Namespace, paced: bool = False) -> dict[str, Any]:
-    tag = uuid.uuid4().hex[:4] + ("p" if paced else "")
+                    args: argparse.Namespace, paced: bool = False, switch: int = 0) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:4] + ("p" if paced else "s" if switch else "")
     cluster, queue, name = f"lab{count}w{tag}", f"storm-lab-{count}w-{tag}", f"storm{count}w{tag}"
     root = tmp / name
     workdir = root / "jobs"
@@ -230,14 +153,17 @@ async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab
     workdir.chmod(0o755)
     shim_log = root / "slurm-commands.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOODPUT_")}
-    env |= overrides(temporal.address, queue, cluster)
+    env |= overrides(temporal.address, queue, cluster) | (SWITCH_SETTINGS | {
+        "GOODPUT_POLICY__BREAKER__MAX_DRAINED_NODES": str(max(4, switch))} if switch else {})
     env["PATH"] = f"{rig.slurm_shims(root / 'shims', shim_log)}:{env.get('PATH', '')}"
+    lab_from = lab.slurmctld_log.stat().st_size
     try:
-        jobs = await submit_jobs(args.jobs, name, workdir)
+        on = await switch_jobs(lab, switch, args.nodes, args.switch_jobs, args.cpus, name, workdir) if switch else None
+        jobs = list(on) if on else await submit_jobs(args.jobs, name, workdir)
         workers = rig.start_workers(count, env, root, GOODPUT)
         try:
             before = rig.snapshot(temporal, workers, lab)
-            sent = await storm(client, queue, cluster, jobs, args, args.seed + count, paced)
+            sent = await storm(client, queue, cluster, jobs, args, args.seed + count, paced, on)
             closed = await wait_closed(client, queue, args.timeout)
             after = rig.snapshot(temporal, workers, lab)
         finally:
@@ -250,6 +176,8 @@ async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab
         in_slurm = rig.restarts(job_set)
     finally:
         await cancel_jobs(name)
+        if switch:
+            restore_nodes(lab, switch)
     audit = Counter(json.loads(line).get("action", "?") for w in workers if (w.data_dir / "audit.jsonl").exists()
                     for line in (w.data_dir / "audit.jsonl").read_text().splitlines() if line.strip())
     first = sent["first"]
@@ -276,8 +204,12 @@ async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab
     activities = [sum(r["activities"].values()) for r in rows.values()]
     n = max(1, len(rows))
     slurm_cmds = rig.slurm_commands(shim_log)
+    shared = drains(shim_log, lab.slurmctld_log.read_bytes()[lab_from:].decode(errors="replace"), switch) \
+        if switch else {}
     return {
-        "workers": count, "arrival": "paced" if paced else "storm", "seconds": args.seconds, "cluster": cluster,
+        "workers": count, "arrival": "paced" if paced else f"switch {switch}" if switch else "storm",
+        "seconds": args.seconds, "cluster": cluster, **shared,
+        "node_incidents": others.get("NodeIncidentWorkflow", 0),
         "task_queue": queue, "jobs": len(jobs), "anomalies": args.anomalies,
         "all_closed_in_time": closed,
         "accepted": sent["accepted"], "inject_errors": len(sent["errors"]), "errors_sample": sent["errors"][:3],
@@ -371,6 +303,10 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
                                          "seconds": args.paced * 60 / 100})
             rounds.append(await run_round(1, client, temporal, lab, Path(tmp), calm, paced=True))
         rounds += [await run_round(count, client, temporal, lab, Path(tmp), args) for count in args.workers]
+        if args.switch:  # every job of `switch` nodes under the lab's one leaf switch, one worker
+            hit = args.switch * args.switch_jobs
+            failing = argparse.Namespace(**{**vars(args), "jobs": hit, "anomalies": hit})
+            rounds.append(await run_round(1, client, temporal, lab, Path(tmp), failing, switch=args.switch))
         server = {"history_shards": temporal.config("numHistoryShards"), "persistence": temporal.config("pluginName"),
                   "sqlite_journal": "wal", "source": "the server's own printed config (--log-config)"}
     shown = {k: ("<one shared 40-char value>" if k == "GOODPUT_RESUBMIT_KEY" else v)
@@ -387,13 +323,17 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks storm-lab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=lambda v: [int(x) for x in v.split(",")], default=[1, 2, 4],
+    parser.add_argument("--workers", type=lambda v: [int(x) for x in v.split(",") if x], default=[1, 2, 4],
                         help="worker process counts, one round each (default 1,2,4)")
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--anomalies", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--paced", type=int, default=20,
                         help="first, a round of this many incidents at 100 a minute with one worker (0: none)")
+    parser.add_argument("--switch", type=int, default=0,
+                        help="last, a round where this many nodes under one switch fail at once, every job on "
+                             "them (0: none; the lab needs more nodes than this: the others are the spares)")
+    parser.add_argument("--switch-jobs", type=int, default=2, help="jobs per failing node in the switch round")
     parser.add_argument("--nodes", type=int, default=8)
     parser.add_argument("--cpus", type=int, default=32, help="advertised CPUs per lab node (one per job)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for every incident to close")
@@ -406,7 +346,14 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse(argv)
     if args.jobs > args.nodes * args.cpus:
         raise SystemExit(f"{args.jobs} jobs do not fit on {args.nodes} nodes × {args.cpus} CPUs")
-    result = asyncio.run(run_all(args))
+    if args.switch and not (args.switch < args.nodes and 1 <= args.switch_jobs <= args.cpus):
+        raise SystemExit(f"a switch round of {args.switch} nodes needs more lab nodes (--nodes {args.nodes}) "
+                         f"and 1..{args.cpus} jobs per node")
+    try:
+        with rig.taken_down_on_signal():  # a killed benchmark takes its lab, server and workers down
+            result = asyncio.run(run_all(args))
+    except rig.Terminated as stop:
+        raise SystemExit(128 + stop.signum) from None
     server = result["temporal_server"]
     print(f"storm-lab: a storm of {args.anomalies} anomalies in {args.seconds:.0f} s across {args.jobs} running jobs "
           f"(and {args.paced} paced incidents at 100/min) on a Slurm lab ({args.nodes} nodes × {args.cpus} CPUs); "

@@ -247,16 +247,18 @@ class Scheduler(Protocol):
         """Hold an opted-in queued job; one already held is a no-op."""
         ...
 
-    async def release_job(self, job_id: str) -> ActionResult:
-        """Release an opted-in held job; one not held is a no-op."""
+    async def release_job(self, job_id: str, *, known: JobInfo | None = None) -> ActionResult:
+        """Release an opted-in held job; one not held is a no-op. `known`: the caller's record of
+        the job from moments ago (its opt-in and owner), so a backend may read only its state."""
         ...
 
     async def cancel_job(self, job_id: str) -> ActionResult:
         """Cancel an opted-in job; one finished or finishing is a no-op."""
         ...
 
-    async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
-        """Add nodes to a queued job's excluded nodes (a requeue away from distrusted nodes)."""
+    async def exclude_nodes(self, job_id: str, nodes: Sequence[str], *, known: JobInfo | None = None) -> ActionResult:
+        """Add nodes to a queued job's excluded nodes (a requeue away from distrusted nodes).
+        `known`: the caller's record of the job from moments ago, its excluded nodes included."""
         ...
 
     async def update_dependency(self, job_id: str, dependency: str) -> ActionResult:

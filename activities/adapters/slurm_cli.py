@@ -191,6 +191,13 @@ class SlurmCliBackend:
         self._check_opt_in(job)
         return job
 
+    async def _known_or_read(self, job_id: str, known: JobInfo | None) -> JobInfo:
+        """The caller's record with its state read again (batched: #29), else the whole job."""
+        if known is None or known.job_id != job_id:
+            return await self._opted_in_job(job_id)
+        self._check_opt_in(known)
+        return with_status(known, await self.job_status(job_id))
+
     # -- queries --------------------------------------------------------------------------
 
     async def get_job(self, job_id: str) -> JobInfo:
@@ -345,8 +352,8 @@ class SlurmCliBackend:
     async def hold_job(self, job_id: str) -> ActionResult:
         return await self._change_job(job_id, rules.hold_noop, commands.hold(job_id), "held")
 
-    async def release_job(self, job_id: str) -> ActionResult:
-        job = await self._opted_in_job(job_id)
+    async def release_job(self, job_id: str, *, known: JobInfo | None = None) -> ActionResult:
+        job = await self._known_or_read(job_id, known)
         skip = rules.release_noop(job)
         if skip is not None:
             return skip
@@ -354,8 +361,9 @@ class SlurmCliBackend:
         self._ok(outcome.result)
         return ActionResult(changed=True, detail=f"released {job_id}{outcome.share.note()}")
 
-    async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
-        job = await self._opted_in_job(job_id)
+    async def exclude_nodes(self, job_id: str, nodes: Sequence[str], *, known: JobInfo | None = None) -> ActionResult:
+        # the excluded list of `known`: only goodput changed the job since (a requeue keeps the list)
+        job = await self._known_or_read(job_id, known)
         merged = tuple(dict.fromkeys([*job.excluded_nodes, *(validate_node_name(n) for n in nodes)]))
         if merged == job.excluded_nodes:
             return ActionResult(changed=False, detail=f"job {job_id} already excludes {','.join(nodes)}")

@@ -294,10 +294,12 @@ class PyslurmBackend:
     async def hold_job(self, job_id: str) -> ActionResult:
         return await self._change_job(job_id, rules.hold_noop, "hold", "held")
 
-    async def release_job(self, job_id: str) -> ActionResult:
+    async def release_job(self, job_id: str, *, known: JobInfo | None = None) -> ActionResult:
+        del known  # one library call reads the job anyway
         return await self._change_job(job_id, rules.release_noop, "release", "released")
 
-    async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
+    async def exclude_nodes(self, job_id: str, nodes: Sequence[str], *, known: JobInfo | None = None) -> ActionResult:
+        del known
         validate_job_id(job_id)
         raise PermanentSchedulerError(f"the pyslurm backend does not update excluded nodes (job {job_id})")
 

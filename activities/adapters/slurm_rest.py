@@ -326,10 +326,12 @@ class SlurmRestBackend:
     async def hold_job(self, job_id: str) -> ActionResult:
         return await self._update_hold(job_id, True)
 
-    async def release_job(self, job_id: str) -> ActionResult:
+    async def release_job(self, job_id: str, *, known: JobInfo | None = None) -> ActionResult:
+        del known  # REST reads the job in one request, unbatched (docs/slurm.md)
         return await self._update_hold(job_id, False)
 
-    async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
+    async def exclude_nodes(self, job_id: str, nodes: Sequence[str], *, known: JobInfo | None = None) -> ActionResult:
+        del known
         validate_job_id(job_id)
         names = [validate_node_name(n) for n in nodes]
         if not await self.can(restapi.Capability.JOB_EXCLUDE):

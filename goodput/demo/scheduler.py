@@ -280,7 +280,8 @@ class FakeScheduler(FakeReservations):
     async def hold_job(self, job_id: str) -> ActionResult:
         return self._set_job(job_id, "hold", held=True)
 
-    async def release_job(self, job_id: str) -> ActionResult:
+    async def release_job(self, job_id: str, *, known: JobInfo | None = None) -> ActionResult:
+        del known  # the fake's own state is always at hand
         return self._set_job(job_id, "release", held=False)
 
     async def cancel_job(self, job_id: str) -> ActionResult:
@@ -297,7 +298,8 @@ class FakeScheduler(FakeReservations):
 
         return self._read(apply)
 
-    async def exclude_nodes(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
+    async def exclude_nodes(self, job_id: str, nodes: Sequence[str], *, known: JobInfo | None = None) -> ActionResult:
+        del known
         validate_job_id(job_id)
         names = [validate_node_name(n) for n in nodes]
 

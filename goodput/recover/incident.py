@@ -188,6 +188,9 @@ class IsolateResult(Frozen):
     drained: tuple[str, ...] = ()
     already: tuple[str, ...] = ()
     details: tuple[str, ...] = ()
+    # The faults whose shared reason the drains carried (goodput.recover.shared_fault): the
+    # incident's record names its fault, the fault's drain reason names no incident.
+    faults: tuple[str, ...] = ()
 
 
 class CheckpointInput(Frozen):

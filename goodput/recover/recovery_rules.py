@@ -183,4 +183,5 @@ def leading(answers: Mapping[str, LinkAnswer | None]) -> tuple[str, ...]:
 
 def drained_note(isolated: IsolateResult) -> str:
     return (f"drained {', '.join(isolated.drained) or 'nothing new'}"
-            + (f"; already drained: {', '.join(isolated.already)}" if isolated.already else ""))
+            + (f"; already drained: {', '.join(isolated.already)}" if isolated.already else "")
+            + (f"; shared drain of fault {', '.join(isolated.faults)}" if isolated.faults else ""))

@@ -192,3 +192,27 @@ def test_verify_does_not_sleep_to_a_begin_time_further_ahead_than_any_requeue_de
     soon = status.model_copy(update={"eligible_at": now + 60})
     assert 55 <= next_poll_in(soon, 0.0, 2.0, latest=10_000.0) <= 60
     assert next_poll_in(soon, 0.0, 2.0, latest=30.0) == 30.0  # never past the capacity deadline
+
+
+class RequeueHoldStandIn(SqueueStandIn):
+    """SqueueStandIn whose jobs read as held once `scontrol requeuehold` named them."""
+
+    async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                  timeout_s: float | None = None) -> CommandResult:
+        if tuple(argv[:2]) == ("scontrol", "requeuehold"):
+            for job in argv[2].split(","):
+                self.lines[job] = f"{job}|PENDING|job requeued in held state|1|2026-12-03T18:30:28||"
+        return await super().run(argv, stdin=stdin, timeout_s=timeout_s)
+
+
+async def test_a_storms_requeues_away_from_a_node_read_each_job_once() -> None:
+    slurm = RequeueHoldStandIn()
+    activities = RecoveryActivities(SlurmCliBackend(slurm), RecordingNotifier(), LocalDrainGate())
+    jobs = ("71", "72", "73")
+    results = await asyncio.gather(*(ActivityEnvironment().run(activities.resume, ResumeInput(
+        incident_id=f"inc-{j}", job_id=j, strategy=ResumeStrategy.REQUEUE, exclude=("node9",))) for j in jobs))
+    assert all(r.changed and "now excludes node9" in r.detail for r in results), results
+    # before: the record read three times per job (the activity's, the exclusion's, the release's)
+    assert sorted(r[-1] for r in slurm.reads if r[0] == "scontrol") == sorted(jobs), slurm.reads
+    assert sorted(a[1] for a in slurm.acted) == ["release", "requeuehold", "update", "update", "update"], slurm.acted
+    assert ("scontrol", "release", "71,72,73") in slurm.acted

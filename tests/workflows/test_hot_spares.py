@@ -15,7 +15,7 @@ from goodput.models import Mode
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.node_health import Phase, ReturnToServicePolicy
 from goodput.recover.spares import SparePolicy
-from goodput.scheduler import ActionResult, PermanentSchedulerError, ReservationInfo
+from goodput.scheduler import ActionResult, JobInfo, PermanentSchedulerError, ReservationInfo
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
 from workflows.node_health import NodeHealthWorkflow, node_health_workflow_id
 
@@ -83,7 +83,7 @@ async def test_an_empty_pool_queues_the_job_as_before_and_the_incident_says_so(
 class _ReleaseRefused(FakeScheduler):
     """The pool is offered and the owner let in, then the release fails for good: the recovery escalates."""
 
-    async def release_job(self, job_id: str) -> ActionResult:
+    async def release_job(self, job_id: str, *, known: JobInfo | None = None) -> ActionResult:
         raise PermanentSchedulerError(f"release of {job_id} refused")
 
 

@@ -25,6 +25,8 @@ from goodput.models import OperatorDecision
 from goodput.ownership import owning_incident
 from goodput.recover.audit import parse_since, since, to_csv
 from goodput.recover.incident import IncidentReport
+from goodput.recover.node_incident import node_incident_id
+from goodput.recover.shared_fault import owning_fault
 from goodput.service.faults import DEFAULT_WINDOW, all_faults
 from goodput.service.incidents import IncidentSummary, ServiceError
 from workers.console.context import ConsoleContext
@@ -91,7 +93,10 @@ async def nodes(ctx: ConsoleContext, request: Request) -> Response:
             for node in await ctx.scheduler.list_nodes():
                 if node.drained:
                     incident = owning_incident(node.reason)
-                    drained.append((node.name, f"goodput (incident {incident})" if incident else
+                    # a shared drain names its fault; the node's own node incident names the incident
+                    owner = (f"goodput (fault {incident}, node incident {node_incident_id(ctx.cluster, node.name)})"
+                             if owning_fault(node.reason) else f"goodput (incident {incident})")
+                    drained.append((node.name, owner if incident else
                                     f"{node.reason_user or 'someone else'}", node.reason, node.state))
         except Exception as err:
             drained.append(("?", f"scheduler unavailable: {str(err)[:200]}", "", ""))

@@ -1,0 +1,90 @@
+"""On the lab: two node incidents under one leaf switch drain as one fault (#29).
+
+The lab's topology puts every node under leaf switch `lableaf` (scripts/slurm-lab/up.sh). Two node
+incidents (node1 and node2, two incident ids, one observed time) isolate at the same moment
+through the recovery activities and the real CLI backend: one `scontrol update` drains both, and
+slurmctld's log shows each node drained once with the fault's reason, which names the fault, not
+either incident. Ownership stays per node: a resume with any other reason is refused, return to
+service puts each node back only on its own exact reason, and an admin's re-drain still wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.adapters.slurm_cli import SlurmCliBackend
+from activities.adapters.slurm_runner import CommandResult, LocalRunner
+from activities.recovery import RecoveryActivities
+from goodput.ownership import drain_reason
+from goodput.recover.breaker import LocalDrainGate
+from goodput.recover.incident import IsolateInput, IsolateResult
+from goodput.recover.node_health import ReturnInput
+from goodput.recover.node_incident import NodeIncidentPolicy
+from goodput.recover.policy import Policy
+from goodput.recover.shared_fault import owning_fault
+from goodput.scheduler import NotOwnedError
+from tests.fakes.notifier import RecordingNotifier
+
+from .conftest import Lab, SlurmRecords
+
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(180)]
+
+TICK_S = 1.0  # as in test_storm_batch_on_slurm: a shared two-core host spreads the arrivals
+AT = datetime(2026, 12, 4, 1, 0, 5, tzinfo=UTC)
+FAULT = f"fault-switch-lableaf-{int(AT.timestamp()) // 60 * 60}"
+
+
+class CountingRunner(LocalRunner):
+    """The real runner; records every `scontrol update`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.updates: list[tuple[str, ...]] = []
+
+    async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                  timeout_s: float | None = None) -> CommandResult:
+        if tuple(argv[:2]) == ("scontrol", "update"):
+            self.updates.append(tuple(argv))
+        return await super().run(argv, stdin=stdin, timeout_s=timeout_s)
+
+
+async def _isolate(activities: RecoveryActivities, incident: str, node: str) -> IsolateResult:
+    return await ActivityEnvironment().run(activities.isolate, IsolateInput(
+        incident_id=incident, nodes=(node,), summary=f"{node}: GPU fell off the bus", observed_at=AT))
+
+
+async def test_one_switchs_node_incidents_drain_as_one_fault_and_return_on_their_own_reason(
+        lab: Lab, records: SlurmRecords) -> None:
+    runner = CountingRunner()
+    policy = Policy(node_incident=NodeIncidentPolicy(shared_drain_window_s=60.0))
+    activities = RecoveryActivities(SlurmCliBackend(runner, coalesce_tick_s=TICK_S), RecordingNotifier(),
+                                    LocalDrainGate(), policy=policy)
+    first, second = await asyncio.gather(_isolate(activities, "incident-a", "node1"),
+                                         _isolate(activities, "incident-b", "node2"))
+
+    assert first.drained == ("node1",) and second.drained == ("node2",)
+    assert first.faults == second.faults == (FAULT,)
+    drains = [argv for argv in runner.updates if any(a.startswith("Reason=") for a in argv)]
+    assert len(drains) == 1, runner.updates  # one command for the switch's two nodes
+    reasons = {n: records.drains(n) for n in ("node1", "node2")}
+    assert [len(r) for r in reasons.values()] == [1, 1], records.text()
+    assert {owning_fault(lab.node(n)["Reason"]) for n in ("node1", "node2")} == {FAULT}
+
+    backend = SlurmCliBackend()
+    other = drain_reason("fault-switch-lableaf-0", "another fault's drain")
+    with pytest.raises(NotOwnedError):  # another fault's reason, even goodput's, is not this drain
+        await backend.resume_node("node1", other)
+    assert "DRAIN" in lab.node("node1")["State"]
+    lab.run("scontrol", "update", "NodeName=node2", "State=DRAIN", "Reason=admin: cable check")
+    returned = [await ActivityEnvironment().run(activities.return_node, ReturnInput(cluster="lab", node=n))
+                for n in ("node1", "node2")]
+    assert returned[0].returned, returned[0].detail
+    assert "DRAIN" not in lab.node("node1")["State"]
+    assert not returned[1].returned and "someone else" in returned[1].detail  # the admin's drain wins
+    assert lab.node("node2")["Reason"].startswith("admin: cable check")
+    lab.run("scontrol", "update", "NodeName=node2", "State=RESUME")
