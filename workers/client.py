@@ -65,8 +65,10 @@ from workflows.trust import trust_workflow_id
 RPC_TIMEOUT = timedelta(seconds=10)
 # A refused anomaly is retried for about 15 s in all before the detector's own retry takes over.
 INJECT_ATTEMPTS = 7
+# CANCELLED is how the SDK ends a call its own RPC_TIMEOUT expired ("Timeout expired"): a server too
+# busy to answer in time, as in a storm; the workflow folds the anomaly once if the call did land.
 RETRIED_STATUSES = frozenset({RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE,
-                              RPCStatusCode.DEADLINE_EXCEEDED})
+                              RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED})
 
 
 def inject_backoff_s(attempt: int) -> float:
