@@ -69,6 +69,9 @@ def mean_to_requeue(costs: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
     return {"incidents": len(counted), **{k: round(sum(c[k] for c in counted) / len(counted), 2) for k in keys}}
 
 
+CLOSING = frozenset({"COMPLETED", "FAILED", "TIMED_OUT", "TERMINATED", "CANCELED", "CONTINUED_AS_NEW"})
+
+
 async def histories(client: Client, incidents: set[str]) -> dict[str, dict[str, Any]]:
     """Per incident: its report, event counts by type, activity types and how long each took
     (scheduled → completed: queueing and running), its closing time, and how long its workflow tasks
@@ -80,7 +83,11 @@ async def histories(client: Client, incidents: set[str]) -> dict[str, dict[str, 
         async with gate:
             handle = client.get_workflow_handle_for(RecoveryWorkflow.run, incident)
             history = await handle.fetch_history()
-            report: IncidentReport = await handle.result()
+            # An incident still open (a lab fault parked its job) answers the query; its result
+            # would wait for ever. So histories are read while the round's workers still run.
+            closed = bool(history.events) and EventType.Name(history.events[-1].event_type).removeprefix(
+                "EVENT_TYPE_WORKFLOW_EXECUTION_") in CLOSING
+            report: IncidentReport = await (handle.result() if closed else handle.query(RecoveryWorkflow.report))
         scheduled: dict[int, float] = {}
         names: dict[int, str] = {}
         row: dict[str, Any] = {"report": report, "types": Counter(), "activities": Counter(), "wft_wait": [],

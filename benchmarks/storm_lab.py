@@ -166,9 +166,9 @@ async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab
             sent = await storm(client, queue, cluster, jobs, args, args.seed + count, paced, on)
             closed = await wait_closed(client, queue, args.timeout)
             after = rig.snapshot(temporal, workers, lab)
+            rows = await histories(client, sent["incidents"])
         finally:
             rig.stop_workers(workers)
-        rows = await histories(client, sent["incidents"])
         spent = rig.cost(before, after, len(rows))
         others = Counter([wf.workflow_type async for wf in client.list_workflows(f"TaskQueue = '{queue}'")])
         job_set = set(jobs)
