@@ -57,11 +57,15 @@ def _p(values: Sequence[float], q: str) -> float | None:
 def per_class(samples: Sequence[dict[str, Any]], classes: Sequence[str] = CLASSES) -> dict[str, dict[str, Any]]:
     """The issue's table: n, handled, detection and action p50/p99, resume p50 per fault class.
 
-    A sample carries `class`, `handled` (bool) and, when measured, `detection_s`, `action_s`,
-    `resume_s`, `drain_s`. A class without a measured value reports null, never a guess."""
+    A sample carries `class`, `handled` (bool), `lab_failed` (why, when the lab never ran it) and,
+    when measured, `detection_s`, `action_s`, `resume_s`, `drain_s`. A class without a measured
+    value reports null, never a guess."""
     table: dict[str, dict[str, Any]] = {}
     for name in classes:
-        rows = [s for s in samples if s["class"] == name]
+        # A job the lab never ran (a straggler job without every rank printing) is the lab's failure,
+        # not goodput's: out of n, counted apart.
+        rows = [s for s in samples if s["class"] == name and not s.get("lab_failed")]
+        lab_failed = sum(1 for s in samples if s["class"] == name and s.get("lab_failed"))
 
         def values(key: str, rows: list[dict[str, Any]] = rows) -> list[float]:
             return [float(r[key]) for r in rows if r.get(key) is not None]
@@ -73,7 +77,7 @@ def per_class(samples: Sequence[dict[str, Any]], classes: Sequence[str] = CLASSE
             "detection_p50_s": _p(detection, "p50"), "detection_p99_s": _p(detection, "p99"),
             "action_p50_s": _p(action, "p50"), "action_p99_s": _p(action, "p99"),
             "resume_p50_s": _p(resume, "p50"), "drain_p50_s": _p(drain, "p50"),
-            "false_alarms": sum(1 for r in rows if r.get("false_alarm")),
+            "false_alarms": sum(1 for r in rows if r.get("false_alarm")), "lab_failed": lab_failed,
             "outcomes": _count(str(r.get("outcome")) for r in rows),
         }
     return table

@@ -414,7 +414,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         m = result["classes"][name]
         print(f"  {name:<15} {m['n']:>3} {m['handled']:>8} {_s(m['detection_p50_s']):>11} "
               f"{_s(m['detection_p99_s']):>8} {_s(m['action_p50_s']):>11} {_s(m['action_p99_s']):>8} "
-              f"{_s(m['resume_p50_s']):>11}")
+              f"{_s(m['resume_p50_s']):>11}" + (f"  (+{m['lab_failed']} the lab never ran)" if m["lab_failed"] else ""))
     gaps = result["clock"]
     print(f"  clocks: Temporal {gaps['temporal']}, slurmctld {gaps['slurmctld']}")
     if result["failures"]:
