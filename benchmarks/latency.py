@@ -62,6 +62,7 @@ from benchmarks._git import commit
 from benchmarks._harness import connect, dev_server, emit, environment
 from benchmarks._latency_nodes import node_class
 from benchmarks._latency_records import CLASSES, clock_gap, first, judge, per_class, resumed_run
+from benchmarks._latency_slow_phase import slow_phase_class
 from benchmarks._latency_straggler import straggler_class, straggler_cpus
 from benchmarks._slurm_lab import Lab, slurmctld_events
 from goodput.models import IncidentKey
@@ -184,42 +185,6 @@ class Bench:
                 await asyncio.sleep(0.5)
         await asyncio.gather(*(self.follow(s, detect_timeout_s) for s in samples))
 
-    async def slow_phase_class(self, node: str, n: int) -> None:
-        """n jobs pinned to one node, all running through their slow phases at once; any incident
-        opened for one of them is a false alarm."""
-        script = self.workdir / "slow-phase.sbatch"
-        script.write_text(rig.SLOW_PHASE_JOB.format(dir=self.workdir, **rig.SLOW_PHASES))
-        p = rig.SLOW_PHASES
-        budget = p["startup_s"] + p["save_s"] + p["eval_s"] + 3 * p["steps"] * 1.5 + 180
-        samples = []
-        for i in range(n):
-            name = f"slow-phase-{i}"
-            job = rig.sbatch(script, self.workdir, name, f"--nodelist={node}")
-            samples.append({"class": "slow-phase", "name": name, "job": job, "node": None,
-                            "fault_at": datetime.now(UTC),  # no fault: when it was submitted
-                            "incident": IncidentKey(cluster=self.cluster, job_id=job, job_attempt=0).workflow_id})
-        self.samples.extend(samples)
-
-        async def finished(sample: dict[str, Any]) -> bool:
-            return "slow phases done" in rig.read(self.workdir / f"{sample['name']}.out") and not rig.job_nodes(
-                sample["job"])
-
-        async def watch(sample: dict[str, Any]) -> None:
-            done = await rig.wait_for(lambda: finished(sample), budget, poll_s=2)
-            # The job has ended: a hang anomaly would have come before; the watcher's last read is quick.
-            opened = await self.workflow_start(sample["incident"], 10)
-            sample["false_alarm"] = opened is not None
-            sample["handled"] = done and opened is None
-            if opened is not None:
-                sample["started_at"] = opened
-                sample["detection_s"] = (opened - sample["fault_at"]).total_seconds()
-                self.failures.append(f"slow-phase {sample['name']}: an incident opened (a false alarm)")
-            elif not done:
-                self.failures.append(f"slow-phase {sample['name']} (job {sample['job']}) did not finish its phases "
-                                     f"within {budget:.0f} s")
-
-        await asyncio.gather(*(watch(s) for s in samples))
-
     async def outcome(self, sample: dict[str, Any]) -> None:
         """The incident's final report, once its verification and linger are over."""
         if "started_at" not in sample or "outcome" in sample:
@@ -305,7 +270,7 @@ async def run_latency(args: argparse.Namespace) -> dict[str, Any]:
                 started = time.monotonic()
                 hang = asyncio.create_task(bench.pinned_class("hang", HANG_NODE, args.n, 900)
                                            if "hang" in wanted else asyncio.sleep(0))
-                slow = asyncio.create_task(bench.slow_phase_class(HANG_NODE, args.n)
+                slow = asyncio.create_task(slow_phase_class(bench, HANG_NODE, args.n)
                                            if "slow-phase" in wanted else asyncio.sleep(0))
                 for kind in ("crash", "app-error"):
                     if kind in wanted:
