@@ -174,6 +174,12 @@ def job_nodes(job_id: str) -> list[str]:
     return [n for n in out.stdout.strip().split(",") if n]
 
 
+def node_states() -> dict[str, str]:
+    """Each lab node's state as sinfo words it (`idle`, `mixed`, `drained`, `idle*`: not answering)."""
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, timeout=30)
+    return dict(line.split(None, 1) for line in out.stdout.splitlines() if " " in line.strip())
+
+
 def scancel(*jobs: str) -> None:
     if jobs:
         subprocess.run(["scancel", *jobs], capture_output=True, timeout=30)

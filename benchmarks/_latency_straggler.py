@@ -9,6 +9,14 @@ benchmark writes `slow <rank>` to the job's control file that rank's time grows 
 Detection runs from that write to the start of the job's incident, and a sample is handled when
 the incident's straggler anomaly names the node the slowed rank runs on. Balanced jobs, the same
 job never slowed, run beside them for as long; any incident on one of them is a false alarm.
+
+The class waits for its nodes to be idle and answering before it starts (in the combined run it
+started on a node restored from `node-loss` 40 s before), and submits its jobs in waves of
+`WAVE`, each once the last has every rank printing, so that 40 four-rank jobs do not all start at
+once on a loaded machine. A job that never has every rank printing is the lab failing, not goodput:
+it is reported as `lab_failed`, out of the class's n. An incident that opens before the slowdown
+keeps what opened it (`opened_by`: each anomaly's kind, category and first line of evidence), so a
+result says whether it was a straggler called early, a hang, or something else.
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ RANKS, NODES = 4, 2
 WITHIN_S = 120.0      # the issue's target: named within 120 s of the slowdown
 WATCH_S = 300.0       # how long the benchmark waits for an incident before calling it missed
 WARM_STEPS = DEFAULT_STRAGGLER_CONFIG.window + 5  # the detector's window of step times, full
+WAVE = 10             # jobs submitted at once; the next wave once these print on every rank
+IDLE_WAIT_S = 180.0   # for the class's nodes to be idle and answering before it starts
 
 STRAGGLER_JOB = """#!/bin/bash
 #SBATCH --comment=goodput:opt-in
@@ -88,6 +98,13 @@ def rank_nodes(output: str) -> dict[int, str]:
     return where
 
 
+def opened_by(report: IncidentReport | None) -> list[str]:
+    """What an incident holds, as `kind/category: first evidence line` per anomaly."""
+    if report is None:
+        return []
+    return [f"{a.kind}/{a.category}: {(a.evidence or [''])[0][:200]}" for a in report.anomalies]
+
+
 def named_nodes(report: IncidentReport) -> tuple[str, ...]:
     """The nodes the incident's straggler anomalies name."""
     return tuple(dict.fromkeys(n for a in report.anomalies if a.kind is AnomalyKind.STRAGGLER for n in a.nodes))
@@ -108,37 +125,69 @@ async def _report(client: Client, incident: str) -> IncidentReport | None:
         return None
 
 
-async def _running(bench: _Bench, name: str, job: str) -> dict[int, str] | None:
-    """Each rank's node once every rank has printed `WARM_STEPS`: a job that has run a while, whose
-    ranks' step-time windows are full, so the slowdown has a whole window of healthy steps to outvote."""
+async def _running(bench: _Bench, name: str, job: str, steps: int, timeout_s: float) -> dict[int, str] | str:
+    """Each rank's node once every rank has printed `steps` (`WARM_STEPS`: a job that has run a while,
+    whose ranks' step-time windows are full, so the slowdown has a whole window of healthy steps to
+    outvote); else why not, in the lab's words."""
     out = bench.workdir / f"{name}.out"
     ranks: dict[int, str] = {}
 
     async def ready() -> bool:
         text = rig.read(out)
         ranks.update(rank_nodes(text))
-        return len(ranks) == RANKS and all(f"[rank{r}]: iteration {WARM_STEPS}/" in text for r in range(RANKS))
+        return len(ranks) == RANKS and all(f"[rank{r}]: iteration {steps}/" in text for r in range(RANKS))
 
-    if not await rig.wait_for(ready, 180 + WARM_STEPS * STEP_MS / 1000, poll_s=0.5):
-        bench.failures.append(f"{name} (job {job}) never made progress on all {RANKS} ranks")
-        rig.scancel(job)
-        return None
-    return ranks
+    if await rig.wait_for(ready, timeout_s, poll_s=0.5):
+        return ranks
+    return (f"lab: {name} (job {job}) had {len(ranks)} of {RANKS} ranks printing (ranks {sorted(ranks)}) "
+            f"{timeout_s:.0f} s after its wave started: the lab did not run it, goodput is not judged on it")
+
+
+async def _lab_idle(bench: _Bench, avoid: list[str]) -> None:
+    """The class's nodes idle and answering (no other class's job, none drained or down)."""
+    def states() -> dict[str, str]:
+        return {n: s for n, s in rig.node_states().items() if n not in avoid}
+
+    async def idle() -> bool:
+        return all(s == "idle" for s in states().values())
+
+    if not await rig.wait_for(idle, IDLE_WAIT_S, poll_s=2):
+        bench.failures.append(f"lab: straggler nodes not idle after {IDLE_WAIT_S:.0f} s ({states()}); started anyway")
+
+
+async def _submit(bench: _Bench, script: Path, names: list[str], avoid: list[str]) -> list[str]:
+    """In waves of `WAVE`, each once the last has every rank printing (or a minute has passed)."""
+    jobs: list[str] = []
+    for first in range(0, len(names), WAVE):
+        wave = [(name, rig.sbatch(script, bench.workdir, name, f"--exclude={','.join(avoid)}"))
+                for name in names[first:first + WAVE]]
+        jobs.extend(job for _, job in wave)
+        if first + WAVE < len(names):
+            await asyncio.gather(*(_running(bench, name, job, 1, 60) for name, job in wave))
+    return jobs
 
 
 async def straggler_class(bench: _Bench, n: int, avoid: list[str]) -> None:
     """n jobs with one rank slowed, all at once, and n balanced jobs beside them."""
     script = bench.workdir / "straggler.sbatch"
     script.write_text(script_text(bench.workdir))
-    names = [f"straggler-{i}" for i in range(n)] + [f"balanced-{i}" for i in range(n)]
-    jobs = [rig.sbatch(script, bench.workdir, name, f"--exclude={','.join(avoid)}") for name in names]
-    placed = await asyncio.gather(*(_running(bench, name, job) for name, job in zip(names, jobs, strict=True)))
+    # Interleaved, so that each wave holds slowed and balanced jobs alike.
+    names = [f"{kind}-{i}" for i in range(n) for kind in ("straggler", "balanced")]
+    await _lab_idle(bench, avoid)
+    jobs = await _submit(bench, script, names, avoid)
+    placed = await asyncio.gather(*(_running(bench, name, job, WARM_STEPS, 180 + WARM_STEPS * STEP_MS / 1000)
+                                    for name, job in zip(names, jobs, strict=True)))
     samples: list[dict[str, Any]] = []
-    for i, (name, job, ranks) in enumerate(zip(names, jobs, placed, strict=True)):
-        if ranks is None:
-            continue
-        rank = i % RANKS
+    for name, job, ranks in zip(names, jobs, placed, strict=True):
         incident = IncidentKey(cluster=bench.cluster, job_id=job, job_attempt=0).workflow_id
+        kind = "straggler" if name.startswith("straggler-") else "straggler-balanced"
+        if isinstance(ranks, str):
+            bench.failures.append(ranks)
+            rig.scancel(job)
+            samples.append({"class": kind, "name": name, "job": job, "node": None, "incident": incident,
+                            "lab_failed": ranks})
+            continue
+        rank = int(name.rsplit("-", 1)[1]) % RANKS
         if name.startswith("balanced-"):
             samples.append({"class": "straggler-balanced", "name": name, "job": job, "node": None,
                             "fault_at": datetime.now(UTC), "incident": incident})
@@ -148,6 +197,8 @@ async def straggler_class(bench: _Bench, n: int, avoid: list[str]) -> None:
         samples.append({"class": "straggler", "name": name, "job": job, "node": ranks[rank], "rank": rank,
                         "slowdown": SLOWDOWN, "fault_at": stamp, "incident": incident})
     bench.samples.extend(samples)
+
+    judged = [s for s in samples if not s.get("lab_failed")]
 
     async def follow(sample: dict[str, Any]) -> None:
         started = await bench.workflow_start(sample["incident"], WATCH_S)
@@ -166,15 +217,17 @@ async def straggler_class(bench: _Bench, n: int, avoid: list[str]) -> None:
         await rig.wait_for(holds_anomaly, 30, poll_s=0.5)
         report = reports[0] if reports else None
         sample["named"] = list(named_nodes(report)) if report else []
+        if started < sample["fault_at"]:
+            sample["opened_by"] = opened_by(report)
         sample["outcome"] = str(report.state) if report else "unknown: no report"  # not awaited: the class
         # measures naming, and the job is cancelled once every sample is named
         judge(sample)
 
-    await asyncio.gather(*(follow(s) for s in samples if s["class"] == "straggler"))
+    await asyncio.gather(*(follow(s) for s in judged if s["class"] == "straggler"))
     # The balanced jobs run beside the slowed ones for at least the target's span after the last
     # slowdown, then one more look at each, and count.
-    balanced = [s for s in samples if s["class"] == "straggler-balanced"]
-    faulted = [s["fault_at"] for s in samples if s["class"] == "straggler"]
+    balanced = [s for s in judged if s["class"] == "straggler-balanced"]
+    faulted = [s["fault_at"] for s in judged if s["class"] == "straggler"]
     if faulted:
         await asyncio.sleep(max(0.0, WITHIN_S - (datetime.now(UTC) - max(faulted)).total_seconds()))
     opened = await asyncio.gather(*(bench.workflow_start(s["incident"], 1) for s in balanced))
@@ -183,6 +236,7 @@ async def straggler_class(bench: _Bench, n: int, avoid: list[str]) -> None:
         sample["handled"] = at is None
         if at is not None:
             sample["started_at"] = at
+            sample["opened_by"] = opened_by(await _report(bench.client, sample["incident"]))
     false_alarms = [s["name"] for s in balanced if s["false_alarm"]]
     if false_alarms:
         bench.failures.append(f"straggler: incidents on balanced jobs {false_alarms}")

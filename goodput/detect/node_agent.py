@@ -20,7 +20,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from goodput.detect.gpu import GpuFinding, GpuSample, XidEvent, evaluate, normalize_pci_bus_id
+from goodput.detect.gpu import GpuFinding, GpuSample, XidEvent, normalize_pci_bus_id
+from goodput.detect.gpu_rules import evaluate
 from goodput.detect.logtail import TailCursor
 from goodput.detect.watch import OptInRule
 from goodput.models import Anomaly, Frozen

@@ -2,7 +2,9 @@
 
 Each rank's median step time over a window, then the robust statistic shared with the offline
 diagnosis (`goodput.robust`: median and MAD across ranks): a rank is a straggler when it is many
-MADs *and* a meaningful fraction slower than the fleet.
+MADs *and* a meaningful fraction slower than the fleet. A rank is judged only on steps past its
+warm-up: a rank starved of CPU at start-up, on an overloaded node, prints slow first steps, and
+that is a start-up, not a straggler.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ class StragglerConfig(Frozen):
     window: int = Field(default=50, ge=1)
     min_samples: int = Field(default=5, ge=1)
     min_ranks: int = Field(default=4, ge=3)
+    # A rank's first steps are its start-up (compilation, NCCL set-up, a late or CPU-starved
+    # start), not its pace: until its window is full they are set aside, so a rank is judged on
+    # `min_samples` steps past them. A full window's median outvotes them on its own.
+    warmup_steps: int = Field(default=5, ge=0, le=1000)
     # Reports the job prints itself (goodput.detect.straggler_report): a rank scoring below the
     # threshold this many times in a row is a straggler (NVRx's detector alarms below 0.75).
     report_threshold: float = Field(default=0.75, gt=0.0, le=1.0)
@@ -45,8 +51,8 @@ class StragglerFinding(Frozen):
 def find_stragglers(step_times: Mapping[int, Sequence[float]], hosts: Mapping[int, str] | None = None,
                     config: StragglerConfig = DEFAULT_STRAGGLER_CONFIG) -> list[StragglerFinding]:
     """Ranks whose recent step times stand out, slowest first; [] when there is too little data."""
-    medians = {rank: statistics.median(list(times)[-config.window:])
-               for rank, times in step_times.items() if len(times) >= config.min_samples}
+    medians = {rank: statistics.median(steady) for rank, times in step_times.items()
+               if len(steady := _steady(list(times), config)) >= config.min_samples}
     findings = []
     for out in slow_outliers(medians, z=config.z, min_slowdown=config.min_slowdown, min_count=config.min_ranks):
         host = (hosts or {}).get(out.key)
@@ -57,6 +63,12 @@ def find_stragglers(step_times: Mapping[int, Sequence[float]], hosts: Mapping[in
                                          fleet_median_s=out.fleet, slowdown=out.slowdown,
                                          robust_z=out.robust_z, explanation=why))
     return sorted(findings, key=lambda f: (-f.slowdown, f.rank))
+
+
+def _steady(times: list[float], config: StragglerConfig) -> list[float]:
+    """The step times a rank is judged on: its window, less its warm-up while the window is not full."""
+    recent = times[-config.window:]
+    return recent if len(times) >= config.window else recent[config.warmup_steps:]
 
 
 def straggler_anomaly(findings: Sequence[StragglerFinding], *, anomaly_id: str, job_id: str,

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from activities.adapters.dcgm import DcgmScrapeError, DcgmScraper
-from goodput.detect.gpu import Severity, evaluate
+from goodput.detect.gpu import Severity
+from goodput.detect.gpu_rules import evaluate
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm" / "gpu-node17.metrics"
 PAGE = FIXTURE.read_bytes()

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from goodput.detect.dcgm import ExpositionError, parse_dcgm_metrics, parse_exposition
-from goodput.detect.gpu import GpuRecoveryAction, Severity, evaluate
+from goodput.detect.gpu import GpuRecoveryAction, Severity
+from goodput.detect.gpu_rules import evaluate
 from goodput.models import Category
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm" / "gpu-node17.metrics"

@@ -65,3 +65,30 @@ def test_slowest_first_and_anomaly() -> None:
     assert (a.kind, a.category, a.nodes, a.ranks) == (AnomalyKind.STRAGGLER, Category.STRAGGLER, ("hx-1", "hx-0"),
                                                      (9, 2))
     assert straggler_anomaly([], anomaly_id="s-2", job_id="42", observed_at=NOW, detected_at=NOW) is None
+
+
+# A rank starved of CPU at start-up (an overloaded node, a slow rendezvous) prints its first steps
+# late and slow, as every framework's first iterations are (compilation, NCCL set-up, allocator
+# warm-up). Its window then holds nothing but that warm-up while the others' hold a steady rhythm:
+# a start-up, not a straggler. Before the fix its first five steps alone named it.
+WARM_UP = [3.0, 2.0, 1.6, 1.4, 1.3]
+
+
+def test_a_rank_judged_on_its_warm_up_alone_is_not_a_straggler() -> None:
+    times = {r: [1.0] * 50 for r in range(3)}
+    times[3] = list(WARM_UP)
+    assert find_stragglers(times, hosts={0: "n3", 1: "n3", 2: "n4", 3: "n4"}) == []
+
+
+def test_a_late_rank_is_judged_once_it_has_steps_past_its_warm_up() -> None:
+    times = {r: [1.0] * 50 for r in range(3)}
+    times[3] = [*WARM_UP, *[1.0] * 5]  # it caught up: steady at the fleet's pace
+    assert find_stragglers(times) == []
+    times[3] = [*WARM_UP, *[1.3] * 5]  # still 30 % slow once past its warm-up: a straggler
+    assert [f.rank for f in find_stragglers(times)] == [3]
+
+
+def test_a_full_window_is_judged_whole() -> None:
+    times = {r: [1.0] * 50 for r in range(3)}
+    times[3] = [1.3] * 50  # slow from its very first step, window full: no step set aside
+    assert [f.rank for f in find_stragglers(times)] == [3]

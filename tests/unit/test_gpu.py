@@ -16,9 +16,11 @@ from goodput.detect.gpu import (
     Severity,
     XidEvent,
     decode_clock_event_reasons,
+    normalize_pci_bus_id,
+)
+from goodput.detect.gpu_rules import (
     evaluate,
     idle_gpu_findings,
-    normalize_pci_bus_id,
     robust_low_outliers,
     sample_findings,
     straggler_findings,

@@ -21,7 +21,8 @@ import pynvml
 import pytest
 
 from activities.adapters.gpu_nvml import NvmlCollector, NvmlGpuProbe, NvmlUnavailableError
-from goodput.detect.gpu import GpuProbe, GpuRecoveryAction, GpuSample, evaluate
+from goodput.detect.gpu import GpuProbe, GpuRecoveryAction, GpuSample
+from goodput.detect.gpu_rules import evaluate
 from goodput.models import Category
 
 NOW = datetime(2026, 11, 29, 9, 30, tzinfo=UTC)

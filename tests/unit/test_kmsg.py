@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from goodput.detect.gpu import GpuSample, evaluate
+from goodput.detect.gpu import GpuSample
+from goodput.detect.gpu_rules import evaluate
 from goodput.detect.kmsg import journal_realtime, parse_journal_export, parse_xid_line, parse_xid_lines
 from goodput.models import Category
 

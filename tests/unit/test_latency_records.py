@@ -59,3 +59,12 @@ def test_a_clock_gap_is_the_median_offset_with_half_the_round_trip_as_its_bound(
     gap = clock_gap([(10.0, 10.06, 10.1), (20.0, 20.0, 20.02), (30.0, 30.03, 30.04)])
     assert gap == {"median_s": 0.01, "bound_s": 0.05, "probes": 3.0}
     assert clock_gap([]) == {}
+
+
+def test_a_job_the_lab_never_ran_is_out_of_the_class_and_counted_as_the_labs() -> None:
+    samples = [{"class": "straggler", "handled": True, "detection_s": 25.0},
+               {"class": "straggler", "lab_failed": "lab: straggler-1 (job 7) had 2 of 4 ranks printing"},
+               {"class": "straggler-balanced", "lab_failed": "lab: balanced-1 (job 8) had 0 of 4 ranks printing"}]
+    table = per_class(samples)
+    assert (table["straggler"]["n"], table["straggler"]["handled"], table["straggler"]["lab_failed"]) == (1, 1, 1)
+    assert (table["straggler-balanced"]["n"], table["straggler-balanced"]["lab_failed"]) == (0, 1)

@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from goodput.detect.gpu import GpuSample, XidEvent, evaluate
+from goodput.detect.gpu import GpuSample, XidEvent
+from goodput.detect.gpu_rules import evaluate
 from goodput.detect.node_liveness import loss_grade
 from goodput.detect.nvsentinel import event_anomalies, parse_event
 from goodput.detect.scheduler_watch import changes, snapshot
