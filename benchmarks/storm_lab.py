@@ -274,7 +274,7 @@ ROWS: list[tuple[str, Any]] = [
     ("workflow task round trip p50 / p99", lambda r: f"{r['workflow_task_round_trip_ms']['p50']:.0f} / "
                                                      f"{r['workflow_task_round_trip_ms']['p99']:.0f} ms"),
     *[(f"{what} activity p50", lambda r, w=what: f"{r['activity_ms_p50_by_type'].get(w, float('nan')):.0f} ms")
-      for what in ("attribute", "consult_node_memory", "resume", "verify")],
+      for what in ("consult_memory_and_trust", "resume", "verify")],  # attribute runs local (fewer-steps)
     ("history events / incident", lambda r: f"{r['history_events_per_incident']['mean']:.0f}"),
     ("to requeue: events / workflow tasks", lambda r: f"{r['to_requeue_per_incident'].get('events', 0):.0f} / "
                                                       f"{r['to_requeue_per_incident'].get('workflow_tasks', 0):.1f}"),
