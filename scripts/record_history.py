@@ -27,23 +27,12 @@ from temporalio.testing import WorkflowEnvironment
 from goodput.demo.scheduler import FakeScheduler
 from goodput.detect.stack_requests import StackRequestTable
 from goodput.models import AnomalyKind, Category, Mode
-from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
+from tests.workflows.helpers import FAST, anomaly, held_by_slurm, inject, result, running_worker
 from workers import devserver
 from workers.liveness_worker import build_liveness_worker
 from workers.worker import build_worker
 from workflows import search
-
-
-async def _expedite_held() -> FakeScheduler:
-    """The fake with job 1001 failed, requeued and held by Slurm's expedited requeue."""
-    fake = FakeScheduler()
-    job = await fake.get_job("1001")
-    fake.add_job(job.model_copy(update={
-        "state": JobState.PENDING, "held": True, "expedite_held": True, "restart_count": job.restart_count + 1,
-        "exit_code": "1:0", "state_reason": "job_requeued_in_held_state"}))
-    return fake
 
 
 async def record(out: Path, hang: bool = False, crash: bool = False, expedite: bool = False) -> None:
@@ -66,7 +55,7 @@ async def record(out: Path, hang: bool = False, crash: bool = False, expedite: b
         else:
             found = (anomaly(cluster="replay", kind=AnomalyKind.CRASH, category=Category.NCCL_TIMEOUT, nodes=())
                      if crash else anomaly(cluster="replay"))
-            async with running_worker(env.client, queue, await _expedite_held() if expedite else None):
+            async with running_worker(env.client, queue, await held_by_slurm() if expedite else None):
                 incident = await inject(env.client, queue, found, FAST, Mode.AUTONOMOUS)
                 report = await result(env.client, incident)
         history = await env.client.get_workflow_handle(incident).fetch_history()

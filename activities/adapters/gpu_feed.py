@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import httpx
 
-from activities.adapters.heartbeat import AgentPoster
+from activities.adapters.heartbeat import AgentPoster, PostCounts
 from goodput.detect.gpu import GpuSample
 from goodput.detect.gpu_feed import GpuReport
 
@@ -25,21 +25,13 @@ Latest = Callable[[], tuple[int, Sequence[GpuSample]]]
 """The agent's latest samples and their sequence number (the tick that read them)."""
 
 
-class GpuFeedSender:
+class GpuFeedSender(PostCounts):
     """POSTs a `GpuReport` of the node's latest samples to `<url>/v1/gpu-samples` with the node's token."""
 
     def __init__(self, url: str, token: str, *, cluster: str, node: str, interval_s: float) -> None:
         self._poster = AgentPoster(url, GPU_SAMPLES_PATH, token, what="GPU report")
         self.cluster, self.node, self.interval_s = cluster, node, interval_s
         self._sent_seq: int | None = None
-
-    @property
-    def sent(self) -> int:
-        return self._poster.sent
-
-    @property
-    def errors(self) -> int:
-        return self._poster.errors
 
     async def run(self, stop: asyncio.Event, latest: Latest) -> None:
         async with httpx.AsyncClient(timeout=max(1.0, self.interval_s), trust_env=False) as session:

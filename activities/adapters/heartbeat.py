@@ -72,7 +72,21 @@ class AgentPoster:
         return response
 
 
-class HeartbeatSender:
+class PostCounts:
+    """`sent` and `errors` of a sender that posts through its `AgentPoster`."""
+
+    _poster: AgentPoster
+
+    @property
+    def sent(self) -> int:
+        return self._poster.sent
+
+    @property
+    def errors(self) -> int:
+        return self._poster.errors
+
+
+class HeartbeatSender(PostCounts):
     """POSTs `{"cluster", "node", "interval_s"}` to `<url>/v1/heartbeat` with the node's token."""
 
     def __init__(self, url: str, token: str, *, cluster: str, node: str, interval_s: float,
@@ -89,14 +103,6 @@ class HeartbeatSender:
                 await self.beat(session)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.interval_s)
-
-    @property
-    def sent(self) -> int:
-        return self._poster.sent
-
-    @property
-    def errors(self) -> int:
-        return self._poster.errors
 
     async def beat(self, session: httpx.AsyncClient) -> bool:
         response = await self._poster.post(session, self._body)

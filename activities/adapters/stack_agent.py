@@ -23,7 +23,7 @@ from collections.abc import Callable
 import httpx
 from pydantic import ValidationError
 
-from activities.adapters.heartbeat import AgentPoster
+from activities.adapters.heartbeat import AgentPoster, PostCounts
 from activities.adapters.stack_dump import StackDumper, StackReport
 from goodput.detect.stack_requests import (
     MAX_DUMP_CHARS,
@@ -59,7 +59,7 @@ def to_result(request: PendingStack, report: StackReport) -> NodeStacks:
                       signal_name=report.signal_name[:16], skipped=skipped, error=cut(report.error, MAX_REASON_CHARS))
 
 
-class StackResponder:
+class StackResponder(PostCounts):
     """Takes the `stacks` of each heartbeat response; `close()` cancels what is still running."""
 
     def __init__(self, url: str, token: str, *, cluster: str, node: str,
@@ -72,14 +72,6 @@ class StackResponder:
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._one_at_a_time = asyncio.Semaphore(1)
         self._tasks: set[asyncio.Task[None]] = set()
-
-    @property
-    def sent(self) -> int:
-        return self._poster.sent
-
-    @property
-    def errors(self) -> int:
-        return self._poster.errors
 
     def take(self, response: object) -> None:
         """The heartbeat's response body; anything but a list of well-formed requests is ignored."""

@@ -90,3 +90,14 @@ def cluster_with_three_users() -> FakeScheduler:
                              nodes=nodes, requeue=True, comment="goodput:opt-in", user=user, user_id=5000,
                              command="train.sbatch"))
     return fake
+
+
+async def held_by_slurm() -> FakeScheduler:
+    """The fake with job 1001 as slurmctld (25.11+) leaves it after an expedited requeue: failed
+    (exit 1), requeued and held at once."""
+    fake = FakeScheduler()
+    job = await fake.get_job("1001")
+    fake.add_job(job.model_copy(update={
+        "state": JobState.PENDING, "held": True, "expedite_held": True, "restart_count": job.restart_count + 1,
+        "exit_code": "1:0", "state_reason": "job_requeued_in_held_state"}))
+    return fake

@@ -7,12 +7,11 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client
 
-from goodput.demo.scheduler import FakeScheduler
 from goodput.models import AnomalyKind, Category, Mode
 from goodput.recover.incident import IncidentReport
 from goodput.recover.lifecycle import IncidentState
 from goodput.scheduler import JobState
-from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
+from tests.workflows.helpers import FAST, anomaly, held_by_slurm, inject, result, running_worker
 
 pytestmark = pytest.mark.temporal
 S = IncidentState
@@ -20,22 +19,12 @@ S = IncidentState
 POLICY = FAST.model_copy(update={"max_resume_attempts": 1, "verify_running_timeout_s": 8})
 
 
-async def _held_by_slurm() -> FakeScheduler:
-    """The fake with job 1001 as slurmctld leaves it: failed (exit 1), requeued and held at once."""
-    fake = FakeScheduler()
-    job = await fake.get_job("1001")
-    fake.add_job(job.model_copy(update={
-        "state": JobState.PENDING, "held": True, "expedite_held": True, "restart_count": job.restart_count + 1,
-        "exit_code": "1:0", "state_reason": "job_requeued_in_held_state"}))
-    return fake
-
-
 def _said(report: IncidentReport, text: str) -> bool:
     return any(text in e.detail for e in report.timeline)
 
 
 async def test_a_restart_verdict_releases_the_hold_and_verifies(client: Client, task_queue: str) -> None:
-    async with running_worker(client, task_queue, await _held_by_slurm()) as fake:
+    async with running_worker(client, task_queue, await held_by_slurm()) as fake:
         incident = await inject(client, task_queue, anomaly(), POLICY, Mode.AUTONOMOUS)
         report = await result(client, incident)
     assert report.state is S.RECOVERED, report.timeline[-1].detail
@@ -48,7 +37,7 @@ async def test_a_restart_verdict_releases_the_hold_and_verifies(client: Client, 
 async def test_an_app_error_verdict_leaves_the_hold_and_says_why(client: Client, task_queue: str) -> None:
     a = anomaly(kind=AnomalyKind.CRASH, category=Category.APP_ERROR, nodes=("node1",),
                 evidence=("ValueError: bad batch",))
-    async with running_worker(client, task_queue, await _held_by_slurm()) as fake:
+    async with running_worker(client, task_queue, await held_by_slurm()) as fake:
         incident = await inject(client, task_queue, a, POLICY, Mode.AUTONOMOUS)
         report = await result(client, incident)
     assert report.state is S.STOPPED
@@ -59,7 +48,7 @@ async def test_an_app_error_verdict_leaves_the_hold_and_says_why(client: Client,
 
 
 async def test_monitor_mode_recommends_the_release(client: Client, task_queue: str) -> None:
-    async with running_worker(client, task_queue, await _held_by_slurm()) as fake:
+    async with running_worker(client, task_queue, await held_by_slurm()) as fake:
         incident = await inject(client, task_queue, anomaly(), POLICY, Mode.MONITOR)
         report = await result(client, incident)
     assert report.state is S.RECOMMENDED_ONLY
