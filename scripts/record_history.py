@@ -11,6 +11,8 @@ waits its 1 s bound and the incident goes on). `--crash` records an NCCL-timeout
 no node, the storm's straight path: under `fewer-steps` it attributes in a local activity and asks
 the node memory and the track record in one round trip. `--expedite` records the recovery of a job
 Slurm (25.11+) requeued itself and holds (expedited requeue): it takes `release-expedited-hold`.
+`--retry` records that crash with the controller down for the first two job reads: the local
+`attribute` fails twice and the workflow retries it itself, taking `local-step-retries`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 from goodput.demo.scheduler import FakeScheduler
 from goodput.detect.stack_requests import StackRequestTable
 from goodput.models import AnomalyKind, Category, Mode
+from tests.fakes.flaky_scheduler import ControllerDownAtFirst
 from tests.fakes.notifier import RecordingNotifier
 from tests.workflows.helpers import FAST, anomaly, held_by_slurm, inject, result, running_worker
 from workers import devserver
@@ -35,7 +38,8 @@ from workers.worker import build_worker
 from workflows import search
 
 
-async def record(out: Path, hang: bool = False, crash: bool = False, expedite: bool = False) -> None:
+async def record(out: Path, hang: bool = False, crash: bool = False, expedite: bool = False,
+                 retry: bool = False) -> None:
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter, dev_server_existing_path=devserver.temporal_binary(),
         search_attributes=list(search.ALL_KEYS))
@@ -54,8 +58,9 @@ async def record(out: Path, hang: bool = False, crash: bool = False, expedite: b
                 report = await result(env.client, incident)
         else:
             found = (anomaly(cluster="replay", kind=AnomalyKind.CRASH, category=Category.NCCL_TIMEOUT, nodes=())
-                     if crash else anomaly(cluster="replay"))
-            async with running_worker(env.client, queue, await held_by_slurm() if expedite else None):
+                     if crash or retry else anomaly(cluster="replay"))
+            fake = await held_by_slurm() if expedite else ControllerDownAtFirst(failures=2) if retry else None
+            async with running_worker(env.client, queue, fake):
                 incident = await inject(env.client, queue, found, FAST, Mode.AUTONOMOUS)
                 report = await result(env.client, incident)
         history = await env.client.get_workflow_handle(incident).fetch_history()
@@ -67,6 +72,6 @@ async def record(out: Path, hang: bool = False, crash: bool = False, expedite: b
 
 if __name__ == "__main__":
     asyncio.run(record(Path(sys.argv[1]), hang="--hang" in sys.argv[2:], crash="--crash" in sys.argv[2:],
-                       expedite="--expedite" in sys.argv[2:]))
+                       expedite="--expedite" in sys.argv[2:], retry="--retry" in sys.argv[2:]))
     sys.stdout.flush()
     os._exit(0)  # short-lived SDK clients can abort at interpreter exit (sdk-python#300)

@@ -270,7 +270,8 @@ class TemporalIncidentService:
             report = await handle.query(RecoveryWorkflow.report, rpc_timeout=RPC_TIMEOUT)
         except RPCError as err:
             raise _translate(err, incident_id) from err
-        return report.model_copy(update={"waiting": waiting_steps(described.raw_description.pending_activities)})
+        pending = waiting_steps(described.raw_description.pending_activities)
+        return report.model_copy(update={"waiting": (*report.waiting, *pending)})
 
     async def decide(self, incident_id: str, decision: Decision) -> IncidentState:
         handle = self._client.get_workflow_handle_for(RecoveryWorkflow.run, incident_id)

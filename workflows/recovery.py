@@ -274,8 +274,8 @@ class RecoveryWorkflow:
         return lambda: self._s.anomaly_count > seen or self.cancel_requested()
 
     async def step(self, name: str, arg: object, result_type: type[T], timeout: timedelta = STEP_TIMEOUT) -> T:
-        return await run_step(name, arg, result_type, self.cancel_requested, timeout,
-                              local=runs_local(name, straight=self._straight, fewer=self._fewer))
+        local, shown = runs_local(name, straight=self._straight, fewer=self._fewer), self._s.show_waiting
+        return await run_step(name, arg, result_type, self.cancel_requested, timeout, local=local, shown=shown)
 
     async def wait(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         return await wait_for(condition, timeout_s)

@@ -8,7 +8,8 @@ workflows.recovery_gate) are plain async functions
 that receive the workflow as an `Incident`: they read its state, run activities through it and
 ask it to record and move, and hand back what they found. This module holds what they share: an
 activity run so that an operator's cancel cancels it in flight, a failure turned into an
-escalation with its reason, and waiting on a condition with a timeout.
+escalation with its reason, a local step retried by the workflow itself so that the incident
+can say what it waits for, and waiting on a condition with a timeout.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from typing import Protocol, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from goodput.checkpoints import Checkpoint, LostWork
     from goodput.diagnose.node_memory import MemoryVerdict
     from goodput.models import Mode, RecoveryPlan
     from goodput.recover.audit import AuditAction
-    from goodput.recover.incident import AttributeResult, RecoveryStart
+    from goodput.recover.incident import AttributeResult, RecoveryStart, WaitingStep
     from goodput.recover.lifecycle import IncidentState
     from goodput.recover.node_incident import LinkAnswer
     from goodput.recover.policy import Policy
@@ -48,6 +49,14 @@ LOCAL_STEPS = frozenset({"consult_kill_switch", "find_checkpoint"})
 # waiting on no workflow, so its slot is held only for that; it saves a workflow task per incident.
 FEWER_LOCAL_STEPS = LOCAL_STEPS | {"attribute"}
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
+# A local activity's attempts are not among the run's pending activities, which is where an
+# operator reads what a running incident waits for (`goodput incident`, the console). Under
+# `workflow.patched("local-step-retries")` the workflow runs each attempt of a local step itself,
+# with STEP_RETRY's backoff as its own timers, and keeps the step's attempt and last failure in the
+# incident between them (#29; run_local_step).
+ONE_ATTEMPT = RetryPolicy(maximum_attempts=1)
+# What a local step reports while the workflow retries it: (step, what it waits for; None: nothing).
+Shown = Callable[[str, WaitingStep | None], None]
 
 
 def runs_local(name: str, *, straight: bool, fewer: bool) -> bool:
@@ -64,10 +73,13 @@ class CancelledByOperator(Exception):
 
 
 async def run_step(name: str, arg: object, result_type: type[T], cancel_requested: Callable[[], bool],
-                   timeout: timedelta = STEP_TIMEOUT, *, local: bool = False) -> T:
+                   timeout: timedelta = STEP_TIMEOUT, *, local: bool = False, shown: Shown | None = None) -> T:
     """Run one activity; an operator's cancel cancels it in flight (activities heartbeat). A
     `local` one runs in the worker inside the workflow task that asked for it: no task of its own,
-    one marker in the history instead of three events and a workflow task more."""
+    one marker in the history instead of three events and a workflow task more; with `shown`, its
+    retries are the workflow's own and each is shown (run_local_step)."""
+    if local and shown is not None:
+        return await run_local_step(name, arg, result_type, cancel_requested, timeout, shown)
     handle = (workflow.start_local_activity(name, arg, result_type=result_type, start_to_close_timeout=timeout,
                                             retry_policy=STEP_RETRY) if local else
               workflow.start_activity(name, arg, result_type=result_type, start_to_close_timeout=timeout,
@@ -84,6 +96,61 @@ async def run_step(name: str, arg: object, result_type: type[T], cancel_requeste
         cause = err.cause
         message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
         raise Escalation(f"step {name} failed: {message}") from err
+
+
+def backoff(attempt: int, policy: RetryPolicy = STEP_RETRY) -> timedelta:
+    """The wait after failed attempt `attempt` (1-based), as Temporal computes it for `policy`."""
+    wait = policy.initial_interval * policy.backoff_coefficient ** (attempt - 1)
+    return min(wait, policy.maximum_interval) if policy.maximum_interval else wait
+
+
+def _retryable(err: FailureError) -> bool:
+    return not (isinstance(err, CancelledError) or (isinstance(err, ApplicationError) and err.non_retryable))
+
+
+async def _one_attempt(name: str, arg: object, result_type: type[T], cancel_requested: Callable[[], bool],
+                       timeout: timedelta) -> T:
+    handle = workflow.start_local_activity(name, arg, result_type=result_type, start_to_close_timeout=timeout,
+                                           retry_policy=ONE_ATTEMPT)
+    await workflow.wait_condition(lambda: handle.done() or cancel_requested())
+    if not handle.done():
+        handle.cancel()
+    result: T = await handle
+    return result
+
+
+async def run_local_step(name: str, arg: object, result_type: type[T], cancel_requested: Callable[[], bool],
+                         timeout: timedelta, shown: Shown) -> T:
+    """A local step, one attempt per local activity, retried here with STEP_RETRY's backoff and
+    attempts; between attempts the incident shows the step, the attempt to come, the last failure
+    and when (`shown`). A failure ends as `run_step`'s does: an escalation with its reason, or the
+    operator's cancel. An incident recorded before `local-step-retries` let its local step's failure
+    end the run, and replays so (the patch is asked at the first failure: a step that goes
+    through costs no marker)."""
+    attempt = 1
+    try:
+        while True:
+            try:
+                return await _one_attempt(name, arg, result_type, cancel_requested, timeout)
+            except FailureError as err:
+                # A local activity's failure comes as its cause (no ActivityError around it).
+                if not workflow.patched("local-step-retries"):
+                    raise
+                if cancel_requested():
+                    raise CancelledByOperator from err
+                message = err.message if isinstance(err, ApplicationError) else str(err)
+                if attempt >= STEP_RETRY.maximum_attempts or not _retryable(err):
+                    raise Escalation(f"step {name} failed: {message}") from err
+                wait = backoff(attempt)
+                attempt += 1
+                said = " ".join(message.split())[:600]
+                shown(name, WaitingStep(step=name, attempt=attempt, last_failure=said,
+                                        next_attempt_at=workflow.now() + wait))
+                if await wait_for(cancel_requested, wait.total_seconds()):
+                    raise CancelledByOperator from err
+                shown(name, WaitingStep(step=name, attempt=attempt, last_failure=said))
+    finally:
+        shown(name, None)
 
 
 async def wait_for(condition: Callable[[], bool], timeout_s: float) -> bool:

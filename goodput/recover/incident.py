@@ -81,8 +81,9 @@ class AuditInput(Frozen):
 class WaitingStep(Frozen):
     """A recovery step Temporal is retrying or about to run: what an incident waits for now.
 
-    Not in the workflow's own state (a step's failed attempts never reach the workflow until the
-    last one): the service reads it from Temporal's description of the run (`IncidentService.get`).
+    An activity's attempts never reach the workflow until the last one: the service reads them
+    from Temporal's description of the run (`IncidentService.get`). A local activity's are not
+    there, so the workflow retries a local step itself and reports it in its own state (#29).
     """
 
     step: str
@@ -122,7 +123,8 @@ class IncidentReport(Frozen):
     # One fault, many jobs: the node incidents (goodput.recover.node_incident) this job incident
     # is linked to, i.e. the faults it shares with the other jobs they hit.
     node_incidents: tuple[str, ...] = ()
-    # Filled in by the service for a running incident: the steps Temporal is running or retrying.
+    # For a running incident: the local step the workflow retries (its own), and the steps Temporal
+    # is running or retrying (the service adds them from the run's description).
     waiting: tuple[WaitingStep, ...] = ()
 
 

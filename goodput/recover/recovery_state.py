@@ -16,7 +16,7 @@ from goodput.checkpoints import Checkpoint, LostWork
 from goodput.diagnose.node_memory import MemoryVerdict
 from goodput.models import Anomaly, IncidentKey, LogMark, Mode, RecoveryPlan
 from goodput.recover.audit import AuditRecord
-from goodput.recover.incident import AttributeResult, Decision, IncidentReport, TimelineEvent
+from goodput.recover.incident import AttributeResult, Decision, IncidentReport, TimelineEvent, WaitingStep
 from goodput.recover.lifecycle import OUTCOME_OF, IncidentState
 from goodput.recover.node_incident import LinkAnswer
 from goodput.recover.spares import SpareGrant
@@ -52,6 +52,16 @@ class RecoveryState:
     node_answers: dict[str, LinkAnswer] = field(default_factory=dict)  # per node, from `node_decision`
     spare_grants: dict[str, SpareGrant] = field(default_factory=dict)  # pool -> the owner it let in
     trust_rule: str = ""  # the rule whose recommendation the cluster's track record holds (goodput.recover.trust)
+    # A local step the workflow retries itself (workflows.recovery_steps.run_local_step): per step,
+    # its attempt and last failure, which Temporal's pending activities do not list.
+    waiting: dict[str, WaitingStep] = field(default_factory=dict)
+
+    def show_waiting(self, step: str, waiting: WaitingStep | None) -> None:
+        """What `step` waits for now (the report's `waiting`); None once it went through or gave up."""
+        if waiting is None:
+            self.waiting.pop(step, None)
+        else:
+            self.waiting[step] = waiting
 
 
 def incident_report(incident_id: str, key: IncidentKey, s: RecoveryState) -> IncidentReport:
@@ -66,4 +76,4 @@ def incident_report(incident_id: str, key: IncidentKey, s: RecoveryState) -> Inc
         decision_verb=s.decision.verb.value if s.decision else None,
         outcome=OUTCOME_OF.get(s.state), timeline=tuple(s.timeline),
         actions_done=tuple(s.actions_done), checkpoint=s.checkpoint, lost_work=s.lost_work,
-        audit=tuple(s.audit), node_incidents=tuple(s.node_incidents))
+        audit=tuple(s.audit), node_incidents=tuple(s.node_incidents), waiting=tuple(s.waiting.values()))
