@@ -3,7 +3,8 @@
 A plan is not always the end. A job that asked not to be restarted gets time to end by itself
 (`let_the_job_end`); evidence goodput may not act on waits for evidence it may
 (`await_actionable`); a job its own launcher restarted in-job is followed until the launcher gives
-up (`follow_launcher`). Each waits on durable timers and the `anomaly` signal, then hands the
+up (`follow_launcher`); a job that runs on while a straggler's exclusion pends is followed for its
+later failure (`follow_pending`). Each waits on durable timers and the `anomaly` signal, then hands the
 workflow the attribution to plan on, or None when the incident closed. Step functions of
 RecoveryWorkflow (workflows.recovery_steps).
 """
@@ -103,3 +104,26 @@ async def follow_launcher(wf: Incident) -> AttributeResult | None:
         wf.record(S.FOLLOWING_LAUNCHER, f"{more} more anomalies: still restarted in-job by the job's "
                                         "launcher; following on" + (f" ({attributed.launcher})"
                                                                     if attributed.launcher else ""))
+
+
+async def follow_pending(wf: Incident) -> AttributeResult | None:
+    """While a straggler's exclusion pends the job runs on: wait for its later evidence of this
+    attempt (it failed, another verdict) and weigh all of it again, the exclusion with it (the
+    next plan that restarts the job excludes the node). None when the incident closed (cancelled,
+    or the job ran the policy's `straggler.follow_s` without more evidence)."""
+    window = wf.start.policy.straggler.follow_s
+    seen = wf.incident.weighed
+    arrived = window > 0 and await wf.wait(wf.evidence_past(seen), window)
+    if wf.cancelled_here():
+        return None
+    plan = wf.incident.plan
+    pending = ", ".join(plan.pending_exclusion) if plan is not None and plan.pending_exclusion else "nothing"
+    if not arrived:
+        wf.move(S.RECOMMENDED_ONLY, f"no further evidence for {window:.0f} s: the job ran on; {pending} stays "
+                                    "pending in node memory for the job's next restart")
+        return None
+    attributed = await _coalesced(wf)
+    if attributed is not None:
+        wf.record(S.PENDING_EXCLUSION, f"{wf.incident.anomaly_count - seen} more anomalies: weighing the "
+                                       f"evidence again, {pending} still pending")
+    return attributed

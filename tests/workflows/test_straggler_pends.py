@@ -1,0 +1,92 @@
+"""A straggler named while its job runs, on the real dev server: in autonomous mode the job is not
+requeued; the node's exclusion pends (marked suspect in node memory), and the job's later failure
+requeues it with the node in its ExcNodeList, whether it folds into the same incident (same job
+attempt) or opens a new one (the exclusion read back from node memory)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
+from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
+from goodput.recover.lifecycle import IncidentState
+from goodput.recover.straggler_plan import StragglerPolicy
+from goodput.scheduler import JobState
+from temporalio.client import Client
+from tests.workflows.helpers import FAST, inject, result, running_worker, wait_for_state
+from workers.client import TemporalIncidentService
+
+S = IncidentState
+POLICY = FAST.model_copy(update={"exclude_before_drain": ExcludeBeforeDrainPolicy(enabled=True)})
+NOTE = "node2 will be excluded at the job's next restart: it costs 720 s of step time per hour"
+
+
+def seen(cluster: str, kind: AnomalyKind, source: AnomalySource, nodes: tuple[str, ...], *, attempt: int = 0,
+         lost: float | None = None) -> Anomaly:
+    now = datetime.now(UTC)
+    return Anomaly(id=f"{kind}-{uuid.uuid4().hex[:8]}", source=source, kind=kind, cluster=cluster, job_id="1001",
+                   job_attempt=attempt, nodes=nodes, evidence=[f"{kind} on {', '.join(nodes) or 'the job'}"],
+                   category=Category.STRAGGLER if kind is AnomalyKind.STRAGGLER else None, observed_at=now,
+                   detected_at=now, lost_s_per_h=lost)
+
+
+def slow_node2(cluster: str) -> Anomaly:
+    return seen(cluster, AnomalyKind.STRAGGLER, AnomalySource.LOG, ("node2",), lost=720.0)
+
+
+def xid_on_node1(cluster: str, attempt: int = 0) -> Anomaly:
+    return seen(cluster, AnomalyKind.GPU_FAULT, AnomalySource.GPU, ("node1",), attempt=attempt)
+
+
+async def test_a_straggler_pends_its_exclusion_and_the_jobs_later_crash_requeues_off_it(
+        client: Client, task_queue: str) -> None:
+    cluster = f"stg{uuid.uuid4().hex[:6]}"
+    async with running_worker(client, task_queue) as fake:
+        incident = await inject(client, task_queue, slow_node2(cluster), POLICY, Mode.AUTONOMOUS)
+        pending = await wait_for_state(client, incident, S.PENDING_EXCLUSION)
+        assert fake.journal("requeue") == [] and fake.journal("cancel") == [] and fake.journal("drain") == []
+        assert (await fake.get_job("1001")).state is JobState.RUNNING
+        assert pending.plan is not None and pending.plan.pending_exclusion == ("node2",)
+        assert any(e.detail == NOTE for e in pending.timeline), pending.timeline
+        standing = await TemporalIncidentService(client, task_queue).node_standing(cluster)
+        assert {s.node: s.marked_by for s in standing}["node2"] == (incident,)
+        # The job then fails on another node (the agent's Xid on node1): the same job attempt.
+        fake.set_job_state("1001", JobState.FAILED)
+        assert await inject(client, task_queue, xid_on_node1(cluster), POLICY, Mode.AUTONOMOUS) == incident
+        report = await result(client, incident)
+    assert report.state is S.RECOVERED, report.timeline
+    job = await fake.get_job("1001")
+    assert set(job.excluded_nodes) == {"node1", "node2"} and not {"node1", "node2"} & set(job.nodes)
+    assert [d.target for d in fake.journal("drain")] == ["node1"]  # node2 is a suspect, not drained
+    assert report.plan is not None and "excluding node2, pending from this job's straggler verdict" in \
+        report.plan.rationale
+
+
+async def test_the_next_attempts_incident_reads_the_pending_exclusion_from_node_memory(
+        client: Client, task_queue: str) -> None:
+    cluster = f"stg{uuid.uuid4().hex[:6]}"
+    # The straggler incident stops following the job at once: only node memory keeps the exclusion.
+    policy = POLICY.model_copy(update={"straggler": StragglerPolicy(follow_s=0)})
+    async with running_worker(client, task_queue) as fake:
+        first = await inject(client, task_queue, slow_node2(cluster), policy, Mode.AUTONOMOUS)
+        closed = await result(client, first)
+        assert closed.state is S.RECOMMENDED_ONLY and fake.journal("requeue") == [], closed.timeline
+        fake.set_job_state("1001", JobState.FAILED, restart_count=1)  # Slurm's own requeue, then a failure
+        second = await inject(client, task_queue, xid_on_node1(cluster, attempt=1), policy, Mode.AUTONOMOUS)
+        assert second != first
+        report = await result(client, second)
+    assert report.state is S.RECOVERED, report.timeline
+    assert set((await fake.get_job("1001")).excluded_nodes) == {"node1", "node2"}
+
+
+async def test_monitor_mode_only_recommends_the_exclusion(client: Client, task_queue: str) -> None:
+    cluster = f"stg{uuid.uuid4().hex[:6]}"
+    async with running_worker(client, task_queue) as fake:
+        incident = await inject(client, task_queue, slow_node2(cluster), POLICY, Mode.MONITOR)
+        report = await result(client, incident)
+        standing = await TemporalIncidentService(client, task_queue).node_standing(cluster)
+    assert report.state is S.RECOMMENDED_ONLY and fake.journal("requeue") == []
+    assert report.plan is not None and "exclude node2 at the job's next restart" in report.plan.rationale
+    assert all(e.detail != NOTE for e in report.timeline)
+    assert all(s.marked_by == () for s in standing)
