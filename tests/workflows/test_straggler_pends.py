@@ -8,12 +8,13 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
+from temporalio.client import Client
+
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
 from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.straggler_plan import StragglerPolicy
 from goodput.scheduler import JobState
-from temporalio.client import Client
 from tests.workflows.helpers import FAST, inject, result, running_worker, wait_for_state
 from workers.client import TemporalIncidentService
 
