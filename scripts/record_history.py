@@ -11,6 +11,9 @@ waits its 1 s bound and the incident goes on). `--crash` records an NCCL-timeout
 no node, the storm's straight path: under `fewer-steps` it attributes in a local activity and asks
 the node memory and the track record in one round trip. `--expedite` records the recovery of a job
 Slurm (25.11+) requeued itself and holds (expedited requeue): it takes `release-expedited-hold`.
+`--straggler` records a straggler named while its job runs (the exclusion pends, the job runs on),
+then the job's failure on another node folded into the same incident, requeued with both nodes
+excluded: it takes `straggler-pends-exclusion`.
 """
 
 from __future__ import annotations
@@ -27,15 +30,19 @@ from temporalio.testing import WorkflowEnvironment
 from goodput.demo.scheduler import FakeScheduler
 from goodput.detect.stack_requests import StackRequestTable
 from goodput.models import AnomalyKind, Category, Mode
+from goodput.recover.lifecycle import IncidentState
+from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import FAST, anomaly, held_by_slurm, inject, result, running_worker
+from tests.workflows.helpers import FAST, anomaly, held_by_slurm, inject, result, running_worker, wait_for_state
+from tests.workflows.test_straggler_pends import POLICY, slow_node2, xid_on_node1
 from workers import devserver
 from workers.liveness_worker import build_liveness_worker
 from workers.worker import build_worker
 from workflows import search
 
 
-async def record(out: Path, hang: bool = False, crash: bool = False, expedite: bool = False) -> None:
+async def record(out: Path, hang: bool = False, crash: bool = False, expedite: bool = False,
+                 straggler: bool = False) -> None:
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter, dev_server_existing_path=devserver.temporal_binary(),
         search_attributes=list(search.ALL_KEYS))
@@ -52,6 +59,13 @@ async def record(out: Path, hang: bool = False, crash: bool = False, expedite: b
                 found = anomaly(cluster="replay", kind=AnomalyKind.HANG, category=Category.HANG, nodes=())
                 incident = await inject(env.client, queue, found, FAST, Mode.AUTONOMOUS)
                 report = await result(env.client, incident)
+        elif straggler:
+            async with running_worker(env.client, queue) as fake:
+                incident = await inject(env.client, queue, slow_node2("replay"), POLICY, Mode.AUTONOMOUS)
+                await wait_for_state(env.client, incident, IncidentState.PENDING_EXCLUSION)
+                fake.set_job_state("1001", JobState.FAILED)
+                await inject(env.client, queue, xid_on_node1("replay"), POLICY, Mode.AUTONOMOUS)
+                report = await result(env.client, incident)
         else:
             found = (anomaly(cluster="replay", kind=AnomalyKind.CRASH, category=Category.NCCL_TIMEOUT, nodes=())
                      if crash else anomaly(cluster="replay"))
@@ -67,6 +81,6 @@ async def record(out: Path, hang: bool = False, crash: bool = False, expedite: b
 
 if __name__ == "__main__":
     asyncio.run(record(Path(sys.argv[1]), hang="--hang" in sys.argv[2:], crash="--crash" in sys.argv[2:],
-                       expedite="--expedite" in sys.argv[2:]))
+                       expedite="--expedite" in sys.argv[2:], straggler="--straggler" in sys.argv[2:]))
     sys.stdout.flush()
     os._exit(0)  # short-lived SDK clients can abort at interpreter exit (sdk-python#300)

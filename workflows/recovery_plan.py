@@ -48,10 +48,10 @@ async def plan_and_act(wf: Incident, attributed: AttributeResult) -> bool:
                                         operator_word=word)
     lost = lost_per_hour(wf.incident.anomalies)
     # A straggler on a running job keeps it running; its node is excluded at the next restart.
-    keep = pends(attribution, job, policy.straggler, lost) and workflow.patched(PENDS)
+    keep = pends(attribution, job, policy.straggler, lost) and workflow.patched("straggler-pends-exclusion")
     plan = plan_recovery(attribution, job, policy, corroboration, keep_running=keep, lost_s_per_h=lost)
     pending = _pending(wf)
-    if pending and not keep and workflow.patched(PENDS):
+    if pending and not keep and workflow.patched("straggler-pends-exclusion"):
         plan = with_pending(plan, pending)
     wf.planned(plan)
     wf.move(S.PLANNED, plan.rationale)
@@ -69,9 +69,6 @@ async def plan_and_act(wf: Incident, attributed: AttributeResult) -> bool:
     follow = follows_in_job(attribution, policy) and (wf.straight or workflow.patched("follow-in-job-restarts"))
     await execute(wf, plan, job.job_id, job.restart_count, follow=follow, pend=keep)
     return (follow and wf.incident.state is S.FOLLOWING_LAUNCHER) or wf.incident.state is S.PENDING_EXCLUSION
-
-
-PENDS = "straggler-pends-exclusion"
 
 
 def _pending(wf: Incident) -> tuple[str, ...]:
