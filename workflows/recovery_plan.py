@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from goodput.recover.policy import governing_mode, plan_recovery
     from goodput.recover.recovery_rules import follows_in_job
     from goodput.recover.straggler_plan import lost_per_hour, pends, with_pending
-    from goodput.scheduler import JobInfo
+    from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
     from workflows.recovery_actions import execute, mark_suspects, probe_suspects, remember
     from workflows.recovery_gate import may_act
     from workflows.recovery_steps import Escalation, Incident
@@ -67,7 +67,7 @@ async def plan_and_act(wf: Incident, attributed: AttributeResult) -> bool:
     if plan.suspect_nodes or plan.pending_exclusion:  # only ever set under their patches
         await mark_suspects(wf, attribution, job, plan.suspect_nodes, plan.pending_exclusion, lost)
     follow = follows_in_job(attribution, policy) and (wf.straight or workflow.patched("follow-in-job-restarts"))
-    await execute(wf, plan, job.job_id, job.restart_count, follow=follow, pend=keep)
+    await execute(wf, plan, job.job_id, job.restart_count, follow=follow, pend=keep and job.state in ACTIVE_JOB_STATES)
     return (follow and wf.incident.state is S.FOLLOWING_LAUNCHER) or wf.incident.state is S.PENDING_EXCLUSION
 
 

@@ -24,7 +24,13 @@ from pydantic import Field
 
 from goodput.diagnose.node_memory import MAX_PENDING
 from goodput.models import ActionKind, Anomaly, AnomalyKind, Attribution, Category, Frozen, RecoveryAction, RecoveryPlan
-from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
+from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo, JobState
+
+# Endings that are no failure of the job: it finished, its owner cancelled it, or the scheduler's
+# policy ended it. A straggler verdict alone never restarts such a job (it did before pending
+# exclusions); the exclusion still pends for the job's next restart.
+ENDED_NOT_FAILED = frozenset({JobState.COMPLETED, JobState.CANCELLED, JobState.TIMEOUT, JobState.PREEMPTED,
+                              JobState.DEADLINE})
 
 
 class StragglerRestart(StrEnum):
@@ -52,9 +58,14 @@ def lost_per_hour(anomalies: Sequence[Anomaly]) -> float | None:
 
 
 def pends(attribution: Attribution, job: JobInfo | None, policy: StragglerPolicy, lost: float | None) -> bool:
-    """Whether the plan for `attribution` keeps the job running and pends the exclusion: a
-    straggler on a job that still runs, unless the site restarts now (above its threshold)."""
-    if attribution.category is not Category.STRAGGLER or job is None or job.state not in ACTIVE_JOB_STATES:
+    """Whether the plan for `attribution` restarts nothing and pends the exclusion: a straggler on
+    a job that still runs, unless the site restarts now (above its threshold), or on a job that
+    ended without failing (a straggler that ended in a failure restarts off the node)."""
+    if attribution.category is not Category.STRAGGLER or job is None:
+        return False
+    if job.state in ENDED_NOT_FAILED:
+        return True
+    if job.state not in ACTIVE_JOB_STATES:
         return False
     if policy.restart is StragglerRestart.NOW:
         return lost is not None and lost < policy.restart_min_lost_s_per_h
@@ -91,14 +102,19 @@ def pending_plan(attribution: Attribution, job: JobInfo, drain: tuple[str, ...],
                                       reason=attribution.explanation or attribution.category))
     actions.append(RecoveryAction(kind=ActionKind.NOTIFY, reason=attribution.explanation))
     if pending:
-        drained = f"drain {', '.join(drain)} (the job keeps running); " if drain else ""
+        drained = f"drain {', '.join(drain)} (a drain lets running jobs finish); " if drain else ""
         rationale = (f"{attribution.category}: {drained}"
-                     f"exclude {', '.join(pending)} at the job's next restart{_cost(lost)}; "
-                       "the job keeps running until then")
+                     f"exclude {', '.join(pending)} at the job's next restart{_cost(lost)}; {_meanwhile(job)}")
     else:
-        rationale = f"{attribution.category}: no node to exclude; reported only, the job keeps running"
+        rationale = f"{attribution.category}: no node to exclude; reported only, {_meanwhile(job)}"
     return RecoveryPlan(actions=tuple(actions), rationale=rationale, suspect_nodes=suspects,
                         pending_exclusion=pending)
+
+
+def _meanwhile(job: JobInfo) -> str:
+    if job.state in ACTIVE_JOB_STATES:
+        return "the job keeps running until then"
+    return f"the job ended {job.state}, no failure a straggler restarts"
 
 
 def with_pending(plan: RecoveryPlan, pending: Sequence[str]) -> RecoveryPlan:

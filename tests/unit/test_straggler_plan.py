@@ -75,6 +75,17 @@ def test_a_straggler_whose_job_already_ended_restarts_off_the_node() -> None:
                      Policy().straggler, 720.0)
 
 
+def test_a_straggler_never_restarts_a_job_that_ended_without_failing() -> None:
+    for state in (JobState.COMPLETED, JobState.TIMEOUT, JobState.PREEMPTED, JobState.CANCELLED):
+        ended = RUNNING.model_copy(update={"state": state})
+        assert pends(SLOW_NODE3, ended, Policy().straggler, 720.0)
+        plan = plan_recovery(SLOW_NODE3, ended, Policy(), None, keep_running=True, lost_s_per_h=720.0)
+        assert not restarts({a.kind for a in plan.actions}) and plan.pending_exclusion == ("node3",)
+        assert f"the job ended {state}" in plan.rationale
+        # Before pending exclusions, a straggler verdict requeued it.
+        assert plan_recovery(SLOW_NODE3, ended, Policy()).has(ActionKind.REQUEUE)
+
+
 def test_a_policy_recorded_before_pending_exclusions_restarts_now() -> None:
     old = Policy.model_validate({"mode": "autonomous"})
     assert as_recorded(old).straggler.restart is StragglerRestart.NOW

@@ -81,6 +81,21 @@ async def test_the_next_attempts_incident_reads_the_pending_exclusion_from_node_
     assert set((await fake.get_job("1001")).excluded_nodes) == {"node1", "node2"}
 
 
+async def test_a_job_the_scheduler_ended_by_its_time_limit_is_not_restarted_for_a_straggler(
+        client: Client, task_queue: str) -> None:
+    cluster = f"stg{uuid.uuid4().hex[:6]}"
+    async with running_worker(client, task_queue) as fake:
+        incident = await inject(client, task_queue, slow_node2(cluster), POLICY, Mode.AUTONOMOUS)
+        await wait_for_state(client, incident, S.PENDING_EXCLUSION)
+        fake.set_job_state("1001", JobState.TIMEOUT)
+        timeout = seen(cluster, AnomalyKind.JOB_FAILED, AnomalySource.SCHEDULER, ()).model_copy(
+            update={"category": Category.SCHEDULER_POLICY, "evidence": ["slurm: job 1001 TIMEOUT"]})
+        assert await inject(client, task_queue, timeout, POLICY, Mode.AUTONOMOUS) == incident
+        report = await result(client, incident)
+    assert report.state is S.STOPPED and fake.journal("requeue") == [], report.timeline
+    assert report.plan is not None and "the job ended TIMEOUT" in report.plan.rationale
+
+
 async def test_monitor_mode_only_recommends_the_exclusion(client: Client, task_queue: str) -> None:
     cluster = f"stg{uuid.uuid4().hex[:6]}"
     async with running_worker(client, task_queue) as fake:
