@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         AttributeResult,
         CheckpointInput,
         CheckpointResult,
+        DecisionVerb,
         MemoryInput,
         ResumeInput,
         ResumeResult,
@@ -78,6 +79,9 @@ async def execute(wf: Incident, plan: RecoveryPlan, job_id: str, restarts: int, 
                 str), str)
             wf.done(detail)
     if resumed is None and pend:
+        decision = wf.incident.decision
+        if decision is not None and decision.verb is DecisionVerb.APPROVE:
+            wf.approval_spent()  # it approved this plan; the incident that follows the job may still be cancelled
         wf.move(S.PENDING_EXCLUSION, f"{plan.rationale}; following the job for "
                                      f"{wf.start.policy.straggler.follow_s:.0f} s past its latest evidence")
         wf.upsert()

@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 
 from temporalio.client import Client
 
-from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
+from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode, OperatorDecision
 from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
+from goodput.recover.incident import Decision, DecisionVerb
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.straggler_plan import StragglerPolicy
 from goodput.scheduler import JobState
@@ -106,3 +107,20 @@ async def test_monitor_mode_only_recommends_the_exclusion(client: Client, task_q
     assert report.plan is not None and "exclude node2 at the job's next restart" in report.plan.rationale
     assert all(e.detail != NOTE for e in report.timeline)
     assert all(s.marked_by == () for s in standing)
+
+
+async def test_in_approve_mode_the_exclusion_pends_once_approved(client: Client, task_queue: str) -> None:
+    cluster = f"stg{uuid.uuid4().hex[:6]}"
+    service = TemporalIncidentService(client, task_queue)
+    async with running_worker(client, task_queue) as fake:
+        incident = await inject(client, task_queue, slow_node2(cluster), POLICY, Mode.APPROVE)
+        waiting = await wait_for_state(client, incident, S.AWAITING_APPROVAL)
+        assert all(e.detail != NOTE for e in waiting.timeline)
+        await service.decide(incident, Decision(verb=DecisionVerb.APPROVE,
+                                                by=OperatorDecision(who="ops", reason="keep it off node2")))
+        pending = await wait_for_state(client, incident, S.PENDING_EXCLUSION)
+        await service.decide(incident, Decision(verb=DecisionVerb.CANCEL,
+                                                by=OperatorDecision(who="ops", reason="done here")))
+        closed = await result(client, incident)
+    assert any(e.detail == NOTE for e in pending.timeline) and fake.journal("requeue") == []
+    assert closed.state is S.CANCELLED
