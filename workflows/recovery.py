@@ -346,6 +346,9 @@ class RecoveryWorkflow:
     def checkpoint_found(self, found: Checkpoint | None, lost: LostWork | None) -> None:
         self._s.checkpoint, self._s.lost_work = found, lost
 
+    def checkpoint_saved(self, found: Checkpoint) -> None:
+        self._s.saved_since_pend = found
+
     def granted(self, grant: SpareGrant) -> None:
         self._s.spare_grants[grant.pool] = grant
 

@@ -48,7 +48,9 @@ async def plan_and_act(wf: Incident, attributed: AttributeResult) -> bool:
                                         operator_word=word)
     lost = lost_per_hour(wf.incident.anomalies)
     # A straggler on a running job keeps it running; its node is excluded at the next restart.
-    keep = pends(attribution, job, policy.straggler, lost) and workflow.patched("straggler-pends-exclusion")
+    saved = wf.incident.saved_since_pend is not None  # next-checkpoint: the job saved one since it pended
+    keep = (pends(attribution, job, policy.straggler, lost, saved=saved)
+            and workflow.patched("straggler-pends-exclusion"))
     plan = plan_recovery(attribution, job, policy, corroboration, keep_running=keep, lost_s_per_h=lost)
     pending = _pending(wf)
     if pending and not keep and workflow.patched("straggler-pends-exclusion"):

@@ -10,7 +10,9 @@ goodput.recover.corroboration are unchanged), and the case for acting is the ste
 loses per hour (goodput.detect.straggler_case).
 
 `[policy.straggler]` lets a site restart now instead (`restart = "now"`), optionally only when the
-job loses at least `restart_min_lost_s_per_h` per hour. Pure: the workflow asks `pends` whether
+job loses at least `restart_min_lost_s_per_h` per hour, or at the job's next saved checkpoint
+(`restart = "next-checkpoint"`: the incident looks for a newer checkpoint while it follows the job,
+and requeues off the node once there is one, losing almost no work). Pure: the workflow asks `pends` whether
 a plan pends, `pending_plan` for the plan, and reads the pending nodes back from the node memory's
 verdict (goodput.diagnose.node_memory: the job's own observations only).
 """
@@ -22,6 +24,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
+from goodput.checkpoints import Checkpoint
 from goodput.diagnose.node_memory import MAX_PENDING
 from goodput.models import ActionKind, Anomaly, AnomalyKind, Attribution, Category, Frozen, RecoveryAction, RecoveryPlan
 from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo, JobState
@@ -35,6 +38,7 @@ ENDED_NOT_FAILED = frozenset({JobState.COMPLETED, JobState.CANCELLED, JobState.T
 
 class StragglerRestart(StrEnum):
     NEVER = "never"  # keep the job running; exclude the node at its next restart
+    NEXT_CHECKPOINT = "next-checkpoint"  # as never, and requeue off the node once a newer checkpoint is saved
     NOW = "now"  # requeue off the node at once (the behaviour before pending exclusions)
 
 
@@ -49,6 +53,15 @@ class StragglerPolicy(Frozen):
     # job's later failure of the same attempt is acted on (with the node excluded); the pending
     # exclusion itself stays in node memory for the memory's window.
     follow_s: float = Field(default=24 * 3600.0, ge=0.0, le=7 * 24 * 3600.0)
+    # With `restart = "next-checkpoint"`: how often the incident looks for a checkpoint newer than
+    # the one there was when the exclusion pended (the `find_checkpoint` step).
+    checkpoint_poll_s: float = Field(default=300.0, ge=0.1, le=3600.0)
+
+
+def newer_checkpoint(before: Checkpoint | None, found: Checkpoint | None) -> bool:
+    """Whether `found` (the newest valid checkpoint now) was saved after `before` (the newest when
+    the exclusion pended): a whole checkpoint of a later step."""
+    return found is not None and found.complete and (before is None or found.step > before.step)
 
 
 def lost_per_hour(anomalies: Sequence[Anomaly]) -> float | None:
@@ -57,7 +70,8 @@ def lost_per_hour(anomalies: Sequence[Anomaly]) -> float | None:
     return max(found) if found else None
 
 
-def pends(attribution: Attribution, job: JobInfo | None, policy: StragglerPolicy, lost: float | None) -> bool:
+def pends(attribution: Attribution, job: JobInfo | None, policy: StragglerPolicy, lost: float | None,
+          *, saved: bool = False) -> bool:
     """Whether the plan for `attribution` restarts nothing and pends the exclusion: a straggler on
     a job that still runs, unless the site restarts now (above its threshold), or on a job that
     ended without failing (a straggler that ended in a failure restarts off the node)."""
@@ -67,6 +81,8 @@ def pends(attribution: Attribution, job: JobInfo | None, policy: StragglerPolicy
         return True
     if job.state not in ACTIVE_JOB_STATES:
         return False
+    if policy.restart is StragglerRestart.NEXT_CHECKPOINT:
+        return not saved  # `saved`: the job saved a newer checkpoint since the exclusion pended
     if policy.restart is StragglerRestart.NOW:
         return lost is not None and lost < policy.restart_min_lost_s_per_h
     return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from goodput.checkpoints import Checkpoint
 from goodput.detect.straggler_case import straggler_anomaly_from_cases, straggler_cases
 from goodput.diagnose.node_memory import NodeMemoryPolicy, NodeMemoryState, Observation, consult
 from goodput.models import ActionKind, Anomaly, AnomalyKind, AnomalySource, Attribution, Category, Culprit, CulpritKind
@@ -14,6 +15,7 @@ from goodput.recover.straggler_plan import (
     StragglerPolicy,
     StragglerRestart,
     lost_per_hour,
+    newer_checkpoint,
     pends,
     with_pending,
 )
@@ -67,6 +69,19 @@ def test_restart_now_requeues_off_the_node_above_the_sites_threshold() -> None:
     assert not pends(SLOW_NODE3, RUNNING, StragglerPolicy(restart=StragglerRestart.NOW), None)
     plan = plan_recovery(SLOW_NODE3, RUNNING, Policy(straggler=now))
     assert next(a for a in plan.actions if a.kind is ActionKind.REQUEUE).exclude == ("node3",)
+
+
+def test_next_checkpoint_pends_until_the_job_saved_a_newer_whole_checkpoint() -> None:
+    policy = StragglerPolicy(restart=StragglerRestart.NEXT_CHECKPOINT)
+    assert pends(SLOW_NODE3, RUNNING, policy, 720.0)
+    assert not pends(SLOW_NODE3, RUNNING, policy, 720.0, saved=True)
+    assert pends(SLOW_NODE3, RUNNING, Policy().straggler, 720.0, saved=True)  # `never` ignores checkpoints
+    at_100 = Checkpoint(path="/ckpt/step-100", step=100, layout="dcp", complete=True)
+    at_300 = at_100.model_copy(update={"path": "/ckpt/step-300", "step": 300})
+    assert newer_checkpoint(at_100, at_300) and newer_checkpoint(None, at_300)
+    assert not newer_checkpoint(at_100, at_100) and not newer_checkpoint(at_300, at_100)
+    assert not newer_checkpoint(at_100, None)
+    assert not newer_checkpoint(at_100, at_300.model_copy(update={"complete": False}))  # a save still being written
 
 
 def test_a_straggler_whose_job_already_ended_restarts_off_the_node() -> None:

@@ -5,17 +5,24 @@ attempt) or opens a new one (the exclusion read back from node memory)."""
 
 from __future__ import annotations
 
+import asyncio
+import shutil
+import tempfile
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 
 from temporalio.client import Client
 
+from goodput.checkpoints import CheckpointConfig, to_comment
+from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode, OperatorDecision
 from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
 from goodput.recover.incident import Decision, DecisionVerb
 from goodput.recover.lifecycle import IncidentState
-from goodput.recover.straggler_plan import StragglerPolicy
+from goodput.recover.straggler_plan import StragglerPolicy, StragglerRestart
 from goodput.scheduler import JobState
+from tests.fakes.checkpoint_bytes import dcp_metadata
 from tests.workflows.helpers import FAST, inject, result, running_worker, wait_for_state
 from workers.client import TemporalIncidentService
 
@@ -124,3 +131,47 @@ async def test_in_approve_mode_the_exclusion_pends_once_approved(client: Client,
         closed = await result(client, incident)
     assert any(e.detail == NOTE for e in pending.timeline) and fake.journal("requeue") == []
     assert closed.state is S.CANCELLED
+
+
+def _dcp_step(root: Path, step: int) -> None:
+    """One whole PyTorch DCP checkpoint of `step` under `root`."""
+    directory = root / f"step-{step}"
+    directory.mkdir(parents=True)
+    (directory / ".metadata").write_bytes(dcp_metadata({"__0_0.distcp": 64}))
+    (directory / "__0_0.distcp").write_bytes(b"y" * 64)
+
+
+async def test_next_checkpoint_requeues_off_the_node_once_the_job_saved_a_newer_one(
+        client: Client, task_queue: str) -> None:
+    cluster = f"stg{uuid.uuid4().hex[:6]}"
+    policy = POLICY.model_copy(update={"verify_progress_timeout_s": 30.0, "straggler": StragglerPolicy(
+        restart=StragglerRestart.NEXT_CHECKPOINT, checkpoint_poll_s=0.3)})
+    base = Path(tempfile.mkdtemp(prefix="goodput-ckpt-", dir="/tmp"))
+    base.chmod(0o755)
+    fake = FakeScheduler()
+    job = fake.snapshot().jobs["1001"]
+    root, log = base / "ckpt", base / "out.log"
+    _dcp_step(root, 100)
+    log.write_text("iteration 240/ 1000 | elapsed time per iteration (ms): 100.0\n")
+    comment = f"goodput:opt-in {to_comment(CheckpointConfig(layout='dcp', root=str(root), settle_s=0))}"
+    # No owner uid: the worker reads the tree in-process (test_checkpoint_resume.py covers reading
+    # it as the owner), so this test does not depend on that user reaching the virtualenv.
+    fake.add_job(job.model_copy(update={"comment": comment, "stdout_path": str(log), "user_id": None,
+                                        "group_id": None}))
+    try:
+        async with running_worker(client, task_queue, fake):
+            incident = await inject(client, task_queue, slow_node2(cluster), policy, Mode.AUTONOMOUS)
+            await wait_for_state(client, incident, S.PENDING_EXCLUSION)
+            await asyncio.sleep(1.0)  # a few looks at the checkpoints: step 100 was there before, not newer
+            assert fake.journal("requeue") == []
+            _dcp_step(root, 300)  # the job saves its next checkpoint
+            await wait_for_state(client, incident, S.VERIFYING)
+            with log.open("a") as out:  # the requeued job resumes from step 300 and moves on
+                out.write("iteration 301/ 1000 | elapsed time per iteration (ms): 100.0\n")
+            report = await result(client, incident)
+    finally:
+        shutil.rmtree(base)
+    assert report.state is S.RECOVERED, report.timeline
+    assert len(fake.journal("requeue")) == 1 and report.checkpoint is not None and report.checkpoint.step == 300
+    assert "node2" in (await fake.get_job("1001")).excluded_nodes
+    assert any("saved checkpoint step 300" in e.detail for e in report.timeline)
