@@ -1,7 +1,9 @@
 """A straggler named while its job runs, on the real dev server: in autonomous mode the job is not
 requeued; the node's exclusion pends (marked suspect in node memory), and the job's later failure
 requeues it with the node in its ExcNodeList, whether it folds into the same incident (same job
-attempt) or opens a new one (the exclusion read back from node memory)."""
+attempt) or opens a new one (the exclusion read back from node memory). A job that only ran out
+of time is not restarted for it; monitor mode only recommends; approve mode pends once approved;
+`next-checkpoint` requeues off the node once the job saved a newer checkpoint."""
 
 from __future__ import annotations
 
