@@ -165,6 +165,9 @@ class Anomaly(Frozen):
     # The rule this evidence counts towards in the track record when none of its signature ids
     # names one (NVML's `gpu-health:gpu-lost`, Slurm's reason rule): goodput.diagnose.source_grades.
     rule: str = Field(default="", max_length=200)
+    # Straggler anomalies only: the step time per hour the job loses at its slowest rank's pace
+    # (goodput.detect.straggler_case), the case for excluding the node.
+    lost_s_per_h: float | None = Field(default=None, ge=0.0, le=1_000_000.0)
 
     @property
     def incident_key(self) -> IncidentKey:
@@ -243,6 +246,9 @@ class RecoveryPlan(Frozen):
     # Nodes blamed on the job's log alone: excluded from the job, not drained, marked suspect in
     # node memory (goodput.recover.corroboration).
     suspect_nodes: tuple[str, ...] = ()
+    # A straggler's nodes, excluded at the job's next restart by goodput while the job keeps
+    # running now (goodput.recover.straggler_plan).
+    pending_exclusion: tuple[str, ...] = ()
 
     def has(self, kind: ActionKind) -> bool:
         return any(a.kind is kind for a in self.actions)

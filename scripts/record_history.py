@@ -13,6 +13,9 @@ the node memory and the track record in one round trip. `--expedite` records the
 Slurm (25.11+) requeued itself and holds (expedited requeue): it takes `release-expedited-hold`.
 `--retry` records that crash with the controller down for the first two job reads: the local
 `attribute` fails twice and the workflow retries it itself, taking `local-step-retries`.
+`--straggler` records a straggler named while its job runs (the exclusion pends, the job runs on),
+then the job's failure on another node folded into the same incident, requeued with both nodes
+excluded: it takes `straggler-pends-exclusion`.
 """
 
 from __future__ import annotations
@@ -29,9 +32,12 @@ from temporalio.testing import WorkflowEnvironment
 from goodput.demo.scheduler import FakeScheduler
 from goodput.detect.stack_requests import StackRequestTable
 from goodput.models import AnomalyKind, Category, Mode
+from goodput.recover.lifecycle import IncidentState
+from goodput.scheduler import JobState
 from tests.fakes.flaky_scheduler import ControllerDownAtFirst
 from tests.fakes.notifier import RecordingNotifier
-from tests.workflows.helpers import FAST, anomaly, held_by_slurm, inject, result, running_worker
+from tests.workflows.helpers import FAST, anomaly, held_by_slurm, inject, result, running_worker, wait_for_state
+from tests.workflows.test_straggler_pends import POLICY, slow_node2, xid_on_node1
 from workers import devserver
 from workers.liveness_worker import build_liveness_worker
 from workers.worker import build_worker
@@ -39,7 +45,7 @@ from workflows import search
 
 
 async def record(out: Path, hang: bool = False, crash: bool = False, expedite: bool = False,
-                 retry: bool = False) -> None:
+                 retry: bool = False, straggler: bool = False) -> None:
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter, dev_server_existing_path=devserver.temporal_binary(),
         search_attributes=list(search.ALL_KEYS))
@@ -55,6 +61,13 @@ async def record(out: Path, hang: bool = False, crash: bool = False, expedite: b
             async with worker, liveness:
                 found = anomaly(cluster="replay", kind=AnomalyKind.HANG, category=Category.HANG, nodes=())
                 incident = await inject(env.client, queue, found, FAST, Mode.AUTONOMOUS)
+                report = await result(env.client, incident)
+        elif straggler:
+            async with running_worker(env.client, queue) as fake:
+                incident = await inject(env.client, queue, slow_node2("replay"), POLICY, Mode.AUTONOMOUS)
+                await wait_for_state(env.client, incident, IncidentState.PENDING_EXCLUSION)
+                fake.set_job_state("1001", JobState.FAILED)
+                await inject(env.client, queue, xid_on_node1("replay"), POLICY, Mode.AUTONOMOUS)
                 report = await result(env.client, incident)
         else:
             found = (anomaly(cluster="replay", kind=AnomalyKind.CRASH, category=Category.NCCL_TIMEOUT, nodes=())
@@ -72,6 +85,7 @@ async def record(out: Path, hang: bool = False, crash: bool = False, expedite: b
 
 if __name__ == "__main__":
     asyncio.run(record(Path(sys.argv[1]), hang="--hang" in sys.argv[2:], crash="--crash" in sys.argv[2:],
-                       expedite="--expedite" in sys.argv[2:], retry="--retry" in sys.argv[2:]))
+                       expedite="--expedite" in sys.argv[2:], retry="--retry" in sys.argv[2:],
+                       straggler="--straggler" in sys.argv[2:]))
     sys.stdout.flush()
     os._exit(0)  # short-lived SDK clients can abort at interpreter exit (sdk-python#300)

@@ -57,7 +57,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search
     from workflows.audit import audit_record, settled, write_audit
     from workflows.hang_stacks import with_stacks
-    from workflows.recovery_follow import await_actionable, follow_launcher, let_the_job_end
+    from workflows.recovery_follow import await_actionable, follow_launcher, follow_pending, let_the_job_end
     from workflows.recovery_gate import past_limit, service_policy
     from workflows.recovery_plan import plan_and_act
     from workflows.recovery_steps import STEP_TIMEOUT, CancelledByOperator, Escalation, run_step, runs_local, wait_for
@@ -140,7 +140,7 @@ class RecoveryWorkflow:
                 continue
             if not following:
                 return
-            attributed = await follow_launcher(self)
+            attributed = await (follow_pending if self._s.state is S.PENDING_EXCLUSION else follow_launcher)(self)
             if attributed is None:
                 return
 
@@ -345,6 +345,9 @@ class RecoveryWorkflow:
 
     def checkpoint_found(self, found: Checkpoint | None, lost: LostWork | None) -> None:
         self._s.checkpoint, self._s.lost_work = found, lost
+
+    def checkpoint_saved(self, found: Checkpoint) -> None:
+        self._s.saved_since_pend = found
 
     def granted(self, grant: SpareGrant) -> None:
         self._s.spare_grants[grant.pool] = grant

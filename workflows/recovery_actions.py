@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         AttributeResult,
         CheckpointInput,
         CheckpointResult,
+        DecisionVerb,
         MemoryInput,
         ResumeInput,
         ResumeResult,
@@ -44,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         verify_timeout_s,
     )
     from goodput.recover.spares import spare_outcome
+    from goodput.recover.straggler_plan import pending_note
     from goodput.recover.trust import RuleAutonomy
     from goodput.scheduler import JobInfo
     from workflows.node_link import isolate
@@ -54,9 +56,11 @@ with workflow.unsafe.imports_passed_through():
 S = IncidentState
 
 
-async def execute(wf: Incident, plan: RecoveryPlan, job_id: str, restarts: int, *, follow: bool = False) -> None:
-    """Runs the plan's actions in order, then ends on what they did: recovered, stopped, or
-    following the job's own launcher when the plan left the restart to it."""
+async def execute(wf: Incident, plan: RecoveryPlan, job_id: str, restarts: int, *, follow: bool = False,
+                  pend: bool = False) -> None:
+    """Runs the plan's actions in order, then ends on what they did: recovered, stopped,
+    following the job's own launcher when the plan left the restart to it, or following the
+    running job while a straggler's exclusion pends (`pend`)."""
     resumed: ResumeResult | None = None
     for action in plan.actions:
         if wf.cancelled_here():
@@ -74,6 +78,15 @@ async def execute(wf: Incident, plan: RecoveryPlan, job_id: str, restarts: int, 
                                       observed_at=observed_at(wf.incident.anomalies)),
                 str), str)
             wf.done(detail)
+    if resumed is None and pend:
+        decision = wf.incident.decision
+        if decision is not None and decision.verb is DecisionVerb.APPROVE:
+            wf.approval_spent()  # it approved this plan; the incident that follows the job may still be cancelled
+        wf.move(S.PENDING_EXCLUSION, f"{plan.rationale}; following the job for "
+                                     f"{wf.start.policy.straggler.follow_s:.0f} s past its latest evidence")
+        wf.upsert()
+        await wf.notify(f"straggler, the job keeps running: {plan.rationale}")
+        return
     if resumed is None and follow:
         wf.move(S.FOLLOWING_LAUNCHER, f"{plan.rationale}; following the job for "
                                       f"{wf.start.policy.in_job_follow_s:.0f} s past its latest "
@@ -195,17 +208,28 @@ async def probe_suspects(wf: Incident, nodes: tuple[str, ...]) -> dict[str, Chec
     return found
 
 
-async def mark_suspects(wf: Incident, attribution: Attribution, job: JobInfo, nodes: tuple[str, ...]) -> None:
+async def mark_suspects(wf: Incident, attribution: Attribution, job: JobInfo, nodes: tuple[str, ...],
+                        pending: tuple[str, ...] = (), lost: float | None = None) -> None:
     """Marks `nodes` suspect in the cluster's node memory: this incident's observation again,
-    with the nodes it excluded without draining. A memory that cannot be reached is a note."""
+    with the nodes it excluded without draining, and those a straggler's verdict excludes at the
+    job's next restart (`pending`, kept there for the job's later incidents). A memory that cannot
+    be reached is a note; the pending exclusion then lives in this incident alone."""
+    if pending:
+        wf.done(pending_note(pending, lost))
     observation = observation_of(wf.id, attribution, job, workflow.now())
     if observation is None or not wf.start.policy.node_memory.enabled:
         return
+    marked = (*nodes, *(n for n in pending if n not in nodes))
+    update: dict[str, object] = {"suspects": marked, "pending": pending} if pending else {"suspects": nodes}
     try:
         await wf.step("consult_node_memory", MemoryInput(
-            cluster=wf.start.key.cluster, observation=observation.model_copy(update={"suspects": nodes}),
+            cluster=wf.start.key.cluster, observation=observation.model_copy(update=update),
             policy=wf.start.policy.node_memory), MemoryVerdict)
     except Escalation as why:
-        wf.record(wf.incident.state, f"could not mark {', '.join(nodes)} suspect in node memory ({why})")
+        wf.record(wf.incident.state, f"could not mark {', '.join(marked)} suspect in node memory ({why})")
+        return
+    if pending:
+        wf.done(f"marked {', '.join(marked)} suspect in node memory, pending exclusion at job {job.job_id}'s "
+                "next restart (not drained)")
         return
     wf.done(f"marked {', '.join(nodes)} suspect in node memory (excluded from job {job.job_id}, not drained)")

@@ -20,7 +20,8 @@ with workflow.unsafe.imports_passed_through():
     from goodput.recover.lifecycle import IncidentState
     from goodput.recover.policy import governing_mode, plan_recovery
     from goodput.recover.recovery_rules import follows_in_job
-    from goodput.scheduler import JobInfo
+    from goodput.recover.straggler_plan import lost_per_hour, pends, with_pending
+    from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
     from workflows.recovery_actions import execute, mark_suspects, probe_suspects, remember
     from workflows.recovery_gate import may_act
     from workflows.recovery_steps import Escalation, Incident
@@ -45,7 +46,15 @@ async def plan_and_act(wf: Incident, attributed: AttributeResult) -> bool:
             probes = await probe_suspects(wf, corroboration.suspect)
             corroboration = corroborate(attribution, wf.incident.anomalies, wf.incident.memory, probes,
                                         operator_word=word)
-    plan = plan_recovery(attribution, job, policy, corroboration)
+    lost = lost_per_hour(wf.incident.anomalies)
+    # A straggler on a running job keeps it running; its node is excluded at the next restart.
+    saved = wf.incident.saved_since_pend is not None  # next-checkpoint: the job saved one since it pended
+    keep = (pends(attribution, job, policy.straggler, lost, saved=saved)
+            and workflow.patched("straggler-pends-exclusion"))
+    plan = plan_recovery(attribution, job, policy, corroboration, keep_running=keep, lost_s_per_h=lost)
+    pending = _pending(wf)
+    if pending and not keep and workflow.patched("straggler-pends-exclusion"):
+        plan = with_pending(plan, pending)
     wf.planned(plan)
     wf.move(S.PLANNED, plan.rationale)
     wf.upsert()
@@ -57,11 +66,19 @@ async def plan_and_act(wf: Incident, attributed: AttributeResult) -> bool:
         raise Escalation(attributed.note or "the scheduler has no record of this job")
     if not await may_act(wf, attributed, plan):
         return False
-    if plan.suspect_nodes:  # only ever set under the exclude-before-drain patch
-        await mark_suspects(wf, attribution, job, plan.suspect_nodes)
+    if plan.suspect_nodes or plan.pending_exclusion:  # only ever set under their patches
+        await mark_suspects(wf, attribution, job, plan.suspect_nodes, plan.pending_exclusion, lost)
     follow = follows_in_job(attribution, policy) and (wf.straight or workflow.patched("follow-in-job-restarts"))
-    await execute(wf, plan, job.job_id, job.restart_count, follow=follow)
-    return follow and wf.incident.state is S.FOLLOWING_LAUNCHER
+    await execute(wf, plan, job.job_id, job.restart_count, follow=follow, pend=keep and job.state in ACTIVE_JOB_STATES)
+    return (follow and wf.incident.state is S.FOLLOWING_LAUNCHER) or wf.incident.state is S.PENDING_EXCLUSION
+
+
+def _pending(wf: Incident) -> tuple[str, ...]:
+    """The nodes this job's straggler verdicts left pending for its next restart: this incident's
+    own earlier plan, and the node memory's record of the job's earlier incidents."""
+    earlier = wf.incident.plan.pending_exclusion if wf.incident.plan is not None else ()
+    remembered = wf.incident.memory.pending if wf.incident.memory is not None else ()
+    return tuple(dict.fromkeys((*earlier, *remembered)))
 
 
 async def _stand_on(wf: Incident, attributed: AttributeResult) -> tuple[Attribution, JobInfo | None]:

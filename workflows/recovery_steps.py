@@ -242,6 +242,9 @@ class Incident(Protocol):
     def checkpoint_found(self, found: Checkpoint | None, lost: LostWork | None) -> None:
         """The checkpoint the job resumes from, and the work lost since it."""
 
+    def checkpoint_saved(self, found: Checkpoint) -> None:
+        """A straggler's job saved `found` while its exclusion pended: restart off the node now."""
+
     def granted(self, grant: SpareGrant) -> None:
         """A grant to the hot-spare pool to end with the recovery (workflows.spares)."""
 

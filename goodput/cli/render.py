@@ -24,7 +24,7 @@ from goodput.service.incidents import IncidentSummary
 
 _STATE_STYLE = {
     "recovered": "green", "recommended-only": "cyan", "awaiting-approval": "yellow bold",
-    "awaiting-evidence": "yellow",
+    "awaiting-evidence": "yellow", "pending-exclusion": "yellow",
     "escalated": "red bold", "cancelled": "magenta", "stopped": "red",
 }
 
@@ -63,6 +63,8 @@ def incident_detail(report: IncidentReport) -> Group:
         head.add_row("why", t(a.explanation))
     if report.decision:
         head.add_row("decision", t(f"{report.decision_verb} by {report.decision.who}: {report.decision.reason}"))
+    if report.plan and report.plan.pending_exclusion:  # a straggler's node, kept off the job's next restart
+        head.add_row("pending exclusion", t(f"{', '.join(report.plan.pending_exclusion)} at the job's next restart"))
     if report.resumed_job_id:
         head.add_row("resumed as", t(report.resumed_job_id))
     if report.node_incidents:  # one fault, many jobs: `goodput faults` lists the others it hit

@@ -206,4 +206,4 @@ def straggler_anomaly_from_cases(cases: Sequence[StragglerCase], *, anomaly_id: 
                    ranks=tuple(r for c in cases for r in c.ranks),
                    gpus=tuple(dict.fromkeys(c.gpu_ref for c in cases if c.gpu_ref)),
                    evidence=evidence, category=Category.STRAGGLER, observed_at=observed_at,
-                   detected_at=detected_at)
+                   detected_at=detected_at, lost_s_per_h=min(round(cases[0].lost_s_per_h, 1), 1_000_000.0))

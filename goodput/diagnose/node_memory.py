@@ -27,6 +27,7 @@ from goodput.scheduler import JobInfo
 # decision) never add suspicion; everything else without a named culprit implicates the allocation.
 _NOT_ABOUT_NODES = frozenset({Category.APP_ERROR, Category.OOM, Category.SCHEDULER_POLICY, Category.STORAGE})
 MAX_OBSERVATIONS = 5_000
+MAX_PENDING = 8  # nodes one job may have pending for its next restart
 
 
 class NodeMemoryPolicy(Frozen):
@@ -62,6 +63,9 @@ class Observation(Frozen):
     # Those of `nodes` the incident excluded from its job without draining them, since only its
     # log blamed them (goodput.recover.corroboration): shown as a suspect mark on the node.
     suspects: tuple[str, ...] = ()
+    # Those of the job's nodes its straggler verdict excludes at the job's next restart, while the
+    # job keeps running (goodput.recover.straggler_plan): read back only by this job's incidents.
+    pending: tuple[str, ...] = Field(default=(), max_length=MAX_PENDING)
 
 
 class NodeMemoryState(Frozen):
@@ -92,6 +96,9 @@ class MemoryVerdict(Frozen):
     # Nodes of this allocation that another job's incident named as its culprit within the window:
     # a second, independent signal for a drain (goodput.recover.corroboration).
     witnessed: tuple[str, ...] = ()
+    # Nodes an earlier straggler verdict of this same job left pending for its next restart (never
+    # another job's: one job's evidence excludes nodes from that job alone).
+    pending: tuple[str, ...] = ()
 
 
 class NodeMemory(Protocol):
@@ -119,6 +126,11 @@ def remember(state: NodeMemoryState, observation: Observation, now: datetime,
     """The state with `observation` added (once per incident) and what is too old dropped."""
     horizon = now - timedelta(seconds=policy.window_s)
     kept = [o for o in state.observations if o.at > horizon and o.incident_id != observation.incident_id]
+    # The incident's later consultation replaces its observation, not the exclusion it left pending.
+    earlier = [n for o in state.observations if o.incident_id == observation.incident_id for n in o.pending]
+    if earlier:
+        pending = tuple(dict.fromkeys((*earlier, *observation.pending)))[:MAX_PENDING]
+        observation = observation.model_copy(update={"pending": pending})
     kept.append(observation)
     return NodeMemoryState(observations=tuple(kept[-MAX_OBSERVATIONS:]))
 
@@ -183,24 +195,31 @@ def consult(state: NodeMemoryState, observation: Observation, now: datetime,
     state = remember(state, observation, now, policy)
     if observation.job_id in roaming_jobs(state.observations, policy):
         failures = sum(1 for o in state.observations if o.job_id == observation.job_id and o.ambiguous)
-        return state, MemoryVerdict(roaming_job=True, note=(
+        return state, MemoryVerdict(roaming_job=True, pending=pending_for(state, observation.job_id), note=(
             f"job {observation.job_id} failed on a different set of nodes {failures} times: the job, not the "
             "nodes, is the common cause"))
     mine = set(observation.nodes)
     # A suspect mark counts: the next job's log on a node another job's log named settles it.
     witnessed = tuple(sorted({n for o in state.observations if o.job_id != observation.job_id and not o.ambiguous
                               for n in o.nodes} & mine))
+    pending = pending_for(state, observation.job_id)
     suspects = tuple(s for s in standing(state, now, policy) if s.suspect and s.node in mine)
     if not suspects:
-        return state, MemoryVerdict(witnessed=witnessed)
+        return state, MemoryVerdict(witnessed=witnessed, pending=pending)
     if len(suspects) > policy.max_suspects:
-        return state, MemoryVerdict(witnessed=witnessed, note=(
+        return state, MemoryVerdict(witnessed=witnessed, pending=pending, note=(
             f"{len(suspects)} nodes of this allocation share the same history of unrelated failures; "
             "not enough to single one out"))
     described = "; ".join(f"{s.node} (score {s.score:g}: jobs {', '.join(s.jobs)} of users {', '.join(s.users)})"
                           for s in suspects)
-    return state, MemoryVerdict(suspects=suspects, witnessed=witnessed,
+    return state, MemoryVerdict(suspects=suspects, witnessed=witnessed, pending=pending,
                                 note=f"implicated by unrelated incidents: {described}")
+
+
+def pending_for(state: NodeMemoryState, job_id: str) -> tuple[str, ...]:
+    """The nodes `job_id`'s own straggler verdicts left pending for its next restart, within the
+    memory's window (they expire with the observation that recorded them)."""
+    return tuple(dict.fromkeys(n for o in state.observations if o.job_id == job_id for n in o.pending))[:MAX_PENDING]
 
 
 def with_memory(attribution: Attribution, verdict: MemoryVerdict, job: JobInfo) -> Attribution:

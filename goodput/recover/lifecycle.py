@@ -30,6 +30,9 @@ class IncidentState(StrEnum):
     # Every anomaly so far is evidence only (pushed lines not shown to be the job's own output):
     # goodput recommends and keeps the incident open for evidence it may act on.
     AWAITING_EVIDENCE = "awaiting-evidence"
+    # A straggler's node will be excluded at the job's next restart; the job keeps running and
+    # goodput follows it, to act on its later failure (goodput.recover.straggler_plan).
+    PENDING_EXCLUSION = "pending-exclusion"
 
 
 S = IncidentState
@@ -46,17 +49,22 @@ TRANSITIONS: dict[IncidentState, frozenset[IncidentState]] = {
     S.ATTRIBUTED: frozenset({S.PLANNED} | _ALWAYS),
     S.PLANNED: frozenset(
         {S.AWAITING_APPROVAL, S.RECOMMENDED_ONLY, S.ISOLATING, S.RESUMING, S.STOPPED, S.FOLLOWING_LAUNCHER,
-         S.AWAITING_EVIDENCE}
+         S.AWAITING_EVIDENCE, S.PENDING_EXCLUSION}
         | _ALWAYS
     ),
-    S.AWAITING_APPROVAL: frozenset({S.ISOLATING, S.RESUMING, S.STOPPED, S.FOLLOWING_LAUNCHER} | _ALWAYS),
+    S.AWAITING_APPROVAL: frozenset({S.ISOLATING, S.RESUMING, S.STOPPED, S.FOLLOWING_LAUNCHER, S.PENDING_EXCLUSION}
+                                   | _ALWAYS),
     # A drain past a switch's or rack's limit waits for an operator (goodput.recover.breaker).
-    S.ISOLATING: frozenset({S.AWAITING_APPROVAL, S.RESUMING, S.STOPPED, S.FOLLOWING_LAUNCHER} | _ALWAYS),
+    S.ISOLATING: frozenset({S.AWAITING_APPROVAL, S.RESUMING, S.STOPPED, S.FOLLOWING_LAUNCHER, S.PENDING_EXCLUSION}
+                           | _ALWAYS),
     # Later evidence (the launcher gave up, exit code 93, the job ended) is weighed again; a
     # launcher that keeps the job running past the policy's window closes the incident.
     S.FOLLOWING_LAUNCHER: frozenset({S.ATTRIBUTED, S.STOPPED} | _ALWAYS),
     # New evidence is weighed again; none goodput may act on within the policy's window: a recommendation.
     S.AWAITING_EVIDENCE: frozenset({S.ATTRIBUTED, S.RECOMMENDED_ONLY} | _ALWAYS),
+    # The job's later evidence (it failed, another verdict) is weighed again, the pending exclusion
+    # with it; a job that ran the whole window without more evidence closes the incident.
+    S.PENDING_EXCLUSION: frozenset({S.ATTRIBUTED, S.RECOMMENDED_ONLY} | _ALWAYS),
     S.RESUMING: frozenset({S.VERIFYING} | _ALWAYS),
     # A failed verification may spend another attempt from the retry budget.
     S.VERIFYING: frozenset({S.RECOVERED, S.RESUMING} | _ALWAYS),

@@ -28,6 +28,7 @@ from goodput.recover.corroboration import Corroboration, ExcludeBeforeDrainPolic
 from goodput.recover.node_health import ReturnToServicePolicy
 from goodput.recover.node_incident import NodeIncidentPolicy
 from goodput.recover.spares import SparePolicy
+from goodput.recover.straggler_plan import StragglerPolicy, StragglerRestart, pending_plan
 from goodput.recover.trust import AutonomyPolicy
 from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo
 
@@ -100,6 +101,8 @@ class Policy(Frozen):
     # A drain needs a second signal from the node itself; a node only the job's log blames is
     # excluded from that job and marked suspect instead (goodput.recover.corroboration).
     exclude_before_drain: ExcludeBeforeDrainPolicy = Field(default_factory=ExcludeBeforeDrainPolicy)
+    # A straggler named while its job runs: exclude its node at the job's next restart, or restart now.
+    straggler: StragglerPolicy = Field(default_factory=StragglerPolicy)
 
     def mode_for(self, partition: str) -> Mode:
         """Sites trust goodput partition by partition; unknown partitions get the default."""
@@ -110,12 +113,15 @@ def as_recorded(policy: Policy) -> Policy:
     """The policy as the release that recorded it meant it. A snapshot from before earned autonomy
     or exclude before drain existed carries neither key, and then both were off; their defaults
     turned on later, and a recovery in flight never changes its policy, so such a snapshot keeps
-    them off. A snapshot that names them (every one written since) is returned as it is."""
+    them off; one from before pending exclusions restarts a straggler's job at once, as it did then.
+    A snapshot that names them (every one written since) is returned as it is."""
     update: dict[str, object] = {}
     if "autonomy" not in policy.model_fields_set:
         update["autonomy"] = AutonomyPolicy(earned=False)
     if "exclude_before_drain" not in policy.model_fields_set:
         update["exclude_before_drain"] = ExcludeBeforeDrainPolicy(enabled=False)
+    if "straggler" not in policy.model_fields_set:
+        update["straggler"] = StragglerPolicy(restart=StragglerRestart.NOW)
     return policy.model_copy(update=update) if update else policy
 
 
@@ -128,9 +134,14 @@ def _corroborated(corroboration: Corroboration) -> str:
 
 
 def plan_recovery(attribution: Attribution, job: JobInfo | None, policy: Policy,
-                  corroboration: Corroboration | None = None) -> RecoveryPlan:
+                  corroboration: Corroboration | None = None, *, keep_running: bool = False,
+                  lost_s_per_h: float | None = None) -> RecoveryPlan:
     """The plan for `attribution`. With `corroboration` (exclude before drain), only its
-    corroborated nodes are drained; its suspects are excluded from the resumed job alone."""
+    corroborated nodes are drained; its suspects are excluded from the resumed job alone.
+    `keep_running` (a straggler on a running job, goodput.recover.straggler_plan.pends): no restart
+    and no stop; the nodes are excluded at the job's next restart."""
+    if keep_running and job is not None:
+        return _kept_running(attribution, job, policy, corroboration, lost_s_per_h)
     handled = attribution.restart_effect in (RestartEffect.IN_JOB, RestartEffect.NEVER)
     restart = not handled and (attribution.restart or (
         attribution.category is Category.APP_ERROR and policy.restart_on_app_error))
@@ -144,10 +155,23 @@ def plan_recovery(attribution: Attribution, job: JobInfo | None, policy: Policy,
     return _plan(attribution, job, policy, drain, suspects, restart)
 
 
-def _plan(attribution: Attribution, job: JobInfo | None, policy: Policy, drain: tuple[str, ...],
-          suspects: tuple[str, ...], restart: bool) -> RecoveryPlan:
-    exclude = (*drain, *suspects)
+def _kept_running(attribution: Attribution, job: JobInfo, policy: Policy, corroboration: Corroboration | None,
+                  lost: float | None) -> RecoveryPlan:
+    drain = tuple(dict.fromkeys(attribution.culprit_nodes)) if attribution.drain else ()
+    suspects: tuple[str, ...] = ()
+    if corroboration is not None and (corroboration.drain or corroboration.suspect):
+        drain, suspects = corroboration.drain, corroboration.suspect
+    blocked = _too_wide(drain, job, policy)
+    if blocked is not None:
+        return blocked
+    plan = pending_plan(attribution, job, drain, suspects, lost)
+    if suspects and corroboration is not None:
+        return plan.model_copy(update={"rationale": f"{plan.rationale} ({_corroborated(corroboration)})"})
+    return plan
 
+
+def _too_wide(drain: tuple[str, ...], job: JobInfo | None, policy: Policy) -> RecoveryPlan | None:
+    """The escalation that replaces a plan draining more than the blast radius allows."""
     if drain:
         limit = policy.max_drain_nodes_per_incident
         job_nodes = len(job.nodes) if job and job.nodes else 0
@@ -161,6 +185,15 @@ def _plan(attribution: Attribution, job: JobInfo | None, policy: Policy, drain: 
                    f"{policy.max_drain_fraction_of_job:.0%} of the job's nodes: escalating to a person")
             return RecoveryPlan(actions=(RecoveryAction(kind=ActionKind.NOTIFY, reason=why),),
                                 rationale=why, blocked_by_blast_radius=True)
+    return None
+
+
+def _plan(attribution: Attribution, job: JobInfo | None, policy: Policy, drain: tuple[str, ...],
+          suspects: tuple[str, ...], restart: bool) -> RecoveryPlan:
+    exclude = (*drain, *suspects)
+    blocked = _too_wide(drain, job, policy)
+    if blocked is not None:
+        return blocked
 
     actions: list[RecoveryAction] = []
     if drain:

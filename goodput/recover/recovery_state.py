@@ -51,6 +51,8 @@ class RecoveryState:
     node_incidents: list[str] = field(default_factory=list)
     node_answers: dict[str, LinkAnswer] = field(default_factory=dict)  # per node, from `node_decision`
     spare_grants: dict[str, SpareGrant] = field(default_factory=dict)  # pool -> the owner it let in
+    # A straggler's job saved a newer checkpoint while its exclusion pended (`next-checkpoint`).
+    saved_since_pend: Checkpoint | None = None
     trust_rule: str = ""  # the rule whose recommendation the cluster's track record holds (goodput.recover.trust)
     # A local step the workflow retries itself (workflows.recovery_steps.run_local_step): per step,
     # its attempt and last failure, which Temporal's pending activities do not list.

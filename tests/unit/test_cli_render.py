@@ -96,3 +96,14 @@ def test_goodput_nodes_shows_a_suspect_mark() -> None:
     marked = NodeStanding(node="node2", score=1.0, jobs=("1001",), users=("alice",), last_at=T0, suspect=False,
                           marked_by=("incident-a",))
     assert "excluded, not drained (1)" in printed(nodes_table("lab", [marked]))
+
+
+def test_goodput_incident_shows_a_straggler_pending_exclusion() -> None:
+    report = hostile_report().model_copy(update={
+        "state": IncidentState.PENDING_EXCLUSION,
+        "plan": RecoveryPlan(rationale="straggler: exclude node3 at the job's next restart",
+                             pending_exclusion=("node3",),
+                             actions=(RecoveryAction(kind=ActionKind.NOTIFY, reason="slow"),))})
+    shown = printed(incident_detail(report))
+    assert "pending exclusion" in shown and "node3 at the job's next restart" in shown
+    assert "pending exclusion" not in printed(incident_detail(hostile_report()))

@@ -36,6 +36,10 @@ async def test_recorded_recovery_histories_replay(path: Path) -> None:
         # A crash naming no node drains nothing; it attributes in a local activity and asks the
         # node memory and the track record in one round trip (workflows.recovery_actions.remember).
         expected = {"consult_memory_and_trust", "resume", "verify", "notify"}
+    if path.stem.endswith("_straggler_pends"):
+        # A straggler pends its exclusion (the node memory keeps it), then the job's failure on
+        # another node drains that node and requeues; under fewer-steps attribution runs local.
+        expected = {"consult_node_memory", "isolate", "resume", "verify", "notify"}
     assert expected <= kinds
     if path.stem.endswith("_local_step_retries"):
         # The controller was down for the first two job reads: the workflow retried the local
