@@ -1,10 +1,10 @@
 """The fake scheduler's reservations: the hot-spare pool as slurmctld keeps it, in memory.
 
-Kept apart from goodput.demo.scheduler so that file stays about jobs and nodes. The rules are the
-lab's (Slurm 22.05, checked there): a job may be pointed at a reservation only once its owner is
-one of the reservation's users ("Access denied to requested reservation"); adding a user twice
-changes nothing; a reserved node runs only jobs of its reservation, and with Flags=FLEX such a
-job may use other free nodes too (`placeable`).
+Kept apart from goodput.demo.scheduler and goodput.demo.cluster so those stay about jobs and
+nodes. The rules are the lab's (Slurm 22.05, checked there): a job may be pointed at a reservation
+only once its owner is one of the reservation's users ("Access denied to requested reservation");
+adding a user twice changes nothing; a reserved node runs only jobs of its reservation, and with
+Flags=FLEX such a job may use other free nodes too (`placeable`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from goodput.scheduler import (
 from goodput.slurm.submit_as import validate_user_name
 
 if TYPE_CHECKING:
-    from goodput.demo.scheduler import FakeClusterState, JournalEntry
+    from goodput.demo.cluster import FakeClusterState, JournalEntry
 
 T = TypeVar("T")
 
@@ -126,12 +126,12 @@ class FakeReservations:
 
 
 def _job_of(s: FakeClusterState, job_id: str) -> JobInfo:
-    from goodput.demo.scheduler import _job  # the fake's own lookup (its UnknownJobError)
+    from goodput.demo.cluster import job_in  # the fake's own lookup (its UnknownJobError); lazy: cluster imports us
 
-    return _job(s, job_id)
+    return job_in(s, job_id)
 
 
 def _entry(op: str, target: str, detail: str) -> JournalEntry:
-    from goodput.demo.scheduler import JournalEntry
+    from goodput.demo.cluster import JournalEntry  # lazy: cluster imports this module
 
     return JournalEntry(op=op, target=target, detail=detail)

@@ -23,67 +23,40 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
-
-from goodput.demo.reservations import FakeReservations, placeable
+from goodput.demo.cluster import (
+    DEMO_UID,
+    DEMO_USER,
+    FakeClusterState,
+    JournalEntry,
+    demo_cluster,
+    job_in,
+    node_in,
+    place,
+    schedule_pending,
+)
+from goodput.demo.reservations import FakeReservations
 from goodput.identifiers import validate_job_id, validate_node_name, validate_reason
 from goodput.scheduler import (
-    ACTIVE_JOB_STATES,
     ActionResult,
     JobInfo,
     JobState,
     JobStatus,
     NodeInfo,
-    ReservationInfo,
     ResubmitRequest,
     SlurmSwitch,
-    UnknownJobError,
-    UnknownNodeError,
     status_of,
 )
 from goodput.slurm import rules
 from goodput.slurm.commands import validate_environment
-from goodput.slurm.dependencies import DependencyError
-from goodput.slurm.dependencies import parse as parse_dependency
 from goodput.slurm.optin import DEFAULT_MARKER, NotOptedInError, is_opted_in
 from goodput.slurm.resubmit import ResubmitKey, find_copy, tag_comment
 from goodput.slurm.submit_as import Account, job_owner, submission_environment
 
+__all__ = ["DEMO_UID", "DEMO_USER", "FAKE_RESUBMIT_KEY", "FakeClusterState", "FakeScheduler", "JournalEntry",
+           "demo_cluster"]
+
 T = TypeVar("T")
 FAKE_RESUBMIT_KEY = ResubmitKey(b"goodput fake scheduler: not a secret")
-# The demo cluster's jobs belong to an ordinary user, as real training jobs do.
-DEMO_USER, DEMO_UID = "goodput-demo", 64000
-
-
-class JournalEntry(BaseModel):
-    op: str
-    target: str
-    detail: str = ""
-
-
-class FakeClusterState(BaseModel):
-    nodes: dict[str, NodeInfo] = Field(default_factory=dict)
-    jobs: dict[str, JobInfo] = Field(default_factory=dict)
-    journal: list[JournalEntry] = Field(default_factory=list)
-    next_job_id: int = 5000
-    reservations: dict[str, ReservationInfo] = Field(default_factory=dict)
-    job_reservations: dict[str, str] = Field(default_factory=dict)  # job id -> its reservation
-
-
-def demo_cluster(node_count: int = 8, gpus: int = 8) -> FakeClusterState:
-    """Eight idle nodes and three two-node training jobs, for `goodput up` and tests."""
-    nodes = {f"node{i}": NodeInfo(name=f"node{i}", state="IDLE", gres=f"gpu:{gpus}")
-             for i in range(1, node_count + 1)}
-    state = FakeClusterState(nodes=nodes)
-    for index, job_id in enumerate(("1001", "1002", "1003")):
-        members = (f"node{2 * index + 1}", f"node{2 * index + 2}")
-        state.jobs[job_id] = JobInfo(job_id=job_id, name=f"train-{job_id}", state=JobState.RUNNING,
-                                     partition="gpu", nodes=members, requeue=True,
-                                     comment="goodput:opt-in", command="train.sbatch",
-                                     user=DEMO_USER, user_id=DEMO_UID, group_id=DEMO_UID)
-        for node in members:
-            state.nodes[node] = state.nodes[node].model_copy(update={"state": "ALLOCATED"})
-    return state
 
 
 class FakeScheduler(FakeReservations):
@@ -158,8 +131,8 @@ class FakeScheduler(FakeReservations):
         validate_job_id(job_id)
 
         def read(s: FakeClusterState) -> JobInfo:
-            _schedule_pending(s)
-            return _job(s, job_id)
+            schedule_pending(s)
+            return job_in(s, job_id)
 
         return self._read(read)
 
@@ -171,7 +144,7 @@ class FakeScheduler(FakeReservations):
 
     async def get_node(self, name: str) -> NodeInfo:
         validate_node_name(name)
-        return self._read(lambda s: _node(s, name))
+        return self._read(lambda s: node_in(s, name))
 
     async def list_nodes(self, partition: str = "") -> Sequence[NodeInfo]:
         del partition  # the fake cluster is one partition
@@ -188,7 +161,7 @@ class FakeScheduler(FakeReservations):
         validate_reason(reason)
 
         def apply(s: FakeClusterState) -> ActionResult:
-            node = _node(s, name)
+            node = node_in(s, name)
             noop = rules.drain_noop(node, reason)
             if noop is not None:
                 return noop
@@ -205,7 +178,7 @@ class FakeScheduler(FakeReservations):
         validate_node_name(name)
 
         def apply(s: FakeClusterState) -> ActionResult:
-            node = _node(s, name)
+            node = node_in(s, name)
             noop = rules.resume_noop(node, reason)
             if noop is not None:
                 return noop
@@ -223,10 +196,10 @@ class FakeScheduler(FakeReservations):
         validate_job_id(job_id)
 
         def apply(s: FakeClusterState) -> ActionResult:
-            job = self._opted_in(_job(s, job_id))
+            job = self._opted_in(job_in(s, job_id))
             if rules.is_requeued(job):
                 return ActionResult(changed=False, detail=f"job {job_id} is already pending (requeued)")
-            nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=job.nodes, job_id=job_id)
+            nodes = place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=job.nodes, job_id=job_id)
             state = JobState.PENDING if hold or nodes is None else JobState.RUNNING
             # A pending job keeps its old node list here only so the fake remembers its size.
             s.jobs[job_id] = job.model_copy(update={
@@ -248,7 +221,7 @@ class FakeScheduler(FakeReservations):
         token = self._resubmit_key.token(job_id, request.incident_id)
 
         def apply(s: FakeClusterState) -> ActionResult:
-            job = self._opted_in(_job(s, job_id))
+            job = self._opted_in(job_in(s, job_id))
             owner, uid = job_owner(job)
             # the same environment rule as the real backends (GOODPUT_* only), though nothing runs
             submission_environment(Account(name=owner, uid=uid, gid=job.group_id or uid), resume=request.environment)
@@ -258,7 +231,7 @@ class FakeScheduler(FakeReservations):
                                     new_job_id=copy.job_id)
             new_id = str(s.next_job_id)
             s.next_job_id += 1
-            nodes = _place(s, len(job.nodes) or 1, request.exclude, freeing=())
+            nodes = place(s, len(job.nodes) or 1, request.exclude, freeing=())
             s.jobs[new_id] = job.model_copy(update={
                 "job_id": new_id, "restart_count": 0, "excluded_nodes": request.exclude,
                 "comment": tag_comment(job.comment, job_id, token),
@@ -288,7 +261,7 @@ class FakeScheduler(FakeReservations):
         validate_job_id(job_id)
 
         def apply(s: FakeClusterState) -> ActionResult:
-            job = self._opted_in(_job(s, job_id))
+            job = self._opted_in(job_in(s, job_id))
             noop = rules.cancel_noop(job)
             if noop is not None:
                 return noop
@@ -304,7 +277,7 @@ class FakeScheduler(FakeReservations):
         names = [validate_node_name(n) for n in nodes]
 
         def apply(s: FakeClusterState) -> ActionResult:
-            job = self._opted_in(_job(s, job_id))
+            job = self._opted_in(job_in(s, job_id))
             merged = tuple(dict.fromkeys([*job.excluded_nodes, *names]))
             s.jobs[job_id] = job.model_copy(update={"excluded_nodes": merged})
             s.journal.append(JournalEntry(op="exclude", target=job_id, detail=",".join(merged)))
@@ -317,7 +290,7 @@ class FakeScheduler(FakeReservations):
         validate_job_id(job_id)
 
         def apply(s: FakeClusterState) -> ActionResult:
-            s.jobs[job_id] = _job(s, job_id).model_copy(update={"dependency": dependency})
+            s.jobs[job_id] = job_in(s, job_id).model_copy(update={"dependency": dependency})
             s.journal.append(JournalEntry(op="dependency", target=job_id, detail=dependency))
             return ActionResult(changed=True, detail=f"job {job_id} now waits on {dependency}")
 
@@ -327,7 +300,7 @@ class FakeScheduler(FakeReservations):
 
     def set_job_state(self, job_id: str, state: JobState, **update: Any) -> None:
         def apply(s: FakeClusterState) -> None:
-            s.jobs[job_id] = _job(s, job_id).model_copy(update={"state": state, **update})
+            s.jobs[job_id] = job_in(s, job_id).model_copy(update={"state": state, **update})
         self._read(apply)
 
     def add_job(self, job: JobInfo) -> None:
@@ -339,7 +312,7 @@ class FakeScheduler(FakeReservations):
         validate_job_id(job_id)
 
         def apply(s: FakeClusterState) -> ActionResult:
-            job = self._opted_in(_job(s, job_id))
+            job = self._opted_in(job_in(s, job_id))
             noop = rules.hold_noop(job) if held else rules.release_noop(job)
             if noop is not None:
                 return noop
@@ -347,7 +320,7 @@ class FakeScheduler(FakeReservations):
             if not held and job.state is JobState.PENDING:
                 # Its remembered nodes are its own last allocation (a requeue held it): as free
                 # to it as they were to a plain requeue.
-                nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=job.nodes, job_id=job_id)
+                nodes = place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=job.nodes, job_id=job_id)
                 # Released but short of nodes: it waits for resources, as slurmctld would say.
                 update |= ({"state": JobState.RUNNING, "nodes": nodes, "state_reason": ""} if nodes
                            else {"state_reason": "Resources"})
@@ -359,56 +332,3 @@ class FakeScheduler(FakeReservations):
 
         return self._read(apply)
 
-
-def _job(s: FakeClusterState, job_id: str) -> JobInfo:
-    try:
-        return s.jobs[job_id]
-    except KeyError:
-        raise UnknownJobError(f"unknown job {job_id}") from None
-
-
-def _node(s: FakeClusterState, name: str) -> NodeInfo:
-    try:
-        return s.nodes[name]
-    except KeyError:
-        raise UnknownNodeError(f"unknown node {name}") from None
-
-
-def _schedule_pending(s: FakeClusterState) -> None:
-    """What slurmctld's scheduler does: start pending jobs once healthy nodes are free."""
-    for job in list(s.jobs.values()):
-        if job.state is JobState.PENDING and not job.held:
-            if _waiting(s, job):
-                s.jobs[job.job_id] = job.model_copy(update={"state_reason": "Dependency"})
-                continue
-            nodes = _place(s, len(job.nodes) or 1, job.excluded_nodes, freeing=(), job_id=job.job_id)
-            if nodes:
-                s.jobs[job.job_id] = job.model_copy(update={"state": JobState.RUNNING, "nodes": nodes,
-                                                            "state_reason": ""})
-            elif not job.state_reason:
-                s.jobs[job.job_id] = job.model_copy(update={"state_reason": "Resources"})
-
-
-def _waiting(s: FakeClusterState, job: JobInfo) -> bool:
-    """A job waits while a job it depends on is still queued or running (a simplification of
-    Slurm's dependency types: enough for chains in the demo and the tests)."""
-    try:
-        dependency = parse_dependency(job.dependency)
-    except DependencyError:
-        return True
-    if dependency is None:
-        return False
-    return any((other := s.jobs.get(target.split("_")[0])) is not None and other.state in ACTIVE_JOB_STATES
-               for condition in dependency.conditions for target, _ in condition.targets)
-
-
-def _place(s: FakeClusterState, count: int, exclude: Sequence[str],
-           freeing: Sequence[str], job_id: str | None = None) -> tuple[str, ...] | None:
-    """Pick healthy nodes for a (re)started job; None when capacity is short."""
-    busy = {n for j in s.jobs.values() if j.state is JobState.RUNNING for n in j.nodes}
-    busy -= set(freeing)
-    healthy = placeable(s, job_id, [n.name for n in s.nodes.values()
-                                    if not n.drained and n.name not in exclude and n.name not in busy])
-    if len(healthy) < count:
-        return None
-    return tuple(healthy[:count])
