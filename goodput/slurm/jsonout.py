@@ -16,207 +16,45 @@ so it must not be a way in either: numbers are limited to 20 digits while decodi
 infinities are refused, too deep nesting and any value of the wrong type (a list where text is
 expected, a job that is not an object) are a SlurmJsonError with a message, never a TypeError,
 ValueError or RecursionError, and a job is looked up by its id, never taken because it came first.
+The decoding and the typed value readers are goodput.slurm.jsonvalues'; this module says what the
+values mean for jobs and nodes.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Any
 
 from goodput.identifiers import validate_job_id
-from goodput.scheduler import (
-    JobInfo,
-    JobState,
-    NodeInfo,
-    SchedulerError,
-    TransientSchedulerError,
-    UnknownJobError,
-    UnknownNodeError,
-)
+from goodput.scheduler import JobInfo, JobState, NodeInfo, UnknownJobError
 from goodput.slurm import stdio
-from goodput.slurm.errors import classify
-from goodput.slurm.hostlist import HostlistError, expand_hostlist
-from goodput.slurm.records import clean, expedite_hold, job_state
+from goodput.slurm.jsonvalues import (
+    MAX_DOCUMENT,
+    MAX_ERRORS,
+    MAX_LIST,
+    MAX_NUMBER,
+    SlurmJsonError,
+    decode,
+    entries,
+    errors_in,
+    fail,
+    flag,
+    hostnames,
+    id_number,
+    load,
+    number,
+    slurm_release,
+    states,
+    text,
+)
+from goodput.slurm.records import expedite_hold, job_state
+
+# The value readers live in goodput.slurm.jsonvalues; callers import them from here too.
+__all__ = ["MAX_DOCUMENT", "MAX_ERRORS", "MAX_LIST", "MAX_NUMBER", "SlurmJsonError", "decode", "entries",
+           "errors_in", "find_job", "find_job_object", "flag", "id_number", "job_from_json", "load",
+           "node_from_json", "number", "parse_sinfo_json", "parse_squeue_json", "slurm_release", "states", "text"]
 
 _HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job_requeued_in_held_state"})
-MAX_DOCUMENT = 256 * 1024 * 1024
-MAX_NUMBER = 20  # characters of one JSON number; Slurm's are at most 64-bit
-MAX_LIST = 1024  # entries of a state list
-MAX_ERRORS = 20
-
-
-class SlurmJsonError(SchedulerError):
-    """Output that is not the JSON a Slurm command prints."""
-
-
-def _fail(message: str) -> NoReturn:
-    raise SlurmJsonError(message)
-
-
-def _bounded_int(literal: str) -> int:
-    if len(literal) > MAX_NUMBER:
-        _fail(f"a number of {len(literal)} digits; Slurm prints at most {MAX_NUMBER}")
-    return int(literal)
-
-
-def _bounded_float(literal: str) -> float:
-    value = float(literal) if len(literal) <= 2 * MAX_NUMBER else math.inf
-    if not math.isfinite(value):
-        _fail(f"a number Slurm would not print: {literal[:40]}")
-    return value
-
-
-def _no_constant(name: str) -> NoReturn:
-    _fail(f"{name} is not a number Slurm prints")
-
-
-def decode(text: str | bytes) -> Any:
-    """Any JSON value, with bounded numbers; SlurmJsonError for everything that is not JSON."""
-    if len(text) > MAX_DOCUMENT:
-        _fail(f"a JSON document of {len(text)} bytes (limit {MAX_DOCUMENT})")
-    try:
-        return json.loads(text, parse_int=_bounded_int, parse_float=_bounded_float,
-                          parse_constant=_no_constant)
-    except RecursionError:
-        _fail("JSON nested too deeply")
-    except SlurmJsonError:
-        raise
-    except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes
-        _fail(f"not JSON: {str(exc)[:200]}")
-
-
-def load(text: str | bytes) -> dict[str, Any]:
-    """The document, or an error if Slurm reported one inside it.
-
-    With slurmctld down, 22.05's `squeue --json` exits 0 and prints `"jobs": []` next to
-    `"errors": [{"error": "Unspecified error", ...}]`: read naively, every job has vanished.
-    Any reported error therefore fails the listing, as a retryable error unless it names a
-    permanent cause.
-    """
-    document = decode(text)
-    if not isinstance(document, dict):
-        _fail("expected a JSON object")
-    problems = errors_in(document)
-    if problems:
-        error = classify(["slurm", "--json"], 1, "", "; ".join(problems))
-        if isinstance(error, UnknownJobError | UnknownNodeError):
-            raise error
-        raise TransientSchedulerError(f"Slurm reported: {'; '.join(problems)[:500]}")
-    return document
-
-
-def _plain(value: Any) -> str:
-    """A scalar as text; containers only by their type (never walked, never recursed into)."""
-    if isinstance(value, str):
-        return value[:500]
-    if isinstance(value, int | float | bool) or value is None:
-        return str(value)
-    return f"<{type(value).__name__}>"
-
-
-def errors_in(document: Mapping[str, Any]) -> list[str]:
-    """The `errors` entries of a Slurm JSON document as text (22.05 and 23.02+ shapes)."""
-    entries = document.get("errors")
-    if entries is None:
-        return []
-    if not isinstance(entries, list):
-        entries = [entries]
-    found: list[str] = []
-    for entry in entries[:MAX_ERRORS]:
-        if isinstance(entry, Mapping):
-            parts = [_plain(entry.get(k)) for k in ("source", "description", "error") if entry.get(k)]
-            found.append(": ".join(parts) or "an error without a description")
-        elif entry:
-            found.append(_plain(entry))
-    return found
-
-
-def _version_part(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int) and 0 <= value < 10_000:
-        return value
-    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 4:
-        return int(value)
-    return None
-
-
-def slurm_release(document: Mapping[str, Any]) -> str:
-    """`22.05.8` from `meta.Slurm.release` (22.05) or `meta.slurm.release` (23.02+); '' if absent."""
-    meta = document.get("meta")
-    if not isinstance(meta, Mapping):
-        return ""
-    for key in ("Slurm", "slurm"):
-        block = meta.get(key)
-        if isinstance(block, Mapping):
-            release = block.get("release")
-            if isinstance(release, str) and release:
-                return release[:64]
-            version = block.get("version")
-            if isinstance(version, Mapping):
-                major, minor, micro = (_version_part(version.get(k, 0)) for k in ("major", "minor", "micro"))
-                if major is not None and minor is not None and micro is not None:
-                    return f"{major}.{minor:02d}.{micro}"
-    return ""
-
-
-def number(value: Any, default: int = 0) -> int:
-    """Plain ints (22.05) and `{"set", "infinite", "number"}` wrappers (23.02+)."""
-    if isinstance(value, Mapping):
-        if not value.get("set", True) or value.get("infinite"):
-            return default
-        value = value.get("number", default)
-        if isinstance(value, Mapping):
-            _fail("a number wrapper inside a number wrapper")
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        if abs(value) >= 2**64:
-            _fail(f"a number beyond 64 bits: {str(value)[:40]}")
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value) or abs(value) >= 2**64:
-            _fail("a number Slurm would not print")
-        return int(value)
-    if isinstance(value, str):
-        digits = value.strip()
-        return int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= MAX_NUMBER else default
-    _fail(f"expected a number, got {type(value).__name__}")
-
-
-def text(value: Any) -> str:
-    """A text field; a number is written out, a list or object is an error."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return clean(value)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(number(value))
-    _fail(f"expected text, got {type(value).__name__}")
-
-
-def states(value: Any) -> list[str]:
-    """`"idle"` or `["IDLE", "DRAIN"]` -> ['IDLE', 'DRAIN']."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value[:64].upper()] if value else []
-    if isinstance(value, list) and len(value) <= MAX_LIST:
-        if not all(isinstance(v, str) for v in value):
-            _fail("a state list with entries that are not text")
-        return [v[:64].upper() for v in value if v]
-    _fail(f"expected a state or a list of states, got {type(value).__name__}")
-
-
-def _hostnames(value: Any) -> tuple[str, ...]:
-    try:
-        return expand_hostlist(text(value))
-    except HostlistError as err:
-        _fail(str(err))
 
 
 def _exit_code(value: Any) -> str:
@@ -229,21 +67,6 @@ def _exit_code(value: Any) -> str:
         return ""
     raw = number(value)  # 22.05: the raw wait status
     return f"{raw >> 8}:{raw & 0x7F}"
-
-
-def flag(value: Any) -> bool:
-    return value if isinstance(value, bool) else isinstance(value, int) and value != 0
-
-
-def id_number(value: Any) -> int | None:
-    """A uid/gid (or job id part): a plain or wrapped non-negative integer below 2**32, else None."""
-    if isinstance(value, Mapping):
-        if not value.get("set", True) or value.get("infinite"):
-            return None
-        value = value.get("number")
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 2**32 - 1:
-        return value
-    return None
 
 
 def _stdio(job: Mapping[str, Any], job_id: int) -> tuple[str, str]:
@@ -267,10 +90,10 @@ def job_from_json(job: Mapping[str, Any], *, expand_output: bool = False) -> Job
     scontrol prints.
     """
     if not isinstance(job, Mapping):
-        _fail(f"a job entry that is not an object but {type(job).__name__}")
+        fail(f"a job entry that is not an object but {type(job).__name__}")
     job_id = id_number(job.get("job_id"))
     if job_id is None:
-        _fail("a job entry without a valid job_id")
+        fail("a job entry without a valid job_id")
     job_states = states(job.get("job_state"))
     state = job_state(job_states[0]) if job_states else JobState.UNKNOWN
     reason = text(job.get("state_reason"))
@@ -295,7 +118,7 @@ def job_from_json(job: Mapping[str, Any], *, expand_output: bool = False) -> Job
         state=state,
         state_reason=reason,
         partition=text(job.get("partition")),
-        nodes=_hostnames(job.get("nodes")),
+        nodes=hostnames(job.get("nodes")),
         comment=text(job.get("comment")),
         requeue=flag(job.get("requeue")),
         restart_count=number(job.get("restart_cnt")),
@@ -304,7 +127,7 @@ def job_from_json(job: Mapping[str, Any], *, expand_output: bool = False) -> Job
         stderr_path=stderr,
         command=text(job.get("command")),
         work_dir=text(job.get("current_working_directory")),
-        excluded_nodes=_hostnames(job.get("excluded_nodes")),
+        excluded_nodes=hostnames(job.get("excluded_nodes")),
         held=held,
         expedite_held=expedited,
         reservation=text(job.get("resv_name"))[:1024],
@@ -330,16 +153,6 @@ def _names_job(job: Mapping[str, Any], job_id: str) -> bool:
     return False
 
 
-def entries(document: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
-    """The objects of list `key`; SlurmJsonError when it is missing, not a list, or holds non-objects."""
-    found = document.get(key)
-    if not isinstance(found, list):
-        _fail(f"Slurm JSON without a '{key}' list")
-    if not all(isinstance(e, Mapping) for e in found):
-        _fail(f"a '{key}' list with entries that are not objects")
-    return found
-
-
 def find_job_object(document: Mapping[str, Any], job_id: str) -> Mapping[str, Any]:
     """The object of job `job_id` among the `jobs` of a document: exactly one must match."""
     validate_job_id(job_id)
@@ -347,7 +160,7 @@ def find_job_object(document: Mapping[str, Any], job_id: str) -> Mapping[str, An
     if not matches:
         raise UnknownJobError(f"unknown job {job_id}")
     if len(matches) > 1:
-        _fail(f"{len(matches)} entries claim to be job {job_id}")
+        fail(f"{len(matches)} entries claim to be job {job_id}")
     return matches[0]
 
 
@@ -378,7 +191,7 @@ def _node_from(name: str, state_value: Any, extra_flags: Any, reason: Any, user:
 def node_from_json(node: Mapping[str, Any]) -> NodeInfo:
     """A node object of `sinfo --json` 22.05, `scontrol show nodes --json`, or slurmrestd."""
     if not isinstance(node, Mapping):
-        _fail(f"a node entry that is not an object but {type(node).__name__}")
+        fail(f"a node entry that is not an object but {type(node).__name__}")
     return _node_from(text(node.get("name")), node.get("state"), node.get("state_flags"),
                       node.get("reason"), node.get("reason_set_by_user"), node.get("gres"))
 
@@ -387,14 +200,14 @@ def _group_nodes(group: Mapping[str, Any], found: dict[str, NodeInfo]) -> None:
     node_block = group.get("node") or {}
     names_block = group.get("nodes") or {}
     if not isinstance(node_block, Mapping) or not isinstance(names_block, Mapping):
-        _fail("an sinfo group whose 'node' or 'nodes' is not an object")
+        fail("an sinfo group whose 'node' or 'nodes' is not an object")
     names = names_block.get("nodes") or []
     if not isinstance(names, list):
-        _fail("an sinfo group whose node names are not a list")
+        fail("an sinfo group whose node names are not a list")
     for entry in names:
         if not isinstance(entry, str):
-            _fail("an sinfo group with a node name that is not text")
-        for name in _hostnames(entry):
+            fail("an sinfo group with a node name that is not text")
+        for name in hostnames(entry):
             found.setdefault(name, _node_from(name, node_block.get("state"), None, group.get("reason"),
                                               group.get("reason_set_by_user"), group.get("gres")))
 
@@ -411,5 +224,5 @@ def parse_sinfo_json(raw: str) -> list[NodeInfo]:
         for group in entries(document, "sinfo"):
             _group_nodes(group, found)
     else:
-        _fail("sinfo JSON with neither 'nodes' nor 'sinfo'")
+        fail("sinfo JSON with neither 'nodes' nor 'sinfo'")
     return list(found.values())

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from goodput.slurm.jsonout import flag, id_number, number, states, text
+from goodput.slurm.jsonvalues import flag, id_number, number, states, text
 
 # Slurm's NO_VAL / INFINITE for 32-bit fields in 22.05's plain numbers: no limit set.
 _UNSET_32 = 0xFFFFFFFE
