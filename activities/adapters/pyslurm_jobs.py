@@ -17,7 +17,7 @@ from typing import Any
 from goodput.identifiers import validate_partition
 from goodput.scheduler import JobInfo, JobState, PermanentSchedulerError
 from goodput.slurm.hostlist import expand_hostlist
-from goodput.slurm.records import job_state
+from goodput.slurm.records import expedite_hold, job_state
 from goodput.slurm.resubmit import output_pattern, tag_comment
 from goodput.slurm.submit_as import Account
 
@@ -53,24 +53,45 @@ def hosts_of(value: Any) -> tuple[str, ...]:
     return expand_hostlist(text_of(value))
 
 
+def expedite_flag(job: Any) -> bool:
+    """The job's expedite flag (`--requeue=expedite`, Slurm 25.11+), as pyslurm reports it: never.
+
+    pyslurm 25.11 (checked up to 25.11.2, PySlurm/pyslurm 367db8b) declares Slurm's
+    `EXPEDITED_REQUEUE` job bit, but no `Job` property reads it and the job's `bitflags` are not a
+    Python attribute. The hold's other three parts are readable (state `REQUEUE_HOLD`, held, a
+    failed run), but without the flag Slurm's expedited hold cannot be told from another hold, so
+    this backend never reports one: such a job is held like any other and goodput does not release
+    it (docs/slurm.md, "Expedited requeue"). A pyslurm that exposes the bit is read here.
+    """
+    del job
+    return False
+
+
 def job_info(job: Any) -> JobInfo:
     """A JobInfo from a pyslurm.Job."""
-    state = job_state(text_of(field_of(job, "state")))
+    state_name = text_of(field_of(job, "state")).upper()
+    state = job_state(state_name)
     if state is JobState.COMPLETING and not field_of(job, "end_time"):
         state = JobState.REQUEUED  # a requeued job completes its old run with no end time
     reason = text_of(field_of(job, "state_reason"))
-    exit_code = field_of(job, "exit_code")
+    raw_exit = field_of(job, "exit_code")
+    exit_code = "" if raw_exit is None else f"{int_of(raw_exit)}:{int_of(field_of(job, 'exit_code_signal'))}"
+    held = reason in _HELD_REASONS or (field_of(job, "priority") == 0 and state is JobState.PENDING)
+    # The same four-part rule as the CLI, JSON and REST readers; pyslurm's `state` is
+    # slurm_job_state_string, which names the REQUEUE_HOLD flag as scontrol does.
+    expedited = expedite_hold(requeue_hold=state_name == "REQUEUE_HOLD", expedited=expedite_flag(job), held=held,
+                              exit_code=exit_code)
     return JobInfo(
         job_id=str(job.id), name=text_of(field_of(job, "name")), state=state, state_reason=reason,
         partition=text_of(field_of(job, "partition")), nodes=hosts_of(field_of(job, "allocated_nodes")),
         comment=text_of(field_of(job, "comment")), requeue=bool(field_of(job, "is_requeueable")),
         restart_count=int_of(field_of(job, "requeue_count")),
-        exit_code="" if exit_code is None else f"{int_of(exit_code)}:{int_of(field_of(job, 'exit_code_signal'))}",
+        exit_code=exit_code,
         stdout_path=text_of(field_of(job, "standard_output")), stderr_path=text_of(field_of(job, "standard_error")),
         command=text_of(field_of(job, "command")), work_dir=text_of(field_of(job, "working_directory")),
         excluded_nodes=hosts_of(field_of(job, "excluded_nodes")),
         reservation=text_of(field_of(job, "reservation"))[:1024],
-        held=reason in _HELD_REASONS or (field_of(job, "priority") == 0 and state is JobState.PENDING),
+        held=held, expedite_held=expedited,
         user=text_of(field_of(job, "user_name")), user_id=id_of(field_of(job, "user_id")),
         group_id=id_of(field_of(job, "group_id")))
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from activities.adapters import pyslurm_jobs
 from activities.adapters.slurm_pyslurm import INSTALL_HINT, PyslurmBackend, PyslurmUnavailableError, job_info, node_info
 from goodput.identifiers import InvalidIdentifierError
 from goodput.ownership import drain_reason
@@ -89,6 +90,22 @@ async def test_get_job_maps_pyslurm_attributes(ctl: Slurmctld, backend: PyslurmB
     running(ctl, 8, **ALICE)
     assert (await backend.get_job("8")).user == "unit-alice"
     assert (await backend.get_job("8")).user_id == 1001
+
+
+async def test_slurms_expedited_hold_reads_as_a_plain_hold(ctl: Slurmctld, backend: PyslurmBackend,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyslurm 25.11 has no property for the job's expedite flag (docs/slurm.md, "Expedited
+    requeue"): a job with every part of Slurm's hold that pyslurm shows is held, never
+    `expedite_held`, so goodput leaves it held. The other three parts go through the CLI's rule:
+    with the flag readable, the same job is Slurm's hold and an owner's requeuehold is not."""
+    hold = {"state": "REQUEUE_HOLD", "state_reason": "job requeued in held state", "priority": 0}
+    running(ctl, requeue_count=1, exit_code=1, **hold)
+    running(ctl, 8, requeue_count=1, exit_code=0, **(hold | {"state": "PENDING"}))  # the owner's requeuehold
+    job = await backend.get_job("7")
+    assert job.state is JobState.REQUEUED and job.held and job.exit_code == "1:0" and not job.expedite_held
+    monkeypatch.setattr(pyslurm_jobs, "expedite_flag", lambda job: True)
+    assert (await backend.get_job("7")).expedite_held
+    assert (await backend.get_job("8")).held and not (await backend.get_job("8")).expedite_held
 
 
 async def test_list_jobs_and_nodes(ctl: Slurmctld, backend: PyslurmBackend) -> None:
