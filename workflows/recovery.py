@@ -13,13 +13,10 @@ recommends and waits, `awaiting-evidence`, for evidence it may act on.
 This class reads as the loop (detect → attribute → plan → isolate → resume → verify) and holds
 the incident's whole state in one `RecoveryState` (goodput.recover.recovery_state), which only
 it changes. The longer steps are functions that receive it as an `Incident`
-(workflows.recovery_steps): one pass from attribution to action (workflows.recovery_plan),
-isolating nodes (workflows.node_link), carrying out the plan (workflows.recovery_actions), the
-waits between plans (workflows.recovery_follow), the mode gate (workflows.recovery_gate) and the
-spare pool (workflows.spares); decisions with no Temporal in them are
-goodput.recover.recovery_rules. Incidents started under `straight-path`, and fewer still under
-`fewer-steps`, take fewer workflow tasks to their requeue (docs/architecture.md, "The straight
-path"; docs/scaling.md, "Fewer steps"; #29).
+(workflows.recovery_steps): one pass to action (recovery_plan), isolating (node_link), acting
+(recovery_actions), waits between plans (recovery_follow), the mode gate (recovery_gate), spares;
+decisions with no Temporal in them are goodput.recover.recovery_rules. `straight-path` and
+`fewer-steps` cut workflow tasks to the requeue (docs/architecture.md, "The straight path"; #29).
 """
 
 from __future__ import annotations
