@@ -8,22 +8,25 @@ commands. Here the reason names the fault instead: nodes that the topology puts 
 (else one rack) and whose incidents were first observed within one window share
 `goodput:fault-<group>-<window start>: <summary>`, so their drains in one tick are one command.
 
-The window is a fixed grid of `window_s` (the window start is the observed time rounded down), not
-"within `window_s` of the first anomaly": the grid needs no coordination between incidents (each
-decides alone, in its own isolate activity, and all decide alike), at the cost that a fault whose
-anomalies straddle a grid line drains with two reasons, two commands instead of one.
+The window is anchored on the fault's first incident: the first node incident of a group that a
+worker isolates opens a fault starting at its own observed time (`anchored_start`), and every later
+one of that group observed within `window_s` of it (before or after) joins that fault. A fixed
+grid (the observed time rounded down) needed no memory but split a fault whose anomalies straddled
+a grid line into two reasons. The anchors are the worker's (activities.topology.SwitchMap): two
+workers may name one switch failure as two faults, which costs nothing in commands (each worker's
+coalescer sends its own) and nothing in ownership (each node keeps its own reason).
 
 Ownership stays per node: Slurm keeps the reason on each node, return to service resumes only a
 node whose own reason is still exactly goodput's, and the node's node incident and return-to-service
 workflow name the job incident that drained it. `owning_fault` says which faults a reason names.
-Pure: the isolate activity passes the topology and the time.
+Pure: the isolate activity passes the topology, the time and its worker's anchors.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from goodput.models import Frozen
@@ -48,6 +51,7 @@ class SharedDrain(Frozen):
 
     fault_id: str
     reason_summary: str
+    anchor: tuple[str, int]  # (group key, fault start): what the worker remembers the open fault by
 
 
 def _safe_name(name: str) -> str:
@@ -59,24 +63,38 @@ def _safe_name(name: str) -> str:
     return f"{safe}.{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def fault_id(group: Group, observed_at: datetime, window_s: float) -> str:
-    """`fault-<kind>-<group>-<window start, epoch seconds>`: the same for every node of the group
-    whose incident was first observed in the same window."""
-    start = int(observed_at.timestamp() // window_s * window_s)
-    return f"{FAULT_PREFIX}{group.kind}-{_safe_name(group.name)}-{start}"
+def group_key(group: Group) -> str:
+    """`<kind>-<group>`: what a fault's id and its anchor are keyed by."""
+    return f"{group.kind}-{_safe_name(group.name)}"
+
+
+def fault_id(group: Group, start: int) -> str:
+    """`fault-<kind>-<group>-<start, epoch seconds>`: the same for every node of the group whose
+    incident joined the fault that opened at `start`."""
+    return f"{FAULT_PREFIX}{group_key(group)}-{start}"
+
+
+def anchored_start(anchors: Mapping[str, int], key: str, observed_at: datetime, window_s: float) -> int:
+    """The start of the group's open fault when `observed_at` is within `window_s` of it, else the
+    start of a new fault: the observed second itself."""
+    at = observed_at.timestamp()
+    start = anchors.get(key)
+    return start if start is not None and abs(at - start) < window_s else int(at)
 
 
 def shared_drain(node: str, groups: Sequence[Group], observed_at: datetime | None,
-                 window_s: float) -> SharedDrain | None:
-    """The shared drain of `node`: its first switch, else its first rack; None when sharing is off
-    (`window_s` 0), the incident has no observed time (one from before it), or the node is under no
-    group the topology knows."""
+                 window_s: float, anchors: Mapping[str, int] | None = None) -> SharedDrain | None:
+    """The shared drain of `node`: its first switch, else its first rack, in the fault `anchors`
+    holds open for that group (else a new one); None when sharing is off (`window_s` 0), the
+    incident has no observed time (one from before it), or the node is under no group the
+    topology knows. The caller records `anchor` in its anchors."""
     if window_s <= 0 or observed_at is None:
         return None
     for kind in ("switch", "rack"):
         group = next((g for g in groups if g.kind == kind and node in g.members), None)
         if group is not None:
-            return SharedDrain(fault_id=fault_id(group, observed_at, window_s),
+            start = anchored_start(anchors or {}, group_key(group), observed_at, window_s)
+            return SharedDrain(fault_id=fault_id(group, start), anchor=(group_key(group), start),
                                reason_summary=f"node fault under {kind} {group.name[:128]} (drained as one fault)")
     return None
 
