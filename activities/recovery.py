@@ -243,7 +243,8 @@ class RecoveryActivities:
     async def _drain_reasons(self, request: IsolateInput) -> tuple[dict[str, str], tuple[str, ...]]:
         """Each node's drain reason: its fault's where the topology groups it with others
         (goodput.recover.shared_fault: one reason, one command for the switch), else the incident's."""
-        drains = await self._switch_map.shared_drains(self._policy.breaker, request.nodes, request.observed_at,
+        drains = await self._switch_map.shared_drains(self._policy.breaker, request.incident_id, request.nodes,
+                                                      request.observed_at,
                                                       self._policy.node_incident.shared_drain_window_s)
         reasons: dict[str, str] = {}
         faults: dict[str, None] = {}

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from goodput.recover.breaker import BreakerPolicy, with_slurm_switches
-from goodput.recover.shared_fault import Group, SharedDrain, shared_drain, topology_groups
+from goodput.recover.shared_fault import Group, OpenFault, SharedDrain, join_fault, topology_groups
 from goodput.scheduler import Scheduler, SchedulerError, SlurmSwitch
 from goodput.slurm.topology import leaf_switches
 
@@ -37,9 +37,10 @@ class SwitchMap:
         self._switches: tuple[SlurmSwitch, ...] = ()
         self._read_at: float | None = None
         self._lock = asyncio.Lock()
-        # group key -> start of the fault this worker holds open for it (goodput.recover.shared_fault);
-        # one entry per switch or rack of the topology, replaced when a later fault opens
-        self._anchors: dict[str, int] = {}
+        # group key -> the fault this worker holds open for it (goodput.recover.shared_fault); one
+        # per switch or rack of the topology (its members at most the group's nodes), replaced when
+        # a later fault of the group opens
+        self._faults: dict[str, OpenFault] = {}
 
     async def switches(self) -> tuple[SlurmSwitch, ...]:
         async with self._lock:
@@ -61,18 +62,18 @@ class SwitchMap:
             or tuple((s.name, s.nodes) for s in leaf_switches(await self.switches()))
         return topology_groups(switches, tuple((g.name, g.nodes) for g in policy.racks))
 
-    async def shared_drains(self, policy: BreakerPolicy, nodes: Sequence[str], observed_at: datetime | None,
-                            window_s: float) -> dict[str, SharedDrain | None]:
-        """Each node's shared drain, in the fault this worker holds open for its switch or rack
-        (opened by the first node incident of the group it isolates, for `window_s` either side)."""
+    async def shared_drains(self, policy: BreakerPolicy, incident: str, nodes: Sequence[str],
+                            observed_at: datetime | None, window_s: float) -> dict[str, SharedDrain | None]:
+        """Each node's shared drain (None: the incident's own reason) in the fault this worker holds
+        open for its switch or rack (goodput.recover.shared_fault.join_fault)."""
         if window_s <= 0 or observed_at is None:
             return dict.fromkeys(nodes)
         groups = await self.groups(policy)
         drains: dict[str, SharedDrain | None] = {}
         for node in nodes:  # no await in between: two isolates of one worker cannot open two faults
-            drain = drains[node] = shared_drain(node, groups, observed_at, window_s, self._anchors)
-            if drain is not None:
-                self._anchors[drain.anchor[0]] = drain.anchor[1]
+            drains[node], fault = join_fault(self._faults, groups, node, incident, observed_at, window_s)
+            if fault is not None:
+                self._faults[fault.group] = fault
         return drains
 
     async def applied(self, policy: BreakerPolicy) -> BreakerPolicy:

@@ -8,18 +8,20 @@ commands. Here the reason names the fault instead: nodes that the topology puts 
 (else one rack) and whose incidents were first observed within one window share
 `goodput:fault-<group>-<window start>: <summary>`, so their drains in one tick are one command.
 
-The window is anchored on the fault's first incident: the first node incident of a group that a
-worker isolates opens a fault starting at its own observed time (`anchored_start`), and every later
-one of that group observed within `window_s` of it (before or after) joins that fault. A fixed
-grid (the observed time rounded down) needed no memory but split a fault whose anomalies straddled
-a grid line into two reasons. The anchors are the worker's (activities.topology.SwitchMap): two
-workers may name one switch failure as two faults, which costs nothing in commands (each worker's
-coalescer sends its own) and nothing in ownership (each node keeps its own reason).
+The window is anchored on the fault's first node incident (`join_fault`): the first of a group
+that a worker isolates opens a fault at its own observed time and drains with its incident's own
+reason (so a lone node fault's reason still names its incident and cause), and every later node
+incident of that group observed within `window_s` of it, before or after, drains with the fault's
+reason. A fixed grid (the observed time rounded down) needed no memory but split a fault whose
+anomalies straddled a grid line into two reasons, and named a switch on every lone node's drain.
+Open faults are the worker's (activities.topology.SwitchMap): two workers may name one switch
+failure as two faults, which costs nothing in commands (each worker's coalescer sends its own) and
+nothing in ownership (each node keeps its own reason).
 
 Ownership stays per node: Slurm keeps the reason on each node, return to service resumes only a
 node whose own reason is still exactly goodput's, and the node's node incident and return-to-service
 workflow name the job incident that drained it. `owning_fault` says which faults a reason names.
-Pure: the isolate activity passes the topology, the time and its worker's anchors.
+Pure: the isolate activity passes the topology, the time and its worker's open faults.
 """
 
 from __future__ import annotations
@@ -51,7 +53,6 @@ class SharedDrain(Frozen):
 
     fault_id: str
     reason_summary: str
-    anchor: tuple[str, int]  # (group key, fault start): what the worker remembers the open fault by
 
 
 def _safe_name(name: str) -> str:
@@ -74,29 +75,46 @@ def fault_id(group: Group, start: int) -> str:
     return f"{FAULT_PREFIX}{group_key(group)}-{start}"
 
 
-def anchored_start(anchors: Mapping[str, int], key: str, observed_at: datetime, window_s: float) -> int:
-    """The start of the group's open fault when `observed_at` is within `window_s` of it, else the
-    start of a new fault: the observed second itself."""
-    at = observed_at.timestamp()
-    start = anchors.get(key)
-    return start if start is not None and abs(at - start) < window_s else int(at)
+class OpenFault(Frozen):
+    """A fault a worker holds open for one switch or rack: when it opened and which node incident
+    drained each node in it (the first is the opener's)."""
+
+    group: str  # the group's key (`group_key`)
+    start: int  # epoch seconds: the opener's observed time
+    members: dict[str, str]  # node -> incident
+
+    @property
+    def opener(self) -> str:
+        return next(iter(self.members))
 
 
-def shared_drain(node: str, groups: Sequence[Group], observed_at: datetime | None,
-                 window_s: float, anchors: Mapping[str, int] | None = None) -> SharedDrain | None:
-    """The shared drain of `node`: its first switch, else its first rack, in the fault `anchors`
-    holds open for that group (else a new one); None when sharing is off (`window_s` 0), the
-    incident has no observed time (one from before it), or the node is under no group the
-    topology knows. The caller records `anchor` in its anchors."""
+def join_fault(faults: Mapping[str, OpenFault], groups: Sequence[Group], node: str, incident: str,
+               observed_at: datetime | None, window_s: float) -> tuple[SharedDrain | None, OpenFault | None]:
+    """How node `node`'s drain for `incident` goes: (the shared drain, or None for the incident's
+    own reason; the group's fault as the caller must now remember it, or None when unchanged).
+
+    The first node incident of a switch (else rack) opens a fault and drains with its own reason:
+    a lone fault (one node, one XID) keeps a reason naming its incident and its cause, and every
+    later node incident of that group observed within `window_s` of the opener (either side)
+    drains with the fault's one reason, one command. A retry of a member's drain gets the same
+    answer again; another incident of a node the fault already drained (put back, failing again)
+    is a new failure and keeps its own reason. Sharing off (`window_s` 0), no observed time (an
+    incident from before it) or a node under no known group: its own reason."""
     if window_s <= 0 or observed_at is None:
-        return None
+        return None, None
     for kind in ("switch", "rack"):
         group = next((g for g in groups if g.kind == kind and node in g.members), None)
-        if group is not None:
-            start = anchored_start(anchors or {}, group_key(group), observed_at, window_s)
-            return SharedDrain(fault_id=fault_id(group, start), anchor=(group_key(group), start),
-                               reason_summary=f"node fault under {kind} {group.name[:128]} (drained as one fault)")
-    return None
+        if group is None:
+            continue
+        at, fault = observed_at.timestamp(), faults.get(group_key(group))
+        if fault is None or abs(at - fault.start) >= window_s:
+            return None, OpenFault(group=group_key(group), start=int(at), members={node: incident})
+        shared = SharedDrain(fault_id=fault_id(group, fault.start),
+                             reason_summary=f"node fault under {kind} {group.name[:128]} (drained as one fault)")
+        if node not in fault.members:
+            return shared, fault.model_copy(update={"members": {**fault.members, node: incident}})
+        return (shared if fault.members[node] == incident and node != fault.opener else None), None
+    return None, None
 
 
 def owning_fault(reason: str) -> str | None:

@@ -213,7 +213,8 @@ async def test_a_doubtful_batched_node_answer_makes_each_node_read_alone() -> No
     backend = SlurmCliBackend(slurm)
     nodes = await asyncio.gather(*(backend.get_node(n) for n in ("node1", "node2")))
     assert [n.name for n in nodes] == ["node1", "node2"]
-    assert sorted(slurm.node_reads) == [("scontrol", "show", "node", "-o", n) for n in ("node1", "node1,node2", "node2")]
+    assert sorted(slurm.node_reads) == [("scontrol", "show", "node", "-o", n)
+                                        for n in ("node1", "node1,node2", "node2")]
 
 
 async def test_exclusions_join_only_jobs_whose_lists_are_equal_and_a_bad_job_fails_alone() -> None:
