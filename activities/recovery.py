@@ -71,7 +71,6 @@ from goodput.recover.node_health import (
 )
 from goodput.recover.notify import Notifier
 from goodput.recover.policy import Policy, ResumeStrategy
-from goodput.recover.shared_fault import shared_drain
 from goodput.recover.trust import LocalTrustRecord, RuleAutonomy, TrustInput, TrustRecord
 from goodput.scheduler import (
     JobInfo,
@@ -244,12 +243,13 @@ class RecoveryActivities:
     async def _drain_reasons(self, request: IsolateInput) -> tuple[dict[str, str], tuple[str, ...]]:
         """Each node's drain reason: its fault's where the topology groups it with others
         (goodput.recover.shared_fault: one reason, one command for the switch), else the incident's."""
-        window = self._policy.node_incident.shared_drain_window_s
-        groups = await self._switch_map.groups(self._policy.breaker) if window > 0 and request.observed_at else ()
+        drains = await self._switch_map.shared_drains(self._policy.breaker, request.incident_id, request.nodes,
+                                                      request.observed_at,
+                                                      self._policy.node_incident.shared_drain_window_s)
         reasons: dict[str, str] = {}
         faults: dict[str, None] = {}
         for node in request.nodes:
-            shared = shared_drain(node, groups, request.observed_at, window)
+            shared = drains[node]
             if shared is None:
                 reasons[node] = drain_reason(request.incident_id, request.summary)
             else:

@@ -1,4 +1,5 @@
-"""Slurm's switch map for the drain breaker and shared drains, read through the scheduler at most every few minutes.
+"""Slurm's switch map for the drain breaker and shared drains, read through the scheduler at most every few minutes,
+and the shared-drain faults this worker holds open per switch or rack.
 
 The breaker limits drains per switch; a site that runs TopologyPlugin=topology/tree has that map
 in Slurm already. Reading it for every drain request would put a `scontrol show topology` on the
@@ -12,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from goodput.recover.breaker import BreakerPolicy, with_slurm_switches
-from goodput.recover.shared_fault import Group, topology_groups
+from goodput.recover.shared_fault import Group, OpenFault, SharedDrain, join_fault, topology_groups
 from goodput.scheduler import Scheduler, SchedulerError, SlurmSwitch
 from goodput.slurm.topology import leaf_switches
 
@@ -35,6 +37,10 @@ class SwitchMap:
         self._switches: tuple[SlurmSwitch, ...] = ()
         self._read_at: float | None = None
         self._lock = asyncio.Lock()
+        # group key -> the fault this worker holds open for it (goodput.recover.shared_fault); one
+        # per switch or rack of the topology (its members at most the group's nodes), replaced when
+        # a later fault of the group opens
+        self._faults: dict[str, OpenFault] = {}
 
     async def switches(self) -> tuple[SlurmSwitch, ...]:
         async with self._lock:
@@ -55,6 +61,20 @@ class SwitchMap:
         switches = tuple((g.name, g.nodes) for g in policy.switches) \
             or tuple((s.name, s.nodes) for s in leaf_switches(await self.switches()))
         return topology_groups(switches, tuple((g.name, g.nodes) for g in policy.racks))
+
+    async def shared_drains(self, policy: BreakerPolicy, incident: str, nodes: Sequence[str],
+                            observed_at: datetime | None, window_s: float) -> dict[str, SharedDrain | None]:
+        """Each node's shared drain (None: the incident's own reason) in the fault this worker holds
+        open for its switch or rack (goodput.recover.shared_fault.join_fault)."""
+        if window_s <= 0 or observed_at is None:
+            return dict.fromkeys(nodes)
+        groups = await self.groups(policy)
+        drains: dict[str, SharedDrain | None] = {}
+        for node in nodes:  # no await in between: two isolates of one worker cannot open two faults
+            drains[node], fault = join_fault(self._faults, groups, node, incident, observed_at, window_s)
+            if fault is not None:
+                self._faults[fault.group] = fault
+        return drains
 
     async def applied(self, policy: BreakerPolicy) -> BreakerPolicy:
         """`policy` with Slurm's switches where it limits drains per switch and configures no map."""

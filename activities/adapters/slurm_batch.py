@@ -17,7 +17,9 @@ A batch is sent once a tick (50 ms) passes without a new item, or 500 ms after i
 whichever is first: a calm incident's command waits one tick. Bounded: at most `cap` items per
 batch; a full batch is sent at once and the next one opens.
 Reads go the same way (`read_status`): the status polls of one tick are one `squeue -j 1,2,3`,
-whose whole answer each caller reads its own line from (goodput.slurm.batch.parse_statuses).
+whose whole answer each caller reads its own line from (goodput.slurm.batch.parse_statuses); the
+node reads of one tick are one `scontrol show node -o a,b,c` (`read_node_line`), each caller's
+own line taken only from an answer that is exactly one line per node asked.
 Each result carries its `Share` (the batch size and the command), which the backend writes into
 the action's detail, so the incident's timeline says it was batched.
 """
@@ -30,7 +32,8 @@ from dataclasses import dataclass, field
 
 from activities.adapters.slurm_runner import CommandResult, CommandRunner
 from goodput.scheduler import JobStatus, TransientSchedulerError
-from goodput.slurm.batch import MAX_BATCH, job_errors, parse_statuses, squeue_status
+from goodput.slurm import commands
+from goodput.slurm.batch import MAX_BATCH, job_errors, node_line, parse_statuses, show_nodes_many, squeue_status
 
 DEFAULT_TICK_S = 0.05
 DEFAULT_MAX_WAIT_S = 0.5  # the most a storm's first requeue waits for its batch-mates
@@ -127,6 +130,10 @@ class Coalescer:
             del self._open[group]
             await self._flush(batch)
 
+    async def alone(self, kind: Kind, item: str) -> Outcome:
+        """`kind` for `item` by itself, now (a caller that could not use its batch's answer)."""
+        return await self._alone(kind, item)
+
     async def _alone(self, kind: Kind, item: str) -> Outcome:
         argv = tuple(kind.single(item))
         return Outcome(await self._runner.run(argv), Share(1, argv))
@@ -184,3 +191,19 @@ async def read_status(coalescer: Coalescer, job_id: str) -> JobStatus | None:
         return None
     statuses = parse_statuses(outcome.result.stdout)
     return None if statuses is None else statuses.get(job_id)
+
+
+# A node list that names a node Slurm does not know fails whole (22.05), so the nodes are read alone then.
+NODE = Kind("node", commands.show_node, show_nodes_many, per_item_errors=False)
+
+
+async def read_node_line(coalescer: Coalescer, name: str) -> CommandResult:
+    """Node `name`'s `scontrol show node -o` answer: its own line of this tick's shared read, else
+    (a failed or doubtful batch) its own read alone, which the caller checks as strictly as ever."""
+    outcome = await coalescer.run(NODE, (), name)
+    if outcome.share.size <= 1 or not outcome.result.ok:
+        return outcome.result  # a failed batch was already sent again alone
+    line = node_line(outcome.result.stdout, name, outcome.share.argv[-1].split(","))
+    if line is not None:
+        return CommandResult(outcome.result.argv, 0, line + "\n", "")
+    return (await coalescer.alone(NODE, name)).result

@@ -34,6 +34,7 @@ from typing import Any
 from activities.adapters import slurm_batch
 from activities.adapters.slurm_action import act_unless_done, change_node
 from activities.adapters.slurm_batch import DEFAULT_MAX_WAIT_S, DEFAULT_TICK_S, Coalescer, Kind, Outcome, Share
+from activities.adapters.slurm_cli_reservations import SlurmReservations
 from activities.adapters.slurm_owner import (
     AccountDirectory,
     OwnerSubmission,
@@ -42,18 +43,16 @@ from activities.adapters.slurm_owner import (
     owner_switch_failed,
 )
 from activities.adapters.slurm_runner import CommandResult, CommandRunner, LocalRunner
-from goodput.identifiers import validate_job_id, validate_node_name, validate_reservation
+from goodput.identifiers import validate_job_id, validate_node_name
 from goodput.scheduler import (
     ActionResult,
     JobInfo,
     JobStatus,
     NodeInfo,
     PermanentSchedulerError,
-    ReservationInfo,
     ResubmitRequest,
     SlurmSwitch,
     UnknownNodeError,
-    UnknownReservationError,
     status_of,
     with_status,
 )
@@ -63,9 +62,8 @@ from goodput.slurm.jsonout import find_job, find_job_object, load, parse_sinfo_j
 from goodput.slurm.jsonrecord import record_from_json
 from goodput.slurm.optin import DEFAULT_MARKER, NotOptedInError, is_opted_in
 from goodput.slurm.records import job_from_record, node_from_record
-from goodput.slurm.reservations import parse_reservation
 from goodput.slurm.resubmit import ResubmitKey, find_copy, merged_exclusions, options_from_record
-from goodput.slurm.submit_as import OwnerError, job_owner, validate_user_name
+from goodput.slurm.submit_as import OwnerError, job_owner
 from goodput.slurm.topology import parse_topology
 from goodput.slurm.unambiguous import job_record, node_record
 
@@ -75,6 +73,12 @@ REQUEUE = Kind("requeue", commands.requeue, batch.requeue_many, per_item_errors=
 REQUEUE_HOLD = Kind("requeuehold", lambda j: commands.requeue(j, hold=True),
                     lambda ids: batch.requeue_many(ids, hold=True), per_item_errors=True)
 RELEASE = Kind("release", commands.release, batch.release_many, per_item_errors=True)
+
+
+def _exclude(nodes: tuple[str, ...]) -> Kind:
+    """Exclusions coalesce only with exclusions of the same merged list: Slurm sets one list for all."""
+    return Kind("exclude", lambda j: commands.exclude_nodes(j, nodes), lambda ids: batch.exclude_many(ids, nodes),
+                per_item_errors=True)
 
 
 def _drain(reason: str) -> Kind:
@@ -91,7 +95,7 @@ def _the_node(nodes: Sequence[NodeInfo], name: str) -> NodeInfo:
     raise UnknownNodeError(f"unknown node {name}")
 
 
-class SlurmCliBackend:
+class SlurmCliBackend(SlurmReservations):
     """Implements `goodput.scheduler.Scheduler` with Slurm's command-line tools."""
 
     def __init__(self, runner: CommandRunner | None = None, *,
@@ -173,11 +177,11 @@ class SlurmCliBackend:
             raise classify(result.argv, result.returncode, result.stdout, result.stderr)
         return result
 
-    async def _job_command(self, kind: Kind, job_id: str, job: JobInfo) -> Outcome:
-        """`kind` for the job, batched with others of this tick when the id Slurm's own record gives
-        is a plain job number equal to the one asked for; otherwise alone, as before."""
+    async def _job_command(self, kind: Kind, job_id: str, job: JobInfo, key: tuple[str, ...] = ()) -> Outcome:
+        """`kind` for the job, batched with others of this tick (and `key`) when the id Slurm's own
+        record gives is a plain job number equal to the one asked for; otherwise alone, as before."""
         if job.job_id == job_id and batch.batchable_job(job_id):
-            return await self._coalescer.run(kind, (), job_id)
+            return await self._coalescer.run(kind, key, job_id)
         argv = tuple(kind.single(job_id))
         return Outcome(await self._try(argv), Share(1, argv))
 
@@ -228,7 +232,9 @@ class SlurmCliBackend:
         if await self._has_json():
             return _the_node(parse_sinfo_json((await self._run(commands.show_node_json(name))).stdout), name)
         try:
-            return node_from_record(node_record((await self._run(commands.show_node(name))).stdout, name))
+            # a storm's reads of its nodes (the links', the drains') share one command per tick
+            answer = self._ok(await slurm_batch.read_node_line(self._coalescer, name))
+            return node_from_record(node_record(answer.stdout, name))
         except SlurmRecordError:
             return _the_node(await self.list_nodes(), name)
 
@@ -367,8 +373,9 @@ class SlurmCliBackend:
         merged = tuple(dict.fromkeys([*job.excluded_nodes, *(validate_node_name(n) for n in nodes)]))
         if merged == job.excluded_nodes:
             return ActionResult(changed=False, detail=f"job {job_id} already excludes {','.join(nodes)}")
-        await self._run(commands.exclude_nodes(job_id, merged))
-        return ActionResult(changed=True, detail=f"job {job_id} now excludes {','.join(merged)}")
+        outcome = await self._job_command(_exclude(merged), job_id, job, (",".join(merged),))
+        self._ok(outcome.result)
+        return ActionResult(changed=True, detail=f"job {job_id} now excludes {','.join(merged)}{outcome.share.note()}")
 
     async def update_dependency(self, job_id: str, dependency: str) -> ActionResult:
         await self._run(commands.update_dependency(job_id, dependency))
@@ -376,45 +383,3 @@ class SlurmCliBackend:
 
     async def cancel_job(self, job_id: str) -> ActionResult:
         return await self._change_job(job_id, rules.cancel_noop, commands.cancel(job_id), "cancelled")
-
-    # -- the hot-spare pool (a reservation; goodput.recover.spares) -------------------------
-
-    async def get_reservation(self, name: str) -> ReservationInfo:
-        result = await self._try(commands.show_reservation(name))
-        if not result.ok and "not found" in f"{result.stdout} {result.stderr}".lower():
-            raise UnknownReservationError(f"reservation {name} not found")
-        if not result.ok:
-            raise classify(result.argv, result.returncode, result.stdout, result.stderr)
-        return parse_reservation(result.stdout, name)
-
-    async def allow_reservation_user(self, name: str, user: str) -> ActionResult:
-        validate_reservation(name)
-        validate_user_name(user)
-        if user in (await self.get_reservation(name)).users:
-            return ActionResult(changed=False, detail=f"{user} may already use reservation {name}")
-        await self._run(commands.reservation_add_user(name, user))
-        return ActionResult(changed=True, detail=f"allowed {user} into reservation {name}")
-
-    async def disallow_reservation_user(self, name: str, user: str) -> ActionResult:
-        validate_reservation(name)
-        validate_user_name(user)
-        if user not in (await self.get_reservation(name)).users:
-            return ActionResult(changed=False, detail=f"{user} may not use reservation {name}")
-        await self._run(commands.reservation_remove_user(name, user))
-        return ActionResult(changed=True, detail=f"removed {user} from reservation {name}")
-
-    async def use_reservation(self, job_id: str, name: str) -> ActionResult:
-        validate_reservation(name)
-        await self._opted_in_job(job_id)
-        await self._run(commands.job_reservation(job_id, name))
-        return ActionResult(changed=True, detail=f"job {job_id} may start in reservation {name}")
-
-    async def add_reservation_nodes(self, name: str, nodes: Sequence[str]) -> ActionResult:
-        names = [validate_node_name(n) for n in nodes]
-        current = (await self.get_reservation(name)).nodes
-        new = [n for n in dict.fromkeys(names) if n not in current]
-        if not new:
-            return ActionResult(changed=False, detail=f"reservation {name} already holds {','.join(names)}")
-        # No compare-and-set: the list is read and written back in one round trip.
-        await self._run(commands.reservation_nodes(name, [*current, *new]))
-        return ActionResult(changed=True, detail=f"added {','.join(new)} to reservation {name}")

@@ -39,10 +39,11 @@ class NodeIncidentPolicy(Frozen):
     lead_timeout_s: float = Field(default=900.0, gt=0.0, le=86400.0)
     # The job incidents listed per node incident; more are counted, not listed.
     max_links: int = Field(default=200, ge=1, le=10_000)
-    # Nodes under one switch (else rack) whose incidents were first observed within one such
-    # window drain with one reason naming their fault, one command (goodput.recover.shared_fault);
-    # 0 (the default): every drain names its own incident. Read by the worker's isolate activity.
-    shared_drain_window_s: float = Field(default=0.0, ge=0.0, le=86400.0)
+    # Nodes under one switch (else rack) whose incidents were first observed within this of the
+    # group's first drain with one reason naming their fault, one command; the first keeps its own
+    # (goodput.recover.shared_fault). 0: every drain names its own incident. Read by the worker's
+    # isolate activity.
+    shared_drain_window_s: float = Field(default=60.0, ge=0.0, le=86400.0)
 
 
 class Isolation(StrEnum):

@@ -8,22 +8,27 @@ commands. Here the reason names the fault instead: nodes that the topology puts 
 (else one rack) and whose incidents were first observed within one window share
 `goodput:fault-<group>-<window start>: <summary>`, so their drains in one tick are one command.
 
-The window is a fixed grid of `window_s` (the window start is the observed time rounded down), not
-"within `window_s` of the first anomaly": the grid needs no coordination between incidents (each
-decides alone, in its own isolate activity, and all decide alike), at the cost that a fault whose
-anomalies straddle a grid line drains with two reasons, two commands instead of one.
+The window is anchored on the fault's first node incident (`join_fault`): the first of a group
+that a worker isolates opens a fault at its own observed time and drains with its incident's own
+reason (so a lone node fault's reason still names its incident and cause), and every later node
+incident of that group observed within `window_s` of it, before or after, drains with the fault's
+reason. A fixed grid (the observed time rounded down) needed no memory but split a fault whose
+anomalies straddled a grid line into two reasons, and named a switch on every lone node's drain.
+Open faults are the worker's (activities.topology.SwitchMap): two workers may name one switch
+failure as two faults, which costs nothing in commands (each worker's coalescer sends its own) and
+nothing in ownership (each node keeps its own reason).
 
 Ownership stays per node: Slurm keeps the reason on each node, return to service resumes only a
 node whose own reason is still exactly goodput's, and the node's node incident and return-to-service
 workflow name the job incident that drained it. `owning_fault` says which faults a reason names.
-Pure: the isolate activity passes the topology and the time.
+Pure: the isolate activity passes the topology, the time and its worker's open faults.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from goodput.models import Frozen
@@ -59,26 +64,57 @@ def _safe_name(name: str) -> str:
     return f"{safe}.{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def fault_id(group: Group, observed_at: datetime, window_s: float) -> str:
-    """`fault-<kind>-<group>-<window start, epoch seconds>`: the same for every node of the group
-    whose incident was first observed in the same window."""
-    start = int(observed_at.timestamp() // window_s * window_s)
-    return f"{FAULT_PREFIX}{group.kind}-{_safe_name(group.name)}-{start}"
+def group_key(group: Group) -> str:
+    """`<kind>-<group>`: what a fault's id and its anchor are keyed by."""
+    return f"{group.kind}-{_safe_name(group.name)}"
 
 
-def shared_drain(node: str, groups: Sequence[Group], observed_at: datetime | None,
-                 window_s: float) -> SharedDrain | None:
-    """The shared drain of `node`: its first switch, else its first rack; None when sharing is off
-    (`window_s` 0), the incident has no observed time (one from before it), or the node is under no
-    group the topology knows."""
+def fault_id(group: Group, start: int) -> str:
+    """`fault-<kind>-<group>-<start, epoch seconds>`: the same for every node of the group whose
+    incident joined the fault that opened at `start`."""
+    return f"{FAULT_PREFIX}{group_key(group)}-{start}"
+
+
+class OpenFault(Frozen):
+    """A fault a worker holds open for one switch or rack: when it opened and which node incident
+    drained each node in it (the first is the opener's)."""
+
+    group: str  # the group's key (`group_key`)
+    start: int  # epoch seconds: the opener's observed time
+    members: dict[str, str]  # node -> incident
+
+    @property
+    def opener(self) -> str:
+        return next(iter(self.members))
+
+
+def join_fault(faults: Mapping[str, OpenFault], groups: Sequence[Group], node: str, incident: str,
+               observed_at: datetime | None, window_s: float) -> tuple[SharedDrain | None, OpenFault | None]:
+    """How node `node`'s drain for `incident` goes: (the shared drain, or None for the incident's
+    own reason; the group's fault as the caller must now remember it, or None when unchanged).
+
+    The first node incident of a switch (else rack) opens a fault and drains with its own reason:
+    a lone fault (one node, one XID) keeps a reason naming its incident and its cause, and every
+    later node incident of that group observed within `window_s` of the opener (either side)
+    drains with the fault's one reason, one command. A retry of a member's drain gets the same
+    answer again; another incident of a node the fault already drained (put back, failing again)
+    is a new failure and keeps its own reason. Sharing off (`window_s` 0), no observed time (an
+    incident from before it) or a node under no known group: its own reason."""
     if window_s <= 0 or observed_at is None:
-        return None
+        return None, None
     for kind in ("switch", "rack"):
         group = next((g for g in groups if g.kind == kind and node in g.members), None)
-        if group is not None:
-            return SharedDrain(fault_id=fault_id(group, observed_at, window_s),
-                               reason_summary=f"node fault under {kind} {group.name[:128]} (drained as one fault)")
-    return None
+        if group is None:
+            continue
+        at, fault = observed_at.timestamp(), faults.get(group_key(group))
+        if fault is None or abs(at - fault.start) >= window_s:
+            return None, OpenFault(group=group_key(group), start=int(at), members={node: incident})
+        shared = SharedDrain(fault_id=fault_id(group, fault.start),
+                             reason_summary=f"node fault under {kind} {group.name[:128]} (drained as one fault)")
+        if node not in fault.members:
+            return shared, fault.model_copy(update={"members": {**fault.members, node: incident}})
+        return (shared if fault.members[node] == incident and node != fault.opener else None), None
+    return None, None
 
 
 def owning_fault(reason: str) -> str | None:

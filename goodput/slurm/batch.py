@@ -13,7 +13,12 @@ about Slurm, pure:
   reason, restart count and node list, fields Slurm writes and no job can, each line in exactly
   that shape or the whole answer is refused (the jobs are then read alone, the trusted way);
 * a partition's nodes as `sinfo -p` prints them: 22.05's `sinfo --json` ignores `-p`, and the
-  text form holds only node names and states, which no job can shape.
+  text form holds only node names and states, which no job can shape;
+* the records of several nodes in one `scontrol show node -o a,b,c` (a switch's node incidents and
+  their jobs' links read the same nodes within a second): each caller takes only its own line, and
+  only when the answer is exactly one `NodeName=` line per node asked, each once;
+* one exclusion for several jobs, `scontrol update JobId=1,2 ExcNodeList=a,b`, only for jobs whose
+  merged lists are equal (Slurm sets one list for all of them; it answers per job, as a requeue).
 """
 
 from __future__ import annotations
@@ -81,10 +86,40 @@ def release_many(job_ids: Sequence[str]) -> Argv:
 
 def drain_many(names: Sequence[str], reason: str) -> Argv:
     """One drain of several nodes with one reason (the caller checked each node first)."""
+    return ["scontrol", "update", f"NodeName={node_list(names)}", "State=DRAIN", f"Reason={validate_reason(reason)}"]
+
+
+def show_nodes_many(names: Sequence[str]) -> Argv:
+    """One `-o` record line per node of the list (22.05: a name Slurm does not know fails the whole read)."""
+    return ["scontrol", "show", "node", "-o", node_list(names)]
+
+
+def node_list(names: Sequence[str]) -> str:
+    """`a,b,c` from distinct valid node names; anything else is refused."""
     if not names or len(names) > MAX_BATCH or len(set(names)) != len(names):
         raise InvalidIdentifierError(f"a node list holds 1 to {MAX_BATCH} distinct names")
-    return ["scontrol", "update", f"NodeName={','.join(validate_node_name(n) for n in names)}", "State=DRAIN",
-            f"Reason={validate_reason(reason)}"]
+    return ",".join(validate_node_name(n) for n in names)
+
+
+def node_line(text: str, name: str, asked: Sequence[str]) -> str | None:
+    """Node `name`'s line of `show_nodes_many(asked)`'s answer; None when the answer is not exactly
+    one `NodeName=<n> ` line for each node asked, each once (a reason an admin wrote with a newline
+    could otherwise pose as another node's line): then the node is read alone."""
+    lines = [line for line in text.splitlines()[:MAX_BATCH + 1] if line.strip()]
+    found: dict[str, str] = {}
+    for line in lines:
+        head = line.split(" ", 1)[0]
+        if not head.startswith("NodeName=") or head[len("NodeName="):] in found:
+            return None
+        found[head[len("NodeName="):]] = line
+    if len(lines) != len(found) or set(found) != set(asked):
+        return None
+    return found.get(name)
+
+
+def exclude_many(job_ids: Sequence[str], nodes: Sequence[str]) -> Argv:
+    """One `ExcNodeList` for every job of the list (each job's merged list is exactly `nodes`)."""
+    return ["scontrol", "update", f"JobId={job_list(job_ids)}", f"ExcNodeList={node_list(nodes)}"]
 
 
 def job_errors(stderr: str, job_ids: Sequence[str]) -> Mapping[str, str] | None:

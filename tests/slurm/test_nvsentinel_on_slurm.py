@@ -75,8 +75,13 @@ async def test_fatal_events_over_grpc_and_cloudevents_drain_and_requeue_on_slurm
         assert report.state is IncidentState.RECOVERED, report.timeline
         assert report.attribution is not None and report.attribution.category is Category.GPU_HARDWARE
         assert report.attribution.culprit_nodes == (node,)
-        # Slurm's own records: the node drained once, for this incident; the job requeued once
-        assert [owning_incident(d) for d in records.drains(node)] == [report.incident_id], records.text()
+        # Slurm's own records: the node drained once, by this incident: for its own reason, or (the
+        # second node of the lab's one leaf switch within the shared-drain window) for the fault's
+        # reason that its record says it shared; the job requeued once
+        [drain] = records.drains(node)
+        owner = owning_incident(drain)
+        assert owner == report.incident_id or any(f"shared drain of fault {owner}" in done
+                                                  for done in report.actions_done), (drain, report.actions_done)
         assert records.requeues(job.job_id) == 1, records.text()
         again = await backend.get_job(job.job_id)
         assert again.state is JobState.RUNNING and again.restart_count == 1 and node not in again.nodes

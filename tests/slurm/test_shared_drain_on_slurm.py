@@ -1,11 +1,12 @@
-"""On the lab: two node incidents under one leaf switch drain as one fault (#29).
+"""On the lab: node incidents under one leaf switch drain as one fault after the first (#29).
 
-The lab's topology puts every node under leaf switch `lableaf` (scripts/slurm-lab/up.sh). Two node
-incidents (node1 and node2, two incident ids, one observed time) isolate at the same moment
-through the recovery activities and the real CLI backend: one `scontrol update` drains both, and
-slurmctld's log shows each node drained once with the fault's reason, which names the fault, not
-either incident. Ownership stays per node: a resume with any other reason is refused, return to
-service puts each node back only on its own exact reason, and an admin's re-drain still wins.
+The lab's topology puts every node under leaf switch `lableaf` (scripts/slurm-lab/up.sh). A first
+node incident (node1) opens the fault and drains with its own reason; two more (node2 and node3,
+two incident ids, one observed time) isolate at the same moment through the recovery activities
+and the real CLI backend: one `scontrol update` drains both, and slurmctld's log shows each node
+drained once with the fault's reason, which names the fault, not either incident. Ownership stays
+per node: a resume with any other reason is refused, return to service puts each node back only on
+its own exact reason, and an admin's re-drain still wins.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_runner import CommandResult, LocalRunner
 from activities.recovery import RecoveryActivities
-from goodput.ownership import drain_reason
+from goodput.ownership import drain_reason, owning_incident
 from goodput.recover.breaker import LocalDrainGate
 from goodput.recover.incident import IsolateInput, IsolateResult
 from goodput.recover.node_health import ReturnInput
@@ -36,7 +37,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.timeout(180)]
 
 TICK_S = 1.0  # as in test_storm_batch_on_slurm: a shared two-core host spreads the arrivals
 AT = datetime(2026, 12, 4, 1, 0, 5, tzinfo=UTC)
-FAULT = f"fault-switch-lableaf-{int(AT.timestamp()) // 60 * 60}"
+FAULT = f"fault-switch-lableaf-{int(AT.timestamp())}"  # anchored on the first incident isolated
 
 
 class CountingRunner(LocalRunner):
@@ -64,27 +65,30 @@ async def test_one_switchs_node_incidents_drain_as_one_fault_and_return_on_their
     policy = Policy(node_incident=NodeIncidentPolicy(shared_drain_window_s=60.0))
     activities = RecoveryActivities(SlurmCliBackend(runner, coalesce_tick_s=TICK_S), RecordingNotifier(),
                                     LocalDrainGate(), policy=policy)
-    first, second = await asyncio.gather(_isolate(activities, "incident-a", "node1"),
-                                         _isolate(activities, "incident-b", "node2"))
+    opener = await _isolate(activities, "incident-a", "node1")
+    first, second = await asyncio.gather(_isolate(activities, "incident-b", "node2"),
+                                         _isolate(activities, "incident-c", "node3"))
 
-    assert first.drained == ("node1",) and second.drained == ("node2",)
+    assert opener.drained == ("node1",) and opener.faults == ()  # the fault's first keeps its own reason
+    assert owning_incident(lab.node("node1")["Reason"]) == "incident-a"
+    assert first.drained == ("node2",) and second.drained == ("node3",)
     assert first.faults == second.faults == (FAULT,)
     drains = [argv for argv in runner.updates if any(a.startswith("Reason=") for a in argv)]
-    assert len(drains) == 1, runner.updates  # one command for the switch's two nodes
-    reasons = {n: records.drains(n) for n in ("node1", "node2")}
-    assert [len(r) for r in reasons.values()] == [1, 1], records.text()
-    assert {owning_fault(lab.node(n)["Reason"]) for n in ("node1", "node2")} == {FAULT}
+    assert len(drains) == 2 and drains[1][2] in ("NodeName=node2,node3", "NodeName=node3,node2"), runner.updates
+    reasons = {n: records.drains(n) for n in ("node1", "node2", "node3")}
+    assert [len(r) for r in reasons.values()] == [1, 1, 1], records.text()
+    assert {owning_fault(lab.node(n)["Reason"]) for n in ("node2", "node3")} == {FAULT}
 
     backend = SlurmCliBackend()
     other = drain_reason("fault-switch-lableaf-0", "another fault's drain")
     with pytest.raises(NotOwnedError):  # another fault's reason, even goodput's, is not this drain
-        await backend.resume_node("node1", other)
-    assert "DRAIN" in lab.node("node1")["State"]
-    lab.run("scontrol", "update", "NodeName=node2", "State=DRAIN", "Reason=admin: cable check")
+        await backend.resume_node("node2", other)
+    assert "DRAIN" in lab.node("node2")["State"]
+    lab.run("scontrol", "update", "NodeName=node3", "State=DRAIN", "Reason=admin: cable check")
     returned = [await ActivityEnvironment().run(activities.return_node, ReturnInput(cluster="lab", node=n))
-                for n in ("node1", "node2")]
-    assert returned[0].returned, returned[0].detail
-    assert "DRAIN" not in lab.node("node1")["State"]
-    assert not returned[1].returned and "someone else" in returned[1].detail  # the admin's drain wins
-    assert lab.node("node2")["Reason"].startswith("admin: cable check")
-    lab.run("scontrol", "update", "NodeName=node2", "State=RESUME")
+                for n in ("node1", "node2", "node3")]
+    assert returned[0].returned and returned[1].returned, returned
+    assert all("DRAIN" not in lab.node(n)["State"] for n in ("node1", "node2"))
+    assert not returned[2].returned and "someone else" in returned[2].detail  # the admin's drain wins
+    assert lab.node("node3")["Reason"].startswith("admin: cable check")
+    lab.run("scontrol", "update", "NodeName=node3", "State=RESUME")

@@ -14,8 +14,9 @@ from activities.adapters.slurm_cli import REQUEUE, SlurmCliBackend
 from activities.adapters.slurm_runner import CommandResult
 from goodput.identifiers import InvalidIdentifierError
 from goodput.scheduler import ActionResult, TransientSchedulerError, UnknownJobError
-from goodput.slurm.batch import batchable_job, job_list, parse_partition_nodes, sinfo_partition
-from tests.unit.slurm_cli_helpers import HELD, RUNNING, node_line
+from goodput.slurm.batch import batchable_job, job_list, node_line, parse_partition_nodes, sinfo_partition
+from tests.unit.slurm_cli_helpers import HELD, RUNNING
+from tests.unit.slurm_cli_helpers import node_line as recorded_node
 
 MUTATING = {"requeue", "requeuehold", "release", "update", "hold"}
 
@@ -28,6 +29,7 @@ class SlurmStandIn:
         self.record = record
         self.answer = answer or {}
         self.acted: list[tuple[str, ...]] = []
+        self.node_reads: list[tuple[str, ...]] = []
 
     async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
                   timeout_s: float | None = None) -> CommandResult:
@@ -37,9 +39,10 @@ class SlurmStandIn:
         if argv[:3] == ("scontrol", "show", "job"):
             first = self.record.split(" ", 1)[0]  # JobId=8
             return CommandResult(argv, 0, self.record.replace(f"{first} ", f"JobId={argv[-1]} ", 1), "")
-        if argv[:3] == ("scontrol", "show", "node"):
-            line = node_line("node1").replace("NodeName=node1 ", f"NodeName={argv[-1]} ", 1)
-            return CommandResult(argv, 0, line.replace("State=IDLE ", "State=IDLE ", 1), "")
+        if argv[:3] == ("scontrol", "show", "node"):  # one line per node of the list
+            self.node_reads.append(argv)
+            return CommandResult(argv, 0, "".join(recorded_node("node1").replace("NodeName=node1 ", f"NodeName={n} ", 1)
+                                                  + "\n" for n in argv[-1].split(",")), "")
         assert argv[1] in MUTATING, argv
         self.acted.append(argv)
         return self.answer.get(argv[-1], self.answer.get("*", CommandResult(argv, 0, "", "")))
@@ -175,3 +178,54 @@ def test_a_partitions_node_list_is_names_and_states_only() -> None:
             parse_partition_nodes(hostile)
     with pytest.raises(InvalidIdentifierError):
         sinfo_partition("gpu --all")
+
+
+async def test_a_ticks_node_reads_are_one_scontrol_show_node_and_each_caller_gets_its_own_node() -> None:
+    slurm = SlurmStandIn()
+    backend = SlurmCliBackend(slurm)
+    nodes = await asyncio.gather(*(backend.get_node(n) for n in ("node1", "node2", "node3", "node2")))
+    assert [n.name for n in nodes] == ["node1", "node2", "node3", "node2"]
+    assert slurm.node_reads == [("scontrol", "show", "node", "-o", "node1,node2,node3")]
+
+
+def test_a_batched_node_answer_is_used_only_when_it_is_one_line_per_node_asked() -> None:
+    one, two = recorded_node("node1"), recorded_node("node2")
+    assert node_line(f"{one}\n{two}\n", "node2", ["node1", "node2"]) == two
+    forged = one.replace("Reason=", "Reason=x\nNodeName=node2 State=IDLE Reason=") if "Reason=" in one else \
+        f"{one}\nNodeName=node2 State=IDLE"
+    for text in (f"{forged}\n{two}\n",  # a second line posing as node2
+                 f"{one}\n",  # node2 missing
+                 f"{one}\n{two}\n{recorded_node('node3')}\n",  # a node not asked for
+                 f"{one}\nState=IDLE\n{two}\n"):  # a line that is no node's
+        assert node_line(text, "node1", ["node1", "node2"]) is None, text
+
+
+async def test_a_doubtful_batched_node_answer_makes_each_node_read_alone() -> None:
+    class Forging(SlurmStandIn):
+        async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                      timeout_s: float | None = None) -> CommandResult:
+            result = await super().run(argv, stdin=stdin, timeout_s=timeout_s)
+            if tuple(argv[:3]) == ("scontrol", "show", "node") and "," in argv[-1]:
+                return CommandResult(result.argv, 0, result.stdout + "NodeName=node1 State=IDLE\n", "")
+            return result
+
+    slurm = Forging()
+    backend = SlurmCliBackend(slurm)
+    nodes = await asyncio.gather(*(backend.get_node(n) for n in ("node1", "node2")))
+    assert [n.name for n in nodes] == ["node1", "node2"]
+    assert sorted(slurm.node_reads) == [("scontrol", "show", "node", "-o", n)
+                                        for n in ("node1", "node1,node2", "node2")]
+
+
+async def test_exclusions_join_only_jobs_whose_lists_are_equal_and_a_bad_job_fails_alone() -> None:
+    bad = CommandResult(("scontrol",), 1, "", "Invalid job id specified for job 74\n")
+    slurm = SlurmStandIn(answer={"ExcNodeList=node9": bad})
+    backend = SlurmCliBackend(slurm)
+    results = await asyncio.gather(backend.exclude_nodes("71", ["node9"]), backend.exclude_nodes("72", ["node9"]),
+                                   backend.exclude_nodes("73", ["node8"]), backend.exclude_nodes("74", ["node9"]),
+                                   return_exceptions=True)
+    assert sorted(slurm.acted) == [("scontrol", "update", "JobId=71,72,74", "ExcNodeList=node9"),
+                                   ("scontrol", "update", "JobId=73", "ExcNodeList=node8")]
+    assert isinstance(results[3], UnknownJobError), results
+    assert all(isinstance(r, ActionResult) and r.changed for r in results[:3]), results
+    assert "one of 3" in str(results[0]) and "one of" not in str(results[2])
