@@ -64,6 +64,6 @@ async def entity_costs(client: Client, cluster: str) -> dict[str, dict[str, Any]
 
 
 def entity_row(tally: dict[str, Any]) -> str:
-    """One entity's line in the printed table."""
+    """One entity's cell in the printed table: reports per update as mean≤max."""
     per = tally["reports_per_update"]
-    return f"{tally['workflow_tasks']} / {tally['updates']} ({per['mean']:.1f}, max {per['max']}) / {tally['signals']}"
+    return f"{tally['workflow_tasks']} / {tally['updates']} ({per['mean']:.0f}≤{per['max']}) / {tally['signals']}"

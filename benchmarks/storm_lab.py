@@ -277,8 +277,8 @@ ROWS: list[tuple[str, Any]] = [
                                                      f"{r['workflow_task_round_trip_ms']['p99']:.0f} ms"),
     *[(f"{what} activity p50", lambda r, w=what: f"{r['activity_ms_p50_by_type'].get(w, float('nan')):.0f} ms")
       for what in ("consult_memory_and_trust", "resume", "verify")],  # attribute runs local (fewer-steps)
-    *[(f"{label}: tasks / updates (reports each) / signals", lambda r, e=entity: entity_row(r["entities"][e]))
-      for label, entity in (("node memory", "node_memory"), ("track record", "trust_record"))],
+    *[(f"{label}: tasks / updates (size) / sig.", lambda r, e=entity: entity_row(r["entities"][e]))
+      for label, entity in (("memory", "node_memory"), ("record", "trust_record"))],
     ("history events / incident", lambda r: f"{r['history_events_per_incident']['mean']:.0f}"),
     ("to requeue: events / workflow tasks", lambda r: f"{r['to_requeue_per_incident'].get('events', 0):.0f} / "
                                                       f"{r['to_requeue_per_incident'].get('workflow_tasks', 0):.1f}"),
