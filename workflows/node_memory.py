@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
         standing,
     )
     from goodput.models import Frozen
-    from workflows.update_batch import MEMORY_MAX_BATCH, check_batch
+    from workflows.update_batch import check_batch
 
 CONTINUE_AS_NEW_AFTER = 500
 
@@ -80,7 +80,7 @@ class NodeMemoryWorkflow:
 
     @consult_many.validator
     def _bounded(self, batch: ConsultBatch) -> None:
-        check_batch(len(batch.requests), "consultations", MEMORY_MAX_BATCH)
+        check_batch(len(batch.requests), "consultations")
 
     @workflow.query
     def standing(self) -> tuple[NodeStanding, ...]:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 # An update's payload stays far below Temporal's 2 MB blob limit (a request is well under 4 KB).
 MAX_BATCH = 100
-# The node memory's consultations: a 500-job storm filled batches of 100 (#29), and an
-# observation names its job's every node, so its batches are bounded in bytes as well.
-MEMORY_MAX_BATCH = 500
+# An observation names its job's every node (a 1,000-node job's is about 20 KB), so the node
+# memory's batches are bounded in bytes as well, far below that limit.
 MEMORY_MAX_BYTES = 512 * 1024
 
 
-def check_batch(size: int, what: str, limit: int = MAX_BATCH) -> None:
-    """An update validator's check: 1 to `limit` `what` in one batch."""
-    if not 0 < size <= limit:
-        raise ValueError(f"a batch holds 1 to {limit} {what}, not {size}")
+def check_batch(size: int, what: str) -> None:
+    """An update validator's check: 1 to MAX_BATCH `what` in one batch."""
+    if not 0 < size <= MAX_BATCH:
+        raise ValueError(f"a batch holds 1 to {MAX_BATCH} {what}, not {size}")
