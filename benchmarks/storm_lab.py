@@ -43,6 +43,7 @@ from typing import Any
 from temporalio.client import Client
 
 from benchmarks import _storm_lab_rig as rig
+from benchmarks._entity_costs import entity_costs, entity_row
 from benchmarks._git import commit
 from benchmarks._harness import connect, emit, environment, summary
 from benchmarks._history_costs import histories, mean_to_requeue
@@ -168,6 +169,7 @@ async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab
             closed = await wait_closed(client, queue, args.timeout)
             after = rig.snapshot(temporal, workers, lab)
             rows = await histories(client, sent["incidents"])
+            entities = await entity_costs(client, cluster)
         finally:
             rig.stop_workers(workers)
         spent = rig.cost(before, after, len(rows))
@@ -253,7 +255,7 @@ async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab
                                         for q in ("p50", "p99")},
         "activity_ms_p50_by_type": {k: p([t for r in rows.values() for t in r["took"].get(k, [])], "p50", 1000)
                                     for k in sorted({k for r in rows.values() for k in r["took"]})},
-        "workflows_on_queue": dict(others), **spent,
+        "workflows_on_queue": dict(others), "entities": entities, **spent,
     }
 
 
@@ -276,6 +278,8 @@ ROWS: list[tuple[str, Any]] = [
                                                      f"{r['workflow_task_round_trip_ms']['p99']:.0f} ms"),
     *[(f"{what} activity p50", lambda r, w=what: f"{r['activity_ms_p50_by_type'].get(w, float('nan')):.0f} ms")
       for what in ("consult_memory_and_trust", "resume", "verify")],  # attribute runs local (fewer-steps)
+    *[(f"{label}: tasks / updates (size) / sig.", lambda r, e=entity: entity_row(r["entities"][e]))
+      for label, entity in (("memory", "node_memory"), ("record", "trust_record"))],
     ("history events / incident", lambda r: f"{r['history_events_per_incident']['mean']:.0f}"),
     ("to requeue: events / workflow tasks", lambda r: f"{r['to_requeue_per_incident'].get('events', 0):.0f} / "
                                                       f"{r['to_requeue_per_incident'].get('workflow_tasks', 0):.1f}"),

@@ -2,11 +2,13 @@
 
 Recovery workflows report each recommendation, the operator's decision on it and its outcome
 (the `consult_trust` activity's update-with-start) and get back the rule's autonomy
-(goodput.recover.trust). Operators pin a rule with an update (`goodput trust pin`). Being a
-workflow, the record survives every crash and its every change is in history; each change of a
-rule's autonomy (earned, lost, pinned) is also written to the audit log. `goodput trust` reads it
-with a query. It continues-as-new to keep its history short; what it carries is bounded per rule
-and in rules (goodput.recover.trust).
+(goodput.recover.trust); a recommendation a worker could answer from its snapshot (the
+`standings` query; goodput.recover.trust_snapshot) arrives as the `note_later` signal instead.
+Operators pin a rule with an update (`goodput trust pin`). Being a workflow, the record survives
+every crash and its every change is in history; each change of a rule's autonomy (earned, lost,
+pinned) is also written to the audit log. `goodput trust` reads it with a query. It
+continues-as-new to keep its history short; what it carries is bounded per rule and in rules
+(goodput.recover.trust).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ with workflow.unsafe.imports_passed_through():
         standing_of,
         summary,
     )
+    from goodput.recover.trust_snapshot import TrustSnapshot
     from workflows.audit import AuditQueue, write_until_due
-    from workflows.update_batch import check_batch
+    from workflows.update_batch import MAX_BATCH, check_batch
 
 CONTINUE_AS_NEW_AFTER = 500
 
@@ -99,6 +102,21 @@ class TrustRecordWorkflow:
     def _bounded(self, batch: NoteBatch) -> None:
         check_batch(len(batch.requests), "reports")
 
+    @workflow.signal
+    def note_later(self, batch: NoteBatch) -> None:
+        """`note_many` whose answers nobody waits for: recommendations a worker answered from its
+        snapshot (goodput.recover.trust_snapshot). A signal is durable once sent, so none is lost;
+        one past the batch bound is refused here as the update's validator would (none is sent).
+        Behind `trust-snapshot`: a task that a worker without this handler ran (a rolling upgrade)
+        left the signal unhandled, and must replay so on every later worker."""
+        if not workflow.patched("trust-snapshot"):
+            return
+        if len(batch.requests) > MAX_BATCH:
+            workflow.logger.warning("a batch of %d reports ignored: at most %d", len(batch.requests), MAX_BATCH)
+            return
+        for request in batch.requests:
+            self._note(request)
+
     @workflow.update
     def pin(self, request: PinRequest) -> RuleAutonomy:
         self._bar = request.bar
@@ -110,6 +128,12 @@ class TrustRecordWorkflow:
     @workflow.query
     def summaries(self) -> tuple[RuleSummary, ...]:
         return tuple(summary(r, self._bar, workflow.now()) for r in sorted(self._state.rules, key=lambda r: r.rule))
+
+    @workflow.query
+    def standings(self) -> TrustSnapshot:
+        """Every rule's autonomy now under the record's bar, for a worker's snapshot."""
+        return TrustSnapshot(bar=self._bar, rules=tuple(standing_of(r, self._bar, workflow.now())
+                                                        for r in self._state.rules))
 
     def _audit(self, changes: tuple[LevelChange, ...], incident_id: str = "") -> None:
         self._audit_queue.changes += 1

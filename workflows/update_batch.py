@@ -8,6 +8,9 @@ from __future__ import annotations
 
 # An update's payload stays far below Temporal's 2 MB blob limit (a request is well under 4 KB).
 MAX_BATCH = 100
+# An observation names its job's every node (a 1,000-node job's is about 20 KB), so the node
+# memory's batches are bounded in bytes as well, far below that limit.
+MEMORY_MAX_BYTES = 512 * 1024
 
 
 def check_batch(size: int, what: str) -> None:

@@ -2,7 +2,10 @@
 
 As for the drain breaker, update-with-start creates the cluster's memory on first use and asks
 it in one round trip, so nothing has to be installed per cluster beforehand. Consultations made
-while one is in flight go together as the next update (activities.adapters.update_batch).
+while one is in flight go together as the next update (activities.adapters.update_batch), up to
+MAX_BATCH of them and MEMORY_MAX_BYTES: an observation names its job's every node. A count of 500
+instead of 100 was tried for the 500-job storm, which fills batches of 100, and did not help
+(#29, docs/scaling.md "The record from a snapshot").
 """
 
 from __future__ import annotations
@@ -23,6 +26,11 @@ from workflows.node_memory import (
     NodeMemoryWorkflow,
     node_memory_workflow_id,
 )
+from workflows.update_batch import MEMORY_MAX_BYTES
+
+
+def _bytes(request: ConsultRequest) -> int:
+    return len(request.model_dump_json())
 
 
 class TemporalNodeMemory:
@@ -33,7 +41,8 @@ class TemporalNodeMemory:
 
     async def consult(self, cluster: str, observation: Observation, policy: NodeMemoryPolicy) -> MemoryVerdict:
         if cluster not in self._batchers:
-            self._batchers[cluster] = UpdateBatcher(partial(self._send, cluster))
+            self._batchers[cluster] = UpdateBatcher(partial(self._send, cluster), weigh=_bytes,
+                                                    max_bytes=MEMORY_MAX_BYTES)
         return await self._batchers[cluster].ask(ConsultRequest(observation=observation, policy=policy))
 
     async def _send(self, cluster: str, requests: Sequence[ConsultRequest]) -> tuple[MemoryVerdict, ...]:

@@ -26,9 +26,13 @@ class UpdateBatcher(Generic[Ask, Answer]):
     in order). A failed send fails every ask of its batch; the caller's retry asks again."""
 
     def __init__(self, send: Callable[[Sequence[Ask]], Awaitable[Sequence[Answer]]],
-                 max_batch: int = MAX_BATCH) -> None:
+                 max_batch: int = MAX_BATCH, weigh: Callable[[Ask], int] | None = None,
+                 max_bytes: int = 0) -> None:
         self._send = send
         self._max = max_batch
+        # With `weigh`, a batch also stops before its requests pass `max_bytes` (always one at least).
+        self._weigh = weigh
+        self._max_bytes = max_bytes
         self._queue: list[tuple[Ask, asyncio.Future[Answer]]] = []
         self._sender: asyncio.Task[None] | None = None
         self.batches = 0
@@ -42,7 +46,8 @@ class UpdateBatcher(Generic[Ask, Answer]):
 
     async def _drain(self) -> None:
         while self._queue:
-            batch, self._queue = self._queue[:self._max], self._queue[self._max:]
+            taken = self._taken()
+            batch, self._queue = self._queue[:taken], self._queue[taken:]
             live = [(request, future) for request, future in batch if not future.done()]  # cancelled asks
             if not live:
                 continue
@@ -61,6 +66,17 @@ class UpdateBatcher(Generic[Ask, Answer]):
             for (_, future), answer in zip(live, answers, strict=True):
                 if not future.done():
                     future.set_result(answer)
+
+    def _taken(self) -> int:
+        """How many queued asks the next batch takes: at most `max_batch`, and within `max_bytes`."""
+        if self._weigh is None:
+            return self._max
+        total = 0
+        for taken, (request, _) in enumerate(self._queue[:self._max]):
+            total += self._weigh(request)
+            if taken and total > self._max_bytes:
+                return taken
+        return self._max
 
 
 def _fail(asks: Sequence[tuple[object, asyncio.Future[Answer]]], err: Exception) -> None:

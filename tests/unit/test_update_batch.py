@@ -75,3 +75,13 @@ async def test_answers_that_do_not_match_the_asks_fail_them() -> None:
     batcher = UpdateBatcher(short)
     results = await asyncio.gather(batcher.ask(1), batcher.ask(2), return_exceptions=True)
     assert all(isinstance(r, RuntimeError) for r in results)  # whose answer is the one? nobody's
+
+
+async def test_a_batch_stops_before_its_bytes_pass_the_bound_but_takes_one_however_large() -> None:
+    entity = Entity()
+    # Ask i weighs i bytes; at most 10 bytes a batch, and ask 50 alone is over it.
+    batcher = UpdateBatcher(entity.send, max_batch=500, weigh=lambda ask: ask, max_bytes=10)
+    answers = await asyncio.gather(*(batcher.ask(i) for i in (50, 1, 2, 3, 4, 5, 6)))
+    assert answers == [500, 10, 20, 30, 40, 50, 60]
+    assert entity.batches == [[50], [1, 2, 3, 4], [5], [6]]
+    assert all(sum(b) <= 10 for b in entity.batches[1:])
