@@ -59,7 +59,7 @@ def snapshot(jobs: Sequence[JobInfo], nodes: Sequence[NodeInfo], *, at: datetime
     since: dict[str, datetime] = {}
     if at is not None:
         earlier = previous.no_answer_since if previous is not None else {}
-        since = {n.name: earlier.get(n.name, at) for n in nodes if _words_in(n, _NO_ANSWER) and not _down(n)}
+        since = {n.name: earlier.get(n.name, at) for n in nodes if _words_in(n, _NO_ANSWER) and not node_down(n)}
     return Snapshot(jobs={j.job_id: j for j in jobs}, nodes={n.name: n for n in nodes}, taken_at=at,
                     no_answer_since=since)
 
@@ -69,7 +69,8 @@ def _words_in(node: NodeInfo, prefixes: Sequence[str]) -> bool:
     return any(w.startswith(d) for w in words for d in prefixes)
 
 
-def _down(node: NodeInfo) -> bool:
+def node_down(node: NodeInfo) -> bool:
+    """Slurm's own verdict, DOWN or FAIL: the node is out of service until it returns."""
     return _words_in(node, _NODE_DOWN)
 
 
@@ -90,7 +91,7 @@ def node_failed(scan: Snapshot, name: str, hold_s: float = NOT_RESPONDING_HOLD_S
     node = scan.nodes.get(name)
     if node is None or not node_dead(node):
         return False
-    if _down(node) or scan.taken_at is None:
+    if node_down(node) or scan.taken_at is None:
         return True
     silent = silent_for(scan, name)
     return silent is not None and silent >= hold_s
