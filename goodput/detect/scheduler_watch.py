@@ -40,8 +40,8 @@ _NODE_DEAD = (*_NODE_DOWN, *_NO_ANSWER)
 NOT_RESPONDING_HOLD_S = 30.0
 """How long a node must stay NOT_RESPONDING (not DOWN) before a running job's node counts as dead:
 longer than a busy slurmd takes to answer again (seconds, MessageTimeout is 10 s by default), well
-inside the time a dead one stays flagged before Slurm's DOWN (a third of SlurmdTimeout, 100 s by
-default)."""
+inside the time a dead one stays flagged before Slurm's DOWN, SlurmdTimeout after its last answer
+(3 to 5 minutes in the latency benchmark's node-failure class at Slurm's default 300 s)."""
 
 
 class Snapshot(Frozen):
