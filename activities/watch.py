@@ -175,9 +175,10 @@ class WatchActivities:
                 activity.heartbeat(checkpoint)
                 await _pause(request.poll_interval_s)
                 continue
-            current = snapshot(jobs, nodes)
-            watched = {j.job_id: j for j in jobs if request.opt_in.admits(j)}
             now = datetime.now(UTC)
+            # timed, so that a node only NOT_RESPONDING counts once it has stayed so (scheduler_watch)
+            current = snapshot(jobs, nodes, at=now, previous=previous)
+            watched = {j.job_id: j for j in jobs if request.opt_in.admits(j)}
             if previous is not None:
                 for anomaly in changes(previous, current, cluster=request.cluster, now=now, watched=watched,
                                        never_restart_exit_codes=request.never_restart_exit_codes):

@@ -95,6 +95,11 @@ class Lab:
         """Back into service after a fault the benchmark caused (drain or DOWN), as an operator would."""
         subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True, timeout=30)
 
+    def reconfigure(self) -> None:
+        """`scontrol reconfigure`: slurmctld re-reads its configuration and rebuilds its select
+        plugin's node usage from the jobs it holds."""
+        subprocess.run(["scontrol", "reconfigure"], capture_output=True, timeout=60)
+
     def node_state(self, node: str) -> str:
         out = subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True, text=True, timeout=30)
         return out.stdout.strip()

@@ -4,6 +4,14 @@ Slurm says *that* a job died (NODE_FAIL, FAILED with an exit code, TIMEOUT, PREE
 OUT_OF_MEMORY) and which nodes stopped responding; it rarely says why. These anomalies are
 weighed with the log evidence of the same job attempt: a FAILED state is a consequence and never
 outranks an Xid line, while a node that went DOWN under a running job names its culprit.
+
+Slurm's NOT_RESPONDING flag is weaker than DOWN: slurmctld sets it on the first message a node's
+slurmd fails to answer within MessageTimeout, and clears it at the node's next answer. A slurmd
+that is only slow (the node busy launching dozens of jobs) is flagged for seconds; one that is
+dead stays flagged until Slurm marks the node DOWN (SlurmdTimeout after its last answer). So a
+node that is NOT_RESPONDING without being DOWN counts as dead only once it has stayed so for
+`NOT_RESPONDING_HOLD_S`; DOWN and FAIL count at once. Each snapshot carries since when each node
+has been flagged, and its own time, for that.
 Pure: the scan activity keeps the previous snapshot and calls `changes`.
 """
 
@@ -26,21 +34,67 @@ _JOB_ENDINGS: dict[JobState, tuple[AnomalyKind, Category | None]] = {
     JobState.OUT_OF_MEMORY: (AnomalyKind.OOM, Category.OOM),
     JobState.BOOT_FAIL: (AnomalyKind.NODE_FAILURE, Category.NODE_FAILURE),
 }
-_NODE_DEAD = ("DOWN", "FAIL", "NOT_RESPONDING", "NO_RESPOND")
+_NODE_DOWN = ("DOWN", "FAIL")
+_NO_ANSWER = ("NOT_RESPONDING", "NO_RESPOND")
+_NODE_DEAD = (*_NODE_DOWN, *_NO_ANSWER)
+NOT_RESPONDING_HOLD_S = 30.0
+"""How long a node must stay NOT_RESPONDING (not DOWN) before a running job's node counts as dead:
+longer than a busy slurmd takes to answer again (seconds, MessageTimeout is 10 s by default), well
+inside the time a dead one stays flagged before Slurm's DOWN, SlurmdTimeout after its last answer
+(3 to 5 minutes in the latency benchmark's node-failure class at Slurm's default 300 s)."""
 
 
 class Snapshot(Frozen):
     jobs: dict[str, JobInfo] = {}
     nodes: dict[str, NodeInfo] = {}
+    taken_at: datetime | None = None
+    """None: a snapshot without a time (older checkpoints), whose NOT_RESPONDING counts at once."""
+    no_answer_since: dict[str, datetime] = {}
+    """Nodes NOT_RESPONDING but not DOWN: the time of the first scan that saw each so, in a row."""
 
 
-def snapshot(jobs: Sequence[JobInfo], nodes: Sequence[NodeInfo]) -> Snapshot:
-    return Snapshot(jobs={j.job_id: j for j in jobs}, nodes={n.name: n for n in nodes})
+def snapshot(jobs: Sequence[JobInfo], nodes: Sequence[NodeInfo], *, at: datetime | None = None,
+             previous: Snapshot | None = None) -> Snapshot:
+    """The scan taken `at`; a node flagged in `previous` too keeps the time it was first flagged."""
+    since: dict[str, datetime] = {}
+    if at is not None:
+        earlier = previous.no_answer_since if previous is not None else {}
+        since = {n.name: earlier.get(n.name, at) for n in nodes if _words_in(n, _NO_ANSWER) and not node_down(n)}
+    return Snapshot(jobs={j.job_id: j for j in jobs}, nodes={n.name: n for n in nodes}, taken_at=at,
+                    no_answer_since=since)
+
+
+def _words_in(node: NodeInfo, prefixes: Sequence[str]) -> bool:
+    words = {node.state.upper(), *(f.upper() for f in node.flags)}
+    return any(w.startswith(d) for w in words for d in prefixes)
+
+
+def node_down(node: NodeInfo) -> bool:
+    """Slurm's own verdict, DOWN or FAIL: the node is out of service until it returns."""
+    return _words_in(node, _NODE_DOWN)
 
 
 def node_dead(node: NodeInfo) -> bool:
-    words = {node.state.upper(), *(f.upper() for f in node.flags)}
-    return any(w.startswith(d) for w in words for d in _NODE_DEAD)
+    """Slurm says the node is DOWN, FAIL or not responding (any of them, however briefly)."""
+    return _words_in(node, _NODE_DEAD)
+
+
+def silent_for(scan: Snapshot, name: str) -> float | None:
+    """Seconds the node has been NOT_RESPONDING without DOWN as of `scan`; None when it is not (or the
+    scan has no time)."""
+    since = scan.no_answer_since.get(name)
+    return None if since is None or scan.taken_at is None else (scan.taken_at - since).total_seconds()
+
+
+def node_failed(scan: Snapshot, name: str, hold_s: float = NOT_RESPONDING_HOLD_S) -> bool:
+    """Dead for the jobs on it: DOWN or FAIL, or NOT_RESPONDING for at least `hold_s`."""
+    node = scan.nodes.get(name)
+    if node is None or not node_dead(node):
+        return False
+    if node_down(node) or scan.taken_at is None:
+        return True
+    silent = silent_for(scan, name)
+    return silent is not None and silent >= hold_s
 
 
 def _id(*parts: object) -> str:
@@ -57,7 +111,8 @@ def exit_status(exit_code: str) -> int | None:
 
 def changes(previous: Snapshot, current: Snapshot, *, cluster: str, now: datetime,
             watched: Mapping[str, JobInfo] | None = None,
-            never_restart_exit_codes: Collection[int] = (93,)) -> list[Anomaly]:
+            never_restart_exit_codes: Collection[int] = (93,),
+            hold_s: float = NOT_RESPONDING_HOLD_S) -> list[Anomaly]:
     """Anomalies for jobs that ended badly and for running jobs whose nodes died since `previous`.
 
     `watched` limits attention to opted-in jobs (all jobs of `current` when None). The first scan
@@ -89,9 +144,10 @@ def changes(previous: Snapshot, current: Snapshot, *, cluster: str, now: datetim
                 observed_at=now, detected_at=now,
                 restart_effect=RestartEffect.NEVER if never else RestartEffect.NONE))
     for name, node in current.nodes.items():
-        was = previous.nodes.get(name)
-        if not node_dead(node) or (was is not None and node_dead(was)):
+        if not node_failed(current, name, hold_s) or node_failed(previous, name, hold_s):
             continue
+        silent = silent_for(current, name)
+        held = f" (not responding for {silent:.0f} s)" if silent is not None else ""
         for job_id, job in scope.items():
             if job.state in ACTIVE_JOB_STATES and name in job.nodes:
                 grade = slurm_node_grade(node.reason)
@@ -100,7 +156,7 @@ def changes(previous: Snapshot, current: Snapshot, *, cluster: str, now: datetim
                     source=AnomalySource.SCHEDULER,
                     kind=AnomalyKind.NODE_FAILURE, cluster=cluster, job_id=job_id, job_attempt=job.restart_count,
                     nodes=(name,), category=Category.NODE_FAILURE, confidence=grade.confidence, rule=grade.rule,
-                    evidence=[f"slurm: node {name} {node.state} {' '.join(node.flags)} {node.reason}".strip()],
+                    evidence=[f"slurm: node {name} {node.state} {' '.join(node.flags)} {node.reason}".strip() + held],
                     observed_at=now, detected_at=now))
     return out
 

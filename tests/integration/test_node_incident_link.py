@@ -13,7 +13,7 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.node_incident import NodeIncidentActivities
-from goodput.demo.scheduler import FakeScheduler
+from goodput.demo.scheduler import FakeScheduler, demo_cluster
 from goodput.models import Mode
 from goodput.recover.node_incident import LinkAnswer, LinkRequest, Role
 from goodput.scheduler import NodeInfo, SchedulerError
@@ -58,3 +58,18 @@ async def test_the_node_state_goes_with_the_link() -> None:
     assert await node_out_seen(Unreachable()) is None  # unknown: the decision is trusted
     assert await node_out_seen(None) is None
     assert await node_out_seen(fake, acts=False) is None  # monitor mode only records
+
+
+async def test_a_resumed_node_whose_slurmd_dies_again_is_in_service_for_the_link() -> None:
+    """#33, the latency benchmark's second batch of node failures: node3 drained for a dead slurmd,
+    resumed by the operator, then its slurmd killed again. Slurm flags it NOT_RESPONDING (the new
+    fault itself), which used to count as "still out", so the new incident joined the old "drained"
+    decision and nothing drained node3 again. Only a drain or Slurm's DOWN keeps jobs off a node."""
+    def with_node3(state: str, *flags: str) -> FakeScheduler:
+        cluster = demo_cluster()
+        cluster.nodes["node3"] = cluster.nodes["node3"].model_copy(update={"state": state, "flags": flags})
+        return FakeScheduler(cluster)
+
+    assert await node_out_seen(with_node3("ALLOCATED", "NOT_RESPONDING")) is False
+    assert await node_out_seen(with_node3("DOWN", "NOT_RESPONDING")) is True
+    assert await node_out_seen(with_node3("IDLE", "DRAIN", "NOT_RESPONDING")) is True

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-from goodput.detect.scheduler_watch import changes, new_running, snapshot
+from goodput.detect.scheduler_watch import NOT_RESPONDING_HOLD_S, changes, new_running, snapshot
 from goodput.diagnose.attribution import attribute
 from goodput.models import ActionKind, AnomalyKind, Category, RestartEffect
 from goodput.recover.policy import Policy, plan_recovery
@@ -78,3 +78,40 @@ def test_an_exit_status_the_policy_names_means_never_restart() -> None:
     assert "exit status 42 asks not to be restarted" in custom.evidence[0]
     plan = plan_recovery(attribute([custom], job(JobState.FAILED)), job(JobState.FAILED), Policy())
     assert {a.kind for a in plan.actions} == {ActionKind.NOTIFY}  # not requeued; nothing left to stop
+
+
+def _scan_every_2s(flags_per_scan: list[tuple[str, tuple[str, ...]]]) -> list[list[str]]:
+    """The watcher's loop over node2's (state, flags) per scan, 2 s apart: each scan's anomalies' evidence."""
+    previous, out = None, []
+    for i, (state, flags) in enumerate(flags_per_scan):
+        at = NOW + timedelta(seconds=2 * i)
+        current = snapshot([job(JobState.RUNNING)], [NODES[0], NodeInfo(name="node2", state=state, flags=flags)],
+                           at=at, previous=previous)
+        if previous is not None:
+            out.append([a.evidence[0] for a in changes(previous, current, cluster="lab", now=at)])
+        previous = current
+    return out
+
+
+def test_a_slurmd_that_answers_again_within_seconds_is_not_a_dead_node() -> None:
+    """The latency run's node3, restored from a node loss and then sent dozens of job launches on a
+    loaded machine: slurmctld flags a slurmd that misses one MessageTimeout NOT_RESPONDING and clears
+    the flag at its next answer (reproduced on the lab's Slurm 22.05 by SIGSTOPping a slurmd for 25 s).
+    Every job on it used to get a node-failure incident and the node a drain."""
+    busy = [("ALLOCATED", ())] + [("MIXED", ("NOT_RESPONDING",))] * 5 + [("MIXED", ())] * 3
+    assert _scan_every_2s(busy) == [[]] * 8
+
+
+def test_a_node_that_stays_not_responding_is_dead_once() -> None:
+    held = int(NOT_RESPONDING_HOLD_S // 2)
+    dead = [("ALLOCATED", ())] + [("ALLOCATED", ("NOT_RESPONDING",))] * (held + 3) + [("DOWN", ("NOT_RESPONDING",))] * 2
+    found = _scan_every_2s(dead)
+    fired = [i for i, evidence in enumerate(found) if evidence]
+    assert fired == [held]  # the first scan NOT_RESPONDING_HOLD_S after the flag, and only that one
+    assert found[held] == ["slurm: node node2 ALLOCATED NOT_RESPONDING "
+                           f"(not responding for {NOT_RESPONDING_HOLD_S:.0f} s)"]
+
+
+def test_down_counts_at_once_on_timed_scans() -> None:
+    found = _scan_every_2s([("ALLOCATED", ()), ("DOWN", ("NOT_RESPONDING",)), ("DOWN", ("NOT_RESPONDING",))])
+    assert found == [["slurm: node node2 DOWN NOT_RESPONDING"], []]

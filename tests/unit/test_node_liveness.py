@@ -245,3 +245,24 @@ def test_a_files_size_when_the_node_was_last_heard() -> None:
     for t in range(100):
         history = history.observe(at(10 + t), 200 + t)
     assert len(history.points) == 32 and history.offset_at(at(0)) is None  # bounded; too far back is unknown
+
+
+def test_a_node_restored_after_a_loss_is_alive_from_its_first_heartbeat() -> None:
+    """#33: node3 lost at 0 (its agent with it), restored; jobs placed on it from 40 s. Until its agent
+    beats again it is a suspect with its old last-seen time, and those jobs cannot corroborate that
+    old silence: they wrote after it, and nothing of a file first seen after it is read for peers."""
+    tracker, suspect = suspect_node3()
+    history = SizeHistory()
+    for t in range(40, 50):
+        history = history.observe(at(t), 100 * (t - 39))
+    assert history.offset_at(suspect.last_seen) is None  # type: ignore[attr-defined]  # so the monitor reads no tail
+    fresh = job("77", nodes=("node3", "node4"))
+    outputs = [JobOutput(job=fresh, written_at=at(49.8), max_gap_s=0.2, tail="")]
+    alive = NodeInfo(name="node3", state="MIXED")
+    assert corroborate(suspect, cluster="c1", node=alive, outputs=outputs, now=at(50), config=CONFIG) == []  # type: ignore[arg-type]
+    # Quiet for a while (a loaded machine): still written long after the old silence began.
+    assert corroborate(suspect, cluster="c1", node=alive, outputs=outputs, now=at(70), config=CONFIG) == []  # type: ignore[arg-type]
+    for node in ("node1", "node2", "node4"):
+        tracker.beat(node, at(50), 2.0)
+    tracker.beat("node3", at(50), 2.0)  # the restored agent's first heartbeat
+    assert tracker.verdict(at(51)).suspects == ()
