@@ -120,13 +120,13 @@ async def _one_attempt(name: str, arg: object, result_type: type[T], cancel_requ
 
 
 async def run_local_step(name: str, arg: object, result_type: type[T], cancel_requested: Callable[[], bool],
-                         timeout: timedelta, shown: Shown) -> T:
+                         timeout: timedelta, shown: Shown, *, policy: RetryPolicy = STEP_RETRY) -> T:
     """A local step, one attempt per local activity, retried here with STEP_RETRY's backoff and
     attempts; between attempts the incident shows the step, the attempt to come, the last failure
     and when (`shown`). A failure ends as `run_step`'s does: an escalation with its reason, or the
     operator's cancel. An incident recorded before `local-step-retries` let its local step's failure
     end the run, and replays so (the patch is asked at the first failure: a step that goes
-    through costs no marker)."""
+    through costs no marker). `policy` is STEP_RETRY but in tests: its 10 attempts wait 151 s."""
     attempt = 1
     try:
         while True:
@@ -139,9 +139,9 @@ async def run_local_step(name: str, arg: object, result_type: type[T], cancel_re
                 if cancel_requested():
                     raise CancelledByOperator from err
                 message = err.message if isinstance(err, ApplicationError) else str(err)
-                if attempt >= STEP_RETRY.maximum_attempts or not _retryable(err):
+                if attempt >= policy.maximum_attempts or not _retryable(err):
                     raise Escalation(f"step {name} failed: {message}") from err
-                wait = backoff(attempt)
+                wait = backoff(attempt, policy)
                 attempt += 1
                 said = " ".join(message.split())[:600]
                 shown(name, WaitingStep(step=name, attempt=attempt, last_failure=said,
