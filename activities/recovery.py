@@ -175,6 +175,7 @@ class RecoveryActivities:
     async def attribute(self, request: AttributeInput) -> AttributeResult:
         job: JobInfo | None = None
         note = ""
+        read_at = datetime.now(UTC)  # before the read: its age is never understated
         try:
             # A scheduler that hangs must fail this attempt with its own error (the command's or
             # request's timeout), which `goodput incident` shows, not with a heartbeat timeout.
@@ -197,6 +198,7 @@ class RecoveryActivities:
         if evidence.note:
             attribution = attribution.model_copy(update={"explanation": f"{attribution.explanation}; {evidence.note}"})
         return AttributeResult(attribution=attribution, job=job, note=note, launcher=launcher,
+                               job_read_at=read_at if job is not None else None,
                                evidence_only="" if evidence.actionable else evidence.note,
                                set_aside=tuple(a.id for a, _ in evidence.evidence_only))
 

@@ -7,6 +7,8 @@ function here, with the reasons beside the calls.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -18,12 +20,45 @@ from activities.spares import offer_pool, point_at_pool, pool_fields
 from goodput.recover.audit import AuditAction
 from goodput.recover.incident import ResumeInput, ResumeResult
 from goodput.recover.spares import PoolChoice
-from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo, PermanentSchedulerError, ResubmitRequest, Scheduler
+from goodput.scheduler import (
+    ACTIVE_JOB_STATES,
+    JobInfo,
+    PermanentSchedulerError,
+    ResubmitRequest,
+    Scheduler,
+    with_status,
+)
+
+# How old the attribute step's record of the job may be for a requeue to reuse it (#29): the
+# straight path resumes seconds after attributing; an incident that waited for approval reads anew.
+KNOWN_MAX_AGE_S = 60.0
+
+
+async def job_now(scheduler: Scheduler, request: ResumeInput) -> JobInfo:
+    """The job as the requeue decides on it: the attribute step's record with its state read now
+    (one status read, batched with the tick's others), or, where that could mislead, all of it.
+
+    Whether to requeue rests only on what the fresh status says (state, restart count, held: fields
+    slurmctld writes), never on the reused record, so a requeue still happens at most once. The record
+    lends only what its owner writes and the requeue does not decide on (output paths, comment,
+    partition, excluded nodes), at most KNOWN_MAX_AGE_S old. It is read whole again on a retry (an
+    earlier attempt may have changed the job), when the restart count or hold moved since (Slurm
+    or the job requeued it, someone held it: the branches that ask why), and when Slurm's expedited
+    hold was on it (a status cannot say whether it still is).
+    """
+    known, at = request.known, request.known_at
+    if (known is not None and at is not None and known.job_id == request.job_id and not known.expedite_held
+            and activity.info().attempt == 1
+            and 0 <= (datetime.now(UTC) - at).total_seconds() <= KNOWN_MAX_AGE_S):
+        status = await mapped(scheduler.job_status(request.job_id))
+        if status.restart_count == known.restart_count and status.held == known.held:
+            return with_status(known, status)
+    return await mapped(scheduler.get_job(request.job_id))
 
 
 async def requeue(scheduler: Scheduler, metrics: RecoveryMetrics, request: ResumeInput) -> ResumeResult:
     """Requeue the job in place (held while nodes are excluded or a spare pool is pointed at)."""
-    job = await mapped(scheduler.get_job(request.job_id))
+    job = await job_now(scheduler, request)
     # Sizes now, in both branches: at worst a retried activity misses the new attempt's first
     # lines (it prints more); it never counts the old attempt's steps as new progress.
     offsets = output_sizes(p for p in (job.stdout_path, job.stderr_path) if p)

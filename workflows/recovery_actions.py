@@ -135,7 +135,9 @@ async def resume(wf: Incident, kind: ActionKind, job_id: str, exclude: tuple[str
             "resume", ResumeInput(incident_id=wf.id, job_id=job_id, strategy=strategy, exclude=exclude,
                                   restart_count_before=restarts, environment=environment,
                                   observed_at=observed_at(wf.incident.anomalies),
-                                  spares=policy.spares if policy.spares.enabled else None), ResumeResult),
+                                  spares=policy.spares if policy.spares.enabled else None,
+                                  known=attributed.job if attributed else None,
+                                  known_at=attributed.job_read_at if attributed else None), ResumeResult),
             lambda r: r.detail)
         wf.resumed(resumed.job_id)
         wf.done(resumed.detail)

@@ -160,6 +160,9 @@ class AttributeResult(Frozen):
     # The ids of the anomalies set aside as evidence only: when the incident's evidence is full,
     # these make room for new evidence, so a flood of forged lines cannot crowd out the real one.
     set_aside: tuple[str, ...] = Field(default=(), max_length=MAX_REPORTED_ANOMALIES)
+    # When the attribute step began reading `job` (the worker's clock; None: no job, or a result
+    # recorded before the field): the resume step reuses a young record (activities/resume.py).
+    job_read_at: datetime | None = None
 
 
 class IsolateInput(Frozen):
@@ -216,6 +219,10 @@ class ResumeInput(Frozen):
     observed_at: datetime | None = None  # as in IsolateInput
     # The hot-spare pool to restart the job in (None: none configured, queue as before).
     spares: SparePolicy | None = None
+    # The attribute step's record of the job and when it was read: a requeue reuses it, young and
+    # with the job's state read fresh, instead of reading the whole job again (#29). None: read it.
+    known: JobInfo | None = None
+    known_at: datetime | None = None
 
 
 class ResumeResult(Frozen):

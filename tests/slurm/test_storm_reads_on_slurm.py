@@ -7,8 +7,9 @@ activities and the real CLI backend, concurrently, as one worker process runs a 
 lab's ~11 s requeue delay until the job runs again on node3 or node4). Every command goodput runs
 is counted. Before batched reads that was about 12.75 per job incident (one `scontrol show job` per
 poll per job, two in resume); now verify's polls of one tick and resume's state checks are one
-`squeue` each, so the fault's 9 incidents must cost at most 3 commands each, and slurmctld's
-log must still show each job requeued exactly once.
+`squeue` each, and resume reuses attribute's record of the job (one `scontrol show job` per job),
+so the fault's 9 incidents must cost at most 3 commands each, and slurmctld's log must still show
+each job requeued exactly once.
 """
 
 from __future__ import annotations
@@ -65,9 +66,13 @@ async def _incident(activities: RecoveryActivities, job_id: str) -> bool:
     now = datetime.now(UTC)
     crash = Anomaly(id=f"a{job_id}", source=AnomalySource.SCHEDULER, kind=AnomalyKind.NODE_FAILURE, cluster="lab",
                     job_id=job_id, observed_at=now, detected_at=now, evidence=["leaf switch leaf7 down"])
-    await env.run(activities.attribute, AttributeInput(incident_id=f"inc-{job_id}", key=key, anomalies=(crash,)))
-    resumed = await env.run(activities.resume, ResumeInput(incident_id=f"inc-{job_id}", job_id=job_id,
-                                                           strategy=ResumeStrategy.REQUEUE))
+    attributed = await env.run(activities.attribute, AttributeInput(incident_id=f"inc-{job_id}", key=key,
+                                                                    anomalies=(crash,)))
+    assert attributed.job is not None
+    # as the workflow hands it on: the attribute step's record, which the requeue reuses
+    resumed = await env.run(activities.resume, ResumeInput(
+        incident_id=f"inc-{job_id}", job_id=job_id, strategy=ResumeStrategy.REQUEUE,
+        restart_count_before=attributed.job.restart_count, known=attributed.job, known_at=attributed.job_read_at))
     verified = await env.run(activities.verify, VerifyInput(
         job_id=job_id, restart_count_before=resumed.restart_count_before, timeout_s=90, poll_interval_s=2.0))
     return verified.ok
@@ -92,6 +97,7 @@ async def test_a_shared_faults_incidents_cost_at_most_three_slurm_commands_each(
     assert all(verified), verified
     assert isolated.drained == ("node1", "node2")
     assert per_incident <= 3, (per_incident, kinds)
+    assert kinds["scontrol show job"] == JOBS, kinds  # attribute's record only; resume reuses it
     # nothing lost, nothing twice: each job requeued exactly once, and running again elsewhere
     await eventually(lambda: [records.requeues(j) for j in jobs], lambda n: n == [1] * JOBS,
                      what="one Requeuing line per job")

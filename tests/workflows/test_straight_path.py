@@ -9,6 +9,7 @@ being batched must not change what the incident lists as: the attributes end as 
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from temporalio.api.enums.v1 import EventType
@@ -42,6 +43,12 @@ async def test_a_crash_is_requeued_in_at_most_5_workflow_tasks_and_40_events(cli
         elif event.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
             per_task[-1] += 1
     assert max(per_task) <= 1, per_task
+    # The requeue is handed attribute's record and its age, so it need not read the job whole again.
+    resumes = [e.activity_task_scheduled_event_attributes for e in history.events
+               if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+               and e.activity_task_scheduled_event_attributes.activity_type.name == "resume"]
+    handed = json.loads(resumes[0].input.payloads[0].data)
+    assert handed["known"]["job_id"] == crash.job_id and handed["known_at"], handed
     listed = (await handle.describe()).typed_search_attributes
     assert listed.get(search.STATE) == IncidentState.RECOVERED.value
     assert listed.get(search.OUTCOME) == "recovered"
