@@ -162,7 +162,9 @@ async def test_a_drain_signalled_during_the_check_is_quarantined_for(
         await handle.signal(NodeHealthWorkflow.drained_again, args=["inc-B", ("fault-switch-leaf1-1796346000",)])
         gate.touch()
         final = await asyncio.wait_for(handle.result(), 30)
-    assert final.phase is Phase.RETURNED and final.incident_id == "inc-B" and len(final.drains) == 2, final
+    # (not `drains`: the short offence window may already have let A's drain out of it)
+    assert final.phase is Phase.RETURNED and final.incident_id == "inc-B", final
+    assert final.faults == ("fault-switch-leaf1-1796346000",)
     assert not (await fake.get_node("node2")).drained
     assert [e.op for e in fake.journal() if e.target == "node2"] == ["drain", "resume", "drain", "resume"]
 
