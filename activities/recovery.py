@@ -25,6 +25,7 @@ from activities.adapters.checkpoints import OwnerCheckpointFinder
 from activities.adapters.node_health import CommandNodeCheck
 from activities.job_chains import hold_successors
 from activities.metrics import RecoveryMetrics
+from activities.node_return import NodeReturnActivities
 from activities.progress import ProgressReader
 from activities.resume import requeue, resubmit
 from activities.scheduler_calls import heartbeating, mapped
@@ -37,7 +38,7 @@ from goodput.diagnose.layout import JobLayout, LayoutSource, wants_layout
 from goodput.diagnose.node_memory import LocalNodeMemory, MemoryVerdict, NodeMemory
 from goodput.diagnose.provenance import pushed_files, sort_evidence
 from goodput.models import Anomaly
-from goodput.ownership import drain_reason, owning_incident
+from goodput.ownership import drain_reason
 from goodput.recover.audit import AuditAction, AuditLog
 from goodput.recover.breaker import BreakerPolicy, DrainGate, DrainVerdict
 from goodput.recover.capacity import capacity_note
@@ -51,7 +52,6 @@ from goodput.recover.incident import (
     IsolateInput,
     IsolateResult,
     MemoryInput,
-    NodeHealthRequest,
     Notification,
     ReserveInput,
     ResumeInput,
@@ -61,14 +61,7 @@ from goodput.recover.incident import (
     VerifyResult,
 )
 from goodput.recover.kill_switch import KillSwitchReader, KillSwitchState
-from goodput.recover.node_health import (
-    CheckResult,
-    NodeCheck,
-    NodeCheckInput,
-    NodeHealthStarter,
-    ReturnInput,
-    ReturnResult,
-)
+from goodput.recover.node_health import NodeCheck, NodeHealthStarter
 from goodput.recover.notify import Notifier
 from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.recover.trust import LocalTrustRecord, RuleAutonomy, TrustInput, TrustRecord
@@ -119,8 +112,9 @@ def next_poll_in(job: JobStatus, now: float, interval_s: float, latest: float) -
     return wait
 
 
-class RecoveryActivities:
-    """Bound to one scheduler and one notifier; registered on the worker as methods."""
+class RecoveryActivities(NodeReturnActivities):
+    """Bound to one scheduler and one notifier; registered on the worker as methods (the
+    return-to-service ones inherited from activities.node_return)."""
 
     def __init__(self, scheduler: Scheduler, notifier: Notifier, gate: DrainGate,
                  checkpoint_finder: CheckpointFinder | None = None, memory: NodeMemory | None = None,
@@ -363,33 +357,6 @@ class RecoveryActivities:
     async def consult_trust(self, request: TrustInput) -> RuleAutonomy:
         async with heartbeating():
             return await self._trust.note(request.cluster, request.event, request.bar)
-
-    @activity.defn(name="start_node_health")
-    async def start_node_health(self, request: NodeHealthRequest) -> None:
-        if self._node_health is None:
-            return
-        async with heartbeating():
-            for node in request.nodes:
-                await self._node_health.drained(request.cluster, node, request.incident_id, request.policy,
-                                                rule=request.rule,
-                                                spares=request.spares)
-
-    @activity.defn(name="check_node")
-    async def check_node(self, request: NodeCheckInput) -> CheckResult:
-        async with heartbeating():
-            return await self._node_check.run(request.argv, request.timeout_s)
-
-    @activity.defn(name="return_node")
-    async def return_node(self, request: ReturnInput) -> ReturnResult:
-        async with heartbeating():
-            node = await mapped(self._scheduler.get_node(request.node))
-            if not node.drained:
-                return ReturnResult(returned=False, detail=f"{node.name} is not drained any more: someone resumed it")
-            if owning_incident(node.reason) is None:
-                return ReturnResult(returned=False, detail=f"{node.name} is drained by someone else now "
-                                                           f"({node.reason[:120]!r}): left alone")
-            result = await mapped(self._scheduler.resume_node(node.name, node.reason))
-        return ReturnResult(returned=result.changed, detail=result.detail)
 
     @activity.defn(name="audit")
     async def audit(self, request: AuditInput) -> None:

@@ -2,7 +2,9 @@
 
 Started (signal-with-start) by the recovery workflow after each drain it made: the node sits out
 its quarantine on a durable timer, then the site's health check runs against it (an activity);
-passing, it is resumed, only while the drain is still goodput's; failing too often, or drained
+passing, it is resumed, only while the drain is still the one it tracks (its incident's reason, or
+a shared fault's the incident's drains carried: not an administrator's, nor goodput's for a later
+incident, `return-own-drain`); failing too often, or drained
 again too often, it is escalated and stays drained. After a return the workflow keeps watching
 for the offence window, so a node that fails again soon counts as a repeat offender. The rules
 are goodput.recover.node_health; every return is audited and every escalation notified.
@@ -52,6 +54,8 @@ class NodeHealthStart(Frozen):
     spares: SparePolicy | None = None
     # The rule whose verdict drained the node (goodput.recover.trust); "" from older starts.
     rule: str = ""
+    # The shared faults whose reason the incident's drains carried (goodput.recover.shared_fault).
+    faults: tuple[str, ...] = ()
 
 
 def node_health_workflow_id(cluster: str, node: str) -> str:
@@ -64,16 +68,16 @@ class NodeHealthWorkflow:
     def __init__(self, start: NodeHealthStart) -> None:
         self._start = start
         self._state = NodeHealthState(cluster=start.cluster, node=start.node)
-        self._drained_by: list[str] = []
+        self._drained_by: list[tuple[str, tuple[str, ...]]] = []  # (incident, its faults) per drain
         self._return_now = False
         self._records = 0
 
     @workflow.run
     async def run(self, start: NodeHealthStart) -> NodeHealthState:
         policy = start.policy
-        self._state = drained(self._state, start.incident_id, workflow.now(), policy)
+        self._state = drained(self._state, start.incident_id, workflow.now(), policy, start.faults)
         # Signal-with-start delivers the starting drain as a signal too: it is not a second offence.
-        self._drained_by = [i for i in self._drained_by if i != start.incident_id]
+        self._drained_by = [d for d in self._drained_by if d[0] != start.incident_id]
         while True:
             if self._state.phase is Phase.ESCALATED:
                 await self._notify(IncidentState.ESCALATED, f"node {start.node}: {self._state.why}")
@@ -85,8 +89,15 @@ class NodeHealthWorkflow:
             self._state = checked(self._state, result, policy)
             if self._state.phase is not Phase.CHECKING:
                 continue
+            request = ReturnInput(cluster=start.cluster, node=start.node)
+            if workflow.patched("return-own-drain"):
+                if self._drained_by:  # goodput drained it again while it was checked: that drain's quarantine
+                    continue
+                # Only the drain this workflow tracks may be undone (goodput.recover.node_health.not_ours).
+                request = request.model_copy(update={"incident_id": self._state.incident_id,
+                                                      "faults": self._state.faults})
             back = await workflow.execute_activity(
-                "return_node", ReturnInput(cluster=start.cluster, node=start.node), result_type=ReturnResult,
+                "return_node", request, result_type=ReturnResult,
                 start_to_close_timeout=timedelta(seconds=120), retry_policy=RETRY)
             phase = Phase.RETURNED if back.returned else Phase.NOT_OURS
             self._state = self._state.model_copy(update={"phase": phase, "why": back.detail})
@@ -141,8 +152,8 @@ class NodeHealthWorkflow:
         if not self._drained_by:
             self._return_now = False
             return False
-        incident = self._drained_by.pop(0)
-        self._state = drained(self._state, incident, workflow.now(), self._start.policy)
+        incident, faults = self._drained_by.pop(0)
+        self._state = drained(self._state, incident, workflow.now(), self._start.policy, faults)
         return True
 
     async def _check(self) -> CheckResult:
@@ -184,8 +195,10 @@ class NodeHealthWorkflow:
             workflow.logger.warning("node health notification failed: %s", err)
 
     @workflow.signal
-    def drained_again(self, incident_id: str) -> None:
-        self._drained_by.append(incident_id)
+    def drained_again(self, incident_id: str, faults: tuple[str, ...] = ()) -> None:
+        """goodput drained the node for `incident_id`; `faults`: the shared reasons its drains
+        carried (senders from before them send the incident alone)."""
+        self._drained_by.append((incident_id, tuple(faults)))
 
     @workflow.update
     def request_return(self, by: OperatorDecision) -> str:

@@ -176,12 +176,13 @@ async def drain(wf: Incident, nodes: tuple[str, ...], reason: str) -> IsolateRes
                                 observed_at=observed_at(wf.incident.anomalies)),
         IsolateResult), drained_note)
     wf.done(drained_note(isolated))
-    await return_to_service(wf, isolated.drained)
+    await return_to_service(wf, isolated.drained, isolated.faults)
     return isolated
 
 
-async def return_to_service(wf: Incident, nodes: tuple[str, ...]) -> None:
-    """Hands the nodes this incident drained to their return-to-service workflows."""
+async def return_to_service(wf: Incident, nodes: tuple[str, ...], faults: tuple[str, ...]) -> None:
+    """Hands the nodes this incident drained to their return-to-service workflows, with the
+    faults whose shared reason the drains carried (no patch: a field with a default, as `rule`)."""
     policy = wf.start.policy.return_to_service
     if not nodes or not policy.enabled or not (wf.straight or workflow.patched("return-to-service")):
         return
@@ -190,7 +191,7 @@ async def return_to_service(wf: Incident, nodes: tuple[str, ...]) -> None:
         await wf.step("start_node_health", NodeHealthRequest(
             cluster=wf.start.key.cluster, nodes=nodes, incident_id=wf.id, policy=policy,
             spares=spares if spares.enabled and spares.target_size else None,
-            rule=wf.incident.trust_rule), type(None))
+            rule=wf.incident.trust_rule, faults=faults), type(None))
     except Escalation as why:  # the drain stands; only its automatic return is missing
         wf.record(wf.incident.state, f"return to service not started: {why}")
         return

@@ -5,7 +5,7 @@ with the node's name filled in) as a child process of the worker, without a shel
 limit; the exit status decides and the output's tail is kept as evidence. Whether the command
 reaches the node through `srun -w`, `ssh` or a site tool is the site's choice, as it is for the
 Slurm backends. `TemporalNodeHealth` starts (or signals) a node's NodeHealthWorkflow after goodput
-drained it.
+drained it, naming the incident and the shared faults whose drain the return may undo.
 """
 
 from __future__ import annotations
@@ -51,10 +51,13 @@ class TemporalNodeHealth:
         self._task_queue = task_queue
 
     async def drained(self, cluster: str, node: str, incident_id: str, policy: ReturnToServicePolicy, *,
-                      rule: str = "", spares: SparePolicy | None = None) -> None:
+                      rule: str = "", spares: SparePolicy | None = None, faults: tuple[str, ...] = ()) -> None:
+        # The faults go with the signal only when there are any: a drain with the incident's own
+        # reason signals exactly what a worker from before them expects.
+        signal_args: list[object] = [incident_id, list(faults)] if faults else [incident_id]
         await self._client.start_workflow(
             NodeHealthWorkflow.run, NodeHealthStart(cluster=cluster, node=node, incident_id=incident_id,
-                                                    policy=policy, spares=spares, rule=rule),
+                                                    policy=policy, spares=spares, rule=rule, faults=faults),
             id=node_health_workflow_id(cluster, node), task_queue=self._task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            start_signal="drained_again", start_signal_args=[incident_id])
+            start_signal="drained_again", start_signal_args=signal_args)

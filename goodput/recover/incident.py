@@ -72,6 +72,9 @@ class NodeHealthRequest(Frozen):
     spares: SparePolicy | None = None
     # The rule whose verdict drained the nodes: a node back with no fault found counts against it.
     rule: str = ""
+    # The shared drain reasons (goodput.recover.shared_fault) the drains carried: a node's return
+    # resumes it only while its reason is the incident's own or one of these.
+    faults: tuple[str, ...] = ()
 
 
 class AuditInput(Frozen):

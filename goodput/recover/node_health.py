@@ -3,7 +3,8 @@
 A drain that is never undone shrinks the cluster one failure at a time. A node goodput drained
 waits out a quarantine, then passes the site's health check (a configured command run against
 the node: DCGM diagnostics, a site script) before goodput resumes it, and only if the drain is
-still goodput's own (an administrator's later drain is theirs). A node that keeps failing its
+still the drain this return tracks (an administrator's later drain is theirs, and so is another
+goodput incident's: `not_ours`). A node that keeps failing its
 check, or keeps being drained again soon after it returned, is escalated to a person and stays
 drained. These rules are pure; workflows.node_health runs them durably, one workflow per node.
 """
@@ -18,6 +19,8 @@ from pydantic import Field
 
 from goodput.identifiers import validate_node_name
 from goodput.models import Frozen
+from goodput.ownership import owning_incident
+from goodput.recover.shared_fault import owning_fault
 from goodput.recover.spares import SparePolicy
 
 MAX_OUTPUT = 2000
@@ -57,6 +60,8 @@ class NodeHealthState(Frozen):
     node: str
     phase: Phase = Phase.QUARANTINED
     incident_id: str = ""
+    # The faults whose shared drain reason that incident's drains carried (goodput.recover.shared_fault).
+    faults: tuple[str, ...] = ()
     drains: tuple[datetime, ...] = ()  # goodput's drains of this node inside the offence window
     failures: int = 0
     last_check: str = ""
@@ -83,10 +88,15 @@ class NodeCheckInput(Frozen):
 
 
 class ReturnInput(Frozen):
-    """The node to put back into service."""
+    """The node to put back into service, and whose drain on it may be undone.
+
+    The node's reason must name `incident_id` or one of `faults` (the shared reasons that incident's
+    drains carried); "" (inputs recorded before the field) accepts any goodput reason, as before."""
 
     cluster: str
     node: str
+    incident_id: str = ""
+    faults: tuple[str, ...] = ()
 
 
 class ReturnResult(Frozen):
@@ -100,9 +110,10 @@ class NodeHealthStarter(Protocol):
     """Hands a node goodput just drained to its return-to-service workflow."""
 
     async def drained(self, cluster: str, node: str, incident_id: str, policy: ReturnToServicePolicy, *,
-                      rule: str = "", spares: SparePolicy | None = None) -> None:
+                      rule: str = "", spares: SparePolicy | None = None, faults: tuple[str, ...] = ()) -> None:
         """`spares`: the pool the node refills once back in service (None: no pool); `rule`: the
-        rule whose verdict drained it (goodput.recover.trust)."""
+        rule whose verdict drained it (goodput.recover.trust); `faults`: the shared drain reasons
+        the incident's drains carried (its drain of this node may carry one of them)."""
         ...
 
 
@@ -121,11 +132,13 @@ def check_argv(command: tuple[str, ...], node: str) -> tuple[str, ...]:
 
 
 def drained(state: NodeHealthState, incident_id: str, now: datetime,
-            policy: ReturnToServicePolicy) -> NodeHealthState:
-    """goodput drained the node (again): quarantine it, or escalate a repeat offender."""
+            policy: ReturnToServicePolicy, faults: tuple[str, ...] = ()) -> NodeHealthState:
+    """goodput drained the node (again): quarantine it, or escalate a repeat offender. The drain
+    tracked from now on is this incident's (its own reason, or one of its faults')."""
     horizon = now - timedelta(seconds=policy.offence_window_s)
     drains = (*(d for d in state.drains if d > horizon), now)
-    base = state.model_copy(update={"incident_id": incident_id, "drains": drains, "failures": 0, "requested_by": ""})
+    base = state.model_copy(update={"incident_id": incident_id, "faults": faults, "drains": drains, "failures": 0,
+                                    "requested_by": ""})
     if len(drains) >= policy.max_offences:
         return base.model_copy(update={
             "phase": Phase.ESCALATED,
@@ -171,3 +184,20 @@ def checked(state: NodeHealthState, result: CheckResult, policy: ReturnToService
                                     "requested_by": "",  # the next try is goodput's own again
                                     "why": f"failed its health check ({failures} of {policy.max_check_failures}); "
                                            f"checking again in {policy.retry_after_s:.0f} s"})
+
+
+def not_ours(node: str, reason: str, request: ReturnInput) -> str:
+    """Why the drain `reason` on `node` is not the one `request` may undo ("" when it is).
+
+    An administrator's reason (no `goodput:` prefix) is theirs. A goodput reason that names
+    neither the tracked incident nor one of its faults is a later drain by goodput for another
+    incident, which a return for the earlier one must not undo. Only the reason's id is read,
+    never its summary, so a job's bytes in a summary cannot make a drain look like this one."""
+    owner = owning_incident(reason)
+    if owner is None:
+        return f"{node} is drained by someone else now ({reason[:120]!r}): left alone"
+    if request.incident_id and owner not in (request.incident_id, *request.faults):
+        what = "fault" if owning_fault(reason) else "incident"
+        return (f"{node} was drained again by goodput for {what} {owner} (this return is for incident "
+                f"{request.incident_id}): left alone")
+    return ""

@@ -19,8 +19,9 @@ failure as two faults, which costs nothing in commands (each worker's coalescer 
 nothing in ownership (each node keeps its own reason).
 
 Ownership stays per node: Slurm keeps the reason on each node, return to service resumes only a
-node whose own reason is still exactly goodput's, and the node's node incident and return-to-service
-workflow name the job incident that drained it. `owning_fault` says which faults a reason names.
+node whose own reason still names the incident it tracks or one of that incident's faults (the
+incident hands them to the node's return-to-service workflow), and the node's node incident and
+return-to-service workflow name the job incident that drained it. `owning_fault` says which faults a reason names.
 Pure: the isolate activity passes the topology, the time and its worker's open faults.
 """
 

@@ -85,7 +85,16 @@ async def test_one_switchs_node_incidents_drain_as_one_fault_and_return_on_their
         await backend.resume_node("node2", other)
     assert "DRAIN" in lab.node("node2")["State"]
     lab.run("scontrol", "update", "NodeName=node3", "State=DRAIN", "Reason=admin: cable check")
-    returned = [await ActivityEnvironment().run(activities.return_node, ReturnInput(cluster="lab", node=n))
+    # A return tracking another incident (its drain since replaced by this fault's) leaves node2 alone.
+    stale = await ActivityEnvironment().run(activities.return_node, ReturnInput(
+        cluster="lab", node="node2", incident_id="incident-z"))
+    assert not stale.returned and f"drained again by goodput for fault {FAULT}" in stale.detail, stale
+    assert "DRAIN" in lab.node("node2")["State"]
+    # Each node's return tracks the incident that drained it and the faults its drains shared.
+    tracked = {"node1": ("incident-a", opener.faults), "node2": ("incident-b", first.faults),
+               "node3": ("incident-c", second.faults)}
+    returned = [await ActivityEnvironment().run(activities.return_node, ReturnInput(
+                    cluster="lab", node=n, incident_id=tracked[n][0], faults=tracked[n][1]))
                 for n in ("node1", "node2", "node3")]
     assert returned[0].returned and returned[1].returned, returned
     assert all("DRAIN" not in lab.node(n)["State"] for n in ("node1", "node2"))

@@ -14,6 +14,7 @@ from temporalio.client import Client
 from activities.adapters.audit import JsonlAuditLog
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Mode, OperatorDecision
+from goodput.ownership import drain_reason
 from goodput.recover.audit import AuditAction
 from goodput.recover.node_health import (
     CheckResult,
@@ -110,6 +111,62 @@ async def test_someone_elses_drain_is_left_alone(client: Client, task_queue: str
     assert final.phase is Phase.NOT_OURS and "drained by someone else" in final.why
     node = await fake.get_node("node2")
     assert node.drained and node.reason == "bad PSU, ticket 4711"
+
+
+def _gated_check(tmp_path: Path) -> tuple[Path, Path, tuple[str, ...]]:
+    """A check that says it started and waits for the test's gate the first time, and passes at
+    once after that: the test changes the node while goodput's first check runs."""
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    check = (f"import os, time\nif not os.path.exists({str(started)!r}):\n"
+             f"    open({str(started)!r}, 'w').close()\n"
+             f"    while not os.path.exists({str(gate)!r}): time.sleep(0.05)")
+    return started, gate, (sys.executable, "-c", check)
+
+
+async def test_goodputs_later_drain_for_another_incident_is_left_alone(
+        client: Client, task_queue: str, tmp_path: Path) -> None:
+    """The node was resumed and drained again by goodput for incident B while A's return checked it
+    (B's own return not started): A's return must not undo B's drain."""
+    started, gate, check = _gated_check(tmp_path)
+    policy = FAST.model_copy(update={"return_to_service": QUICK.model_copy(update={"check_command": check})})
+    fake = FakeScheduler()
+    async with running_worker(client, task_queue, scheduler=fake):
+        a = anomaly()
+        await result(client, await inject(client, task_queue, a, policy, Mode.AUTONOMOUS))
+        await eventually(started.exists, timeout=30, what="the check started")
+        await fake.resume_node("node2", (await fake.get_node("node2")).reason)
+        b_reason = drain_reason("inc-B", "Xid 48 on node2")
+        await fake.drain_node("node2", b_reason)
+        gate.touch()
+        final = await asyncio.wait_for(health(client, a.cluster, "node2"), 30)
+    assert final.phase is Phase.NOT_OURS and "drained again by goodput for incident inc-B" in final.why
+    node = await fake.get_node("node2")
+    assert node.drained and node.reason == b_reason
+
+
+async def test_a_drain_signalled_during_the_check_is_quarantined_for(
+        client: Client, task_queue: str, tmp_path: Path) -> None:
+    """goodput drained the node again for B (and told its return) while A's check ran: no return
+    for A; B's quarantine and check follow, and B's drain is the one undone."""
+    started, gate, check = _gated_check(tmp_path)
+    policy = FAST.model_copy(update={"return_to_service": QUICK.model_copy(update={
+        "check_command": check, "offence_window_s": 0.5})})
+    fake = FakeScheduler()
+    async with running_worker(client, task_queue, scheduler=fake):
+        a = anomaly()
+        await result(client, await inject(client, task_queue, a, policy, Mode.AUTONOMOUS))
+        await eventually(started.exists, timeout=30, what="the check started")
+        await fake.resume_node("node2", (await fake.get_node("node2")).reason)
+        await fake.drain_node("node2", drain_reason("fault-switch-leaf1-1796346000", "GPU fault under leaf1"))
+        handle = client.get_workflow_handle_for(NodeHealthWorkflow.run, node_health_workflow_id(a.cluster, "node2"))
+        await handle.signal(NodeHealthWorkflow.drained_again, args=["inc-B", ("fault-switch-leaf1-1796346000",)])
+        gate.touch()
+        final = await asyncio.wait_for(handle.result(), 30)
+    # (not `drains`: the short offence window may already have let A's drain out of it)
+    assert final.phase is Phase.RETURNED and final.incident_id == "inc-B", final
+    assert final.faults == ("fault-switch-leaf1-1796346000",)
+    assert not (await fake.get_node("node2")).drained
+    assert [e.op for e in fake.journal() if e.target == "node2"] == ["drain", "resume", "drain", "resume"]
 
 
 async def test_an_operator_ends_the_quarantine_and_the_check_still_decides(

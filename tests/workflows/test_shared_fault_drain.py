@@ -6,6 +6,8 @@ which keeps its own (the one reason the CLI backend's coalescer needs to send th
 from __future__ import annotations
 
 import asyncio
+import sys
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,11 +17,13 @@ from goodput.demo.scheduler import FakeScheduler, demo_cluster
 from goodput.models import Mode
 from goodput.ownership import owning_incident
 from goodput.recover.lifecycle import IncidentState
+from goodput.recover.node_health import NodeHealthState, Phase, ReturnToServicePolicy
 from goodput.recover.node_incident import NodeIncidentPolicy
 from goodput.recover.policy import Policy
 from goodput.recover.shared_fault import owning_fault
 from goodput.scheduler import SlurmSwitch
 from tests.workflows.helpers import FAST, anomaly, inject, result, running_worker
+from workflows.node_health import NodeHealthWorkflow, node_health_workflow_id
 
 pytestmark = pytest.mark.temporal
 SHARING = FAST.model_copy(update={"node_incident": NodeIncidentPolicy(shared_drain_window_s=60.0)})
@@ -34,8 +38,9 @@ def one_switch() -> FakeScheduler:
     return fake
 
 
-async def _faults(client: Client, task_queue: str, policy: Policy, nodes: tuple[str, ...]) -> list[str]:
-    first = anomaly("1001", nodes=nodes[:1]).model_copy(update={"observed_at": AT})
+async def _faults(client: Client, task_queue: str, policy: Policy, nodes: tuple[str, ...],
+                  cluster: str | None = None) -> list[str]:
+    first = anomaly("1001", nodes=nodes[:1], cluster=cluster).model_copy(update={"observed_at": AT})
     # a second later, across a minute's line: the grid the window used to be split this into two faults
     rest = [anomaly(str(1002 + i), nodes=(n,), cluster=first.cluster).model_copy(update={"observed_at": LATER})
             for i, n in enumerate(nodes[1:])]
@@ -65,3 +70,21 @@ async def test_without_the_window_each_drain_names_its_incident(client: Client, 
         ids = await _faults(client, task_queue, NOT_SHARING, ("node2", "node3"))
         await asyncio.gather(*(result(client, i) for i in ids))
     assert sorted(owning_incident(d.detail) or "" for d in fake.journal("drain")) == sorted(ids)
+
+
+async def test_a_node_drained_with_its_faults_reason_returns_to_service(client: Client, task_queue: str) -> None:
+    """The fault's reason is the one each sharing incident's return tracks (the incident hands its
+    faults to the node's NodeHealthWorkflow), so every node comes back, the shared ones included."""
+    returning = SHARING.model_copy(update={"return_to_service": ReturnToServicePolicy(
+        enabled=True, quarantine_s=0.2, offence_window_s=0.3, check_command=(sys.executable, "-c", "pass"))})
+    nodes = ("node2", "node3", "node5")
+    async with running_worker(client, task_queue, one_switch(), policy=returning) as fake:
+        cluster = f"c{uuid.uuid4().hex[:6]}"
+        ids = await _faults(client, task_queue, returning, nodes, cluster)
+        await asyncio.gather(*(result(client, i) for i in ids))
+        finals: list[NodeHealthState] = await asyncio.wait_for(asyncio.gather(*(
+            client.get_workflow_handle_for(NodeHealthWorkflow.run, node_health_workflow_id(cluster, n)).result()
+            for n in nodes)), 60)
+    assert any(owning_fault(d.detail) for d in fake.journal("drain"))  # some drains carried the fault's reason
+    assert [f.phase for f in finals] == [Phase.RETURNED] * 3, [f.why for f in finals]
+    assert [(await fake.get_node(n)).drained for n in nodes] == [False] * 3
