@@ -34,15 +34,17 @@ async def mapped(call: Awaitable[T]) -> T:
 
 @asynccontextmanager
 async def heartbeating(detail: Callable[[], object] = lambda: None) -> AsyncIterator[None]:
-    """Heartbeat while a slow scheduler call runs, so a dead worker is noticed in seconds."""
+    """Heartbeat while a slow scheduler call runs, so a dead worker is noticed in seconds. The
+    first beat waits one interval: a step done within it (most are, in ms) needs none, and each
+    beat is a frontend call and a write in Temporal's store (a storm's incidents sent 6 each, #29)."""
     if activity.info().is_local:  # it runs inside its workflow task, which the worker keeps alive
         yield
         return
 
     async def beat() -> None:
         while True:
-            activity.heartbeat(detail())
             await asyncio.sleep(HEARTBEAT_EVERY_S)
+            activity.heartbeat(detail())
 
     task = asyncio.create_task(beat())
     try:

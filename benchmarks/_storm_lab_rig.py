@@ -265,7 +265,13 @@ def cost(before: dict[str, Any], after: dict[str, Any], incidents: int) -> dict[
         "cpu_s": {"workers": round(workers, 2), "slurm_commands": round(children, 2),
                   "temporal": round(after["server"] - before["server"], 2),
                   "slurmctld": round(after["slurmctld"] - before["slurmctld"], 2),
-                  "injector": round(after["injector"] - before["injector"], 2)},
+                  "injector": round(after["injector"] - before["injector"], 2),
+                  # The machine's busy time less the above: mostly the lab's compute side (slurmd,
+                  # slurmstepd, the jobs' own start-up), which a real head node does not carry.
+                  "rest_of_machine": round(after["machine"][0] - before["machine"][0] - workers - children
+                                           - (after["server"] - before["server"])
+                                           - (after["slurmctld"] - before["slurmctld"])
+                                           - (after["injector"] - before["injector"]), 2)},
         "cpu_ms_per_incident": {"workers": round(1000 * workers / n, 1),
                                 "slurm_commands": round(1000 * children / n, 1),
                                 "temporal": round(1000 * (after["server"] - before["server"]) / n, 1)},

@@ -50,6 +50,7 @@ from benchmarks._history_costs import histories, mean_to_requeue
 from benchmarks._slurm_lab import Lab, slurm_lab
 from benchmarks._storm_jobs import XID, cancel_jobs, drains, restore_nodes, submit_jobs, switch_jobs
 from benchmarks._storm_timeline import breakdown, milestones, shown
+from goodput.entity_lane import entity_queue
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
 from goodput.recover.breaker import BreakerPolicy
 from goodput.recover.corroboration import ExcludeBeforeDrainPolicy
@@ -173,7 +174,8 @@ async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab
         finally:
             rig.stop_workers(workers)
         spent = rig.cost(before, after, len(rows))
-        others = Counter([wf.workflow_type async for wf in client.list_workflows(f"TaskQueue = '{queue}'")])
+        others = Counter([wf.workflow_type async for wf in client.list_workflows(
+            f"TaskQueue = '{queue}' OR TaskQueue = '{entity_queue(queue)}'")])
         job_set = set(jobs)
         slurm = rig.job_events(lab.slurmctld_log, job_set, sent["t0"] - 1)
         in_slurm = rig.restarts(job_set)

@@ -1,4 +1,4 @@
-"""Building and running the goodput worker: one task queue, the recovery workflow, its activities.
+"""Building and running the goodput worker: the incidents' queue, the entities' queue, their activities.
 
 The composition root for adapters: settings decide which scheduler and notifier the activities
 get. Also registers goodput's search attributes on an external Temporal cluster so the UI can
@@ -7,8 +7,10 @@ filter incidents there too.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import timedelta
+from types import TracebackType
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
@@ -44,6 +46,7 @@ from goodput.detect.gpu_feed import GpuSampleStore
 from goodput.detect.stack_requests import StackRequestTable
 from goodput.detect.watch import OptInRule
 from goodput.diagnose.layout import LayoutSource
+from goodput.entity_lane import entity_queue
 from goodput.extras import require
 from goodput.recover.audit import AuditLog
 from goodput.recover.breaker import DrainGate
@@ -124,12 +127,44 @@ WORKFLOW_TASK_POLLS = 16
 NONSTICKY_POLL_RATIO = 0.5
 
 
+# The entities' queue carries two workflows, one per cluster: a few polls keep it answered.
+ENTITY_WORKFLOW_TASK_POLLS = 4
+
+
+class ServiceWorker:
+    """The incidents' worker and the entities' (goodput.entity_lane), started and stopped together
+    in one process: every process that runs incidents also answers its clusters' node memory and
+    track record, so the entities never depend on a process of their own."""
+
+    def __init__(self, incidents: Worker, entities: Worker) -> None:
+        self.incidents = incidents
+        self.entities = entities
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    @property
+    def task_queue(self) -> str:
+        return self.incidents.task_queue
+
+    async def __aenter__(self) -> ServiceWorker:
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(self.entities)
+            await stack.enter_async_context(self.incidents)
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.__aexit__(kind, error, trace)
+
+
 def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier: Notifier, *,
                  gate: DrainGate | None = None, policy: Policy | None = None,
                  fail_workflows_on_bugs: bool = False, audit_log: AuditLog | None = None,
                  layouts: LayoutSource | None = None, gpu_samples: GpuSampleStore | None = None,
                  stacks: StackRequestTable | None = None, stack_wait_s: float = 30.0,
-                 opt_in: OptInRule | None = None, liveness_here: bool = False) -> Worker:
+                 opt_in: OptInRule | None = None, liveness_here: bool = False) -> ServiceWorker:
     recovery = RecoveryActivities(scheduler, notifier, gate or TemporalDrainGate(client, task_queue),
                                   memory=TemporalNodeMemory(client, task_queue), audit_log=audit_log, layouts=layouts,
                                   kill_switch=TemporalKillSwitch(client, task_queue),
@@ -140,9 +175,17 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
     sink = evidence_sink(client, task_queue, policy or Policy(), scheduler, gpu_samples=gpu_samples)
     watch = WatchActivities(scheduler, sink, TemporalWatchLauncher(client, task_queue))
     node_incidents = NodeIncidentActivities(TemporalNodeIncidents(client, task_queue), scheduler)
-    return Worker(
+    bugs: list[type[BaseException]] = [Exception] if fail_workflows_on_bugs else []
+    # The record writes its autonomy changes through the audit activity, on its own queue.
+    entities = Worker(client, task_queue=entity_queue(task_queue), workflows=[NodeMemoryWorkflow, TrustRecordWorkflow],
+                      activities=[recovery.audit], sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
+                      max_concurrent_workflow_task_polls=ENTITY_WORKFLOW_TASK_POLLS,
+                      workflow_failure_exception_types=bugs, graceful_shutdown_timeout=timedelta(seconds=5))
+    incidents = Worker(
         client,
         task_queue=task_queue,
+        # The entities too: those started here before the entities' queue existed stay here
+        # until they continue as new (workflows.entity_lane).
         workflows=[RecoveryWorkflow, DrainBreakerWorkflow, NodeMemoryWorkflow, JobWatchWorkflow,
                    ClusterWatchWorkflow, KillSwitchWorkflow, NodeHealthWorkflow, NodeIncidentWorkflow,
                    TrustRecordWorkflow],
@@ -160,16 +203,17 @@ def build_worker(client: Client, task_queue: str, scheduler: Scheduler, notifier
         max_concurrent_workflow_task_polls=WORKFLOW_TASK_POLLS,
         nonsticky_to_sticky_poll_ratio=NONSTICKY_POLL_RATIO,
         # Tests want a forbidden call in workflow code to fail loudly, not retry the task forever.
-        workflow_failure_exception_types=[Exception] if fail_workflows_on_bugs else [],
+        workflow_failure_exception_types=bugs,
         graceful_shutdown_timeout=timedelta(seconds=5),
         # Watchers are long-running activities: leave room for many beside the recovery steps.
         max_concurrent_activities=5000,
     )
+    return ServiceWorker(incidents, entities)
 
 
 def worker_for(client: Client, settings: Settings, *, gpu_samples: GpuSampleStore | None = None,
-               stacks: StackRequestTable | None = None) -> Worker:
-    """The shared-queue worker; with `[liveness]` on, `liveness_worker_for` runs beside it."""
+               stacks: StackRequestTable | None = None) -> ServiceWorker:
+    """The shared-queue worker and the entities'; with `[liveness]` on, `liveness_worker_for` runs beside it."""
     notifier: Notifier = JsonLinesNotifier(settings.notifications_path)
     if settings.notify_webhook_url:
         notifier = FanOutNotifier(notifier, WebhookNotifier(settings.notify_webhook_url,

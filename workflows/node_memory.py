@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         standing,
     )
     from goodput.models import Frozen
+    from workflows.entity_lane import next_run_queue
     from workflows.update_batch import check_batch
 
 CONTINUE_AS_NEW_AFTER = 500
@@ -62,7 +63,7 @@ class NodeMemoryWorkflow:
         await workflow.wait_condition(
             lambda: self._consults >= CONTINUE_AS_NEW_AFTER or workflow.info().is_continue_as_new_suggested())
         await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(start.model_copy(update={"state": self._state}))
+        workflow.continue_as_new(start.model_copy(update={"state": self._state}), task_queue=next_run_queue())
 
     @workflow.update
     def consult(self, request: ConsultRequest) -> MemoryVerdict:

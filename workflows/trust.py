@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from goodput.recover.trust_snapshot import TrustSnapshot
     from workflows.audit import AuditQueue, write_until_due
+    from workflows.entity_lane import next_run_queue
     from workflows.update_batch import MAX_BATCH, check_batch
 
 CONTINUE_AS_NEW_AFTER = 500
@@ -81,7 +82,8 @@ class TrustRecordWorkflow:
     @workflow.run
     async def run(self, start: TrustStart) -> None:
         await write_until_due(self._audit_queue, CONTINUE_AS_NEW_AFTER, "rule autonomy change")
-        workflow.continue_as_new(start.model_copy(update={"state": self._state, "bar": self._bar}))
+        workflow.continue_as_new(start.model_copy(update={"state": self._state, "bar": self._bar}),
+                                 task_queue=next_run_queue())
 
     @workflow.update
     def note(self, request: NoteRequest) -> RuleAutonomy:

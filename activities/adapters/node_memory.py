@@ -5,7 +5,8 @@ it in one round trip, so nothing has to be installed per cluster beforehand. Con
 while one is in flight go together as the next update (activities.adapters.update_batch), up to
 MAX_BATCH of them and MEMORY_MAX_BYTES: an observation names its job's every node. A count of 500
 instead of 100 was tried for the 500-job storm, which fills batches of 100, and did not help
-(#29, docs/scaling.md "The record from a snapshot").
+(#29, docs/scaling.md "The record from a snapshot"). A new memory starts on the entities' own
+queue (goodput.entity_lane); one started before that keeps its queue until it continues as new.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from activities.adapters.update_batch import UpdateBatcher
 from goodput.diagnose.node_memory import MemoryVerdict, NodeMemoryPolicy, Observation
+from goodput.entity_lane import entity_queue
 from workflows.node_memory import (
     ConsultBatch,
     ConsultRequest,
@@ -49,7 +51,7 @@ class TemporalNodeMemory:
         # The memory is created with the first request's policy; each request is judged by its own.
         start = WithStartWorkflowOperation(
             NodeMemoryWorkflow.run, NodeMemoryStart(cluster=cluster, policy=requests[0].policy),
-            id=node_memory_workflow_id(cluster), task_queue=self._task_queue,
+            id=node_memory_workflow_id(cluster), task_queue=entity_queue(self._task_queue),
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
         return await self._client.execute_update_with_start_workflow(
             NodeMemoryWorkflow.consult_many, ConsultBatch(requests=tuple(requests)),

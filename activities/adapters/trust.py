@@ -10,7 +10,7 @@ A recommendation is answered from this worker's snapshot of the record where tha
 (goodput.recover.trust_snapshot: never autonomy, never older than STALE_AFTER_S) and delivered as a
 signal-with-start: durable once the call returns, and no wait for the record's workflow task,
 which in a 500-job storm queued behind every incident's (#29, docs/scaling.md "The record from a
-snapshot").
+snapshot"). A new record starts on the entities' own queue (goodput.entity_lane).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from activities.adapters.entity_query import query_or_empty
 from activities.adapters.update_batch import UpdateBatcher
+from goodput.entity_lane import entity_queue
 from goodput.models import Mode, OperatorDecision
 from goodput.recover.trust import AutonomyPolicy, Fate, RuleAutonomy, RuleSummary, TrustEvent
 from goodput.recover.trust_snapshot import STALE_AFTER_S, TrustSnapshot, answered, drops_snapshot
@@ -66,7 +67,7 @@ class TemporalTrustRecord:
     def _start(self, cluster: str, bar: AutonomyPolicy) -> WithStartWorkflowOperation[TrustRecordWorkflow, None]:
         return WithStartWorkflowOperation(
             TrustRecordWorkflow.run, TrustStart(cluster=cluster, bar=bar), id=trust_workflow_id(cluster),
-            task_queue=self._task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+            task_queue=entity_queue(self._task_queue), id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
 
     async def note(self, cluster: str, event: TrustEvent, bar: AutonomyPolicy | None) -> RuleAutonomy:
         view = self._views.setdefault(cluster, _View())
@@ -119,7 +120,7 @@ class TemporalTrustRecord:
         # Signal-with-start: the record is created as by the update if it was never started.
         await self._client.start_workflow(
             TrustRecordWorkflow.run, TrustStart(cluster=cluster, bar=requests[0].bar or AutonomyPolicy()),
-            id=trust_workflow_id(cluster), task_queue=self._task_queue, start_signal="note_later",
+            id=trust_workflow_id(cluster), task_queue=entity_queue(self._task_queue), start_signal="note_later",
             start_signal_args=[NoteBatch(requests=tuple(requests))], rpc_timeout=RPC_TIMEOUT)
         return (None,) * len(requests)
 

@@ -68,3 +68,17 @@ async def test_a_step_run_as_a_local_activity_does_not_heartbeat() -> None:
 
     await env.run(slow)
     assert beats == []
+
+
+async def test_a_step_done_within_one_interval_sends_no_heartbeat() -> None:
+    """Each heartbeat is a Temporal frontend call and a write to its store: a step that finishes
+    in well under the 1 s interval (most do) must not pay one (#29: 6 per incident in a storm)."""
+    env = ActivityEnvironment()
+    beats = recorded(env)
+
+    async def quick() -> None:
+        async with heartbeating():
+            await asyncio.sleep(0.05)
+
+    await env.run(quick)
+    assert beats == []
