@@ -21,6 +21,10 @@ and what the server refused (its error counters). Before the storms, one paced r
 at 100 a minute, one worker) measures the cost of an incident when nothing queues: the anchor for
 docs/scaling.md's on-paper extrapolation. One lab and one dev server (SQLite+WAL, as `goodput up`;
 its shard count read from its printed config) serve all rounds.
+The lab's slurmd run at nice 19 (`--compute-nice`): on a cluster they, their slurmstepd, prologs,
+epilogs and jobs run on the compute nodes; here they share the head node's cores, and at 500 jobs
+they used more CPU than Temporal and the worker together. Niced, they take what the head node's
+processes leave, so "restarted" (the compute side's own start-up) may come later than it would.
 """
 
 from __future__ import annotations
@@ -302,7 +306,8 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     site = rig.LAB.moved_by(os.environ)
     with tempfile.TemporaryDirectory(prefix="goodput-storm-lab-") as tmp, \
-            slurm_lab(site, args.nodes, args.cpus) as lab, rig.temporal_server(Path(tmp)) as temporal:
+            slurm_lab(site, args.nodes, args.cpus, {"SLURMLAB_SLURMD_NICE": str(args.compute_nice)}) as lab, \
+            rig.temporal_server(Path(tmp)) as temporal:
         client = await connect(temporal.address)
         rounds = []
         if args.paced:  # the target rate, 100 incidents a minute, 3 anomalies each, one worker
@@ -321,7 +326,8 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
     return {"benchmark": "storm-lab", "commit": commit("goodput", "workers", "workflows", "activities", "benchmarks",
                                                        untracked=True),
             "parameters": {k: v for k, v in vars(args).items() if k != "json"},
-            "lab": {**site.env(), "SLURMLAB_NODES": args.nodes, "SLURMLAB_CPUS": args.cpus},
+            "lab": {**site.env(), "SLURMLAB_NODES": args.nodes, "SLURMLAB_CPUS": args.cpus,
+                    "SLURMLAB_SLURMD_NICE": args.compute_nice},
             "worker_settings_overridden": {**shown, "GOODPUT_DATA_DIR": "<per worker>"},
             "temporal_server": server, "rounds": rounds, "wall_s": round(time.monotonic() - started, 1),
             "environment": environment()}
@@ -345,6 +351,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cpus", type=int, default=32, help="advertised CPUs per lab node (one per job)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for every incident to close")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--compute-nice", type=int, default=19, choices=range(20), metavar="0..19",
+                        help="nice of the lab's slurmd and all they start (slurmstepd, prolog, epilog, jobs): on a "
+                             "cluster these run on the compute nodes, here on the head node's cores; 19 lets the "
+                             "head node's processes (Temporal, workers, slurmctld) go first (default 19; 0: as "
+                             "before 2026-12-04, when the compute side competed as an equal)")
     parser.add_argument("--json", action="store_true")
     return parser.parse_args(argv)
 

@@ -33,6 +33,8 @@ fi
 : "${SLURMLAB_REST_USER:=slurm}"         # slurmrestd refuses to run as root
 : "${SLURMLAB_CRED_EXPIRE:=10}"          # requeued jobs become eligible after this + 1 s
 : "${SLURMLAB_SLURMD_TIMEOUT:=20}"       # a dead slurmd -> node DOWN after about this + 20 s
+: "${SLURMLAB_SLURMD_NICE:=0}"           # nice of every slurmd and what it starts (19: the compute side
+                                         # takes only cycles the head node's processes leave)
 : "${SLURMLAB_SWITCH:=lableaf}"           # topology.conf's one leaf switch, over every node
 : "${SLURMLAB_USERS:=goodput-alice goodput-mallory}"  # unprivileged users for hostile-user tests
 : "${SLURMLAB_SLURM:=host}"             # host: the installed Slurm (22.05); 24.11|26.05: a Debian root
@@ -88,13 +90,13 @@ slurmlab_start_slurmd() {
   mkdir -p "$SLURMLAB_DIR/spool/$n"
   if [ "$SLURMLAB_UTS" = 1 ]; then
     # shellcheck disable=SC2016  # $1..$4 are expanded by sh -c
-    env SLURMLAB_TAG="$SLURMLAB_TAG" SLURMLAB_NODE="$n" unshare --uts --mount -- sh -c \
+    nice -n "$SLURMLAB_SLURMD_NICE" env SLURMLAB_TAG="$SLURMLAB_TAG" SLURMLAB_NODE="$n" unshare --uts --mount -- sh -c \
       'mount --bind "$1" "$4/etc/hosts" && hostname "$2" &&
        if [ -n "$4" ]; then exec chroot "$4" slurmd -N "$2" -f "$3"; else exec slurmd -N "$2" -f "$3"; fi' \
       sh "$SLURMLAB_DIR/etc/hosts" "$n" "$SLURM_CONF" "$SLURMLAB_CHROOT"
   else
-    env SLURMLAB_TAG="$SLURMLAB_TAG" SLURMLAB_NODE="$n" ${SLURMLAB_CHROOT:+chroot "$SLURMLAB_CHROOT"} \
-      slurmd -N "$n" -f "$SLURM_CONF"
+    nice -n "$SLURMLAB_SLURMD_NICE" env SLURMLAB_TAG="$SLURMLAB_TAG" SLURMLAB_NODE="$n" \
+      ${SLURMLAB_CHROOT:+chroot "$SLURMLAB_CHROOT"} slurmd -N "$n" -f "$SLURM_CONF"
   fi
 }
 
