@@ -87,6 +87,14 @@ def job_events(log: Path, jobs: set[str], since: float) -> SlurmEvents:
     return events
 
 
+def job_lines(log: Path, job: str, limit: int = 20) -> list[str]:
+    """slurmctld's last `limit` lines about `job`: the evidence kept when a job was requeued more
+    than once, so that whose requeue it was (goodput's, or Slurm's own after a failed launch) can
+    be read later rather than lost with the lab's next run."""
+    pattern = re.compile(rf"JobId={job}(?!\d)")
+    return [line[:300] for line in log.read_text(errors="replace").splitlines() if pattern.search(line)][-limit:]
+
+
 def restarts(jobs: set[str]) -> dict[str, tuple[str, int]]:
     """JobState and Restarts of each job, from one `scontrol show job -o` (the lab's own jobs)."""
     out = subprocess.run(["scontrol", "show", "job", "-o"], capture_output=True, text=True, timeout=60).stdout

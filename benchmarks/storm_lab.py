@@ -21,10 +21,10 @@ and what the server refused (its error counters). Before the storms, one paced r
 at 100 a minute, one worker) measures the cost of an incident when nothing queues: the anchor for
 docs/scaling.md's on-paper extrapolation. One lab and one dev server (SQLite+WAL, as `goodput up`;
 its shard count read from its printed config) serve all rounds.
-The lab's slurmd run at nice 19 (`--compute-nice`): on a cluster they, their slurmstepd, prologs,
-epilogs and jobs run on the compute nodes; here they share the head node's cores, and at 500 jobs
-they used more CPU than Temporal and the worker together. Niced, they take what the head node's
-processes leave, so "restarted" (the compute side's own start-up) may come later than it would.
+On a cluster the lab's slurmd, their slurmstepd, prologs, epilogs and jobs run on the compute
+nodes; here they share the head node's cores, and at 500 jobs they used more CPU than Temporal and
+the worker together (`cpu_s.rest_of_machine`). `--compute-nice 19` lets the head node's processes go
+first; it is off by default because it did not help in the runs that tried it (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -232,6 +232,9 @@ async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab
         "slurm_requeues_per_job": dict(Counter(str(len(slurm.requeued.get(j, []))) for j in jobs)),
         "slurm_restarts_per_job": dict(Counter(str(r) for _, r in in_slurm.values())),
         "slurm_states": dict(Counter(s for s, _ in in_slurm.values())),
+        # slurmctld's own lines about (at most 3 of) the jobs it requeued more than once
+        "requeued_more_than_once": {j: rig.job_lines(lab.slurmctld_log, j) for j in
+                                    [j for j in sorted(jobs) if len(slurm.requeued.get(j, [])) > 1][:3]},
         "audit_actions": dict(audit),
         "recovered_per_s": round(len(recovered_times) / (max(recovered_times) - t_first), 2)
         if recovered_times else float("nan"),
@@ -351,11 +354,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cpus", type=int, default=32, help="advertised CPUs per lab node (one per job)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for every incident to close")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--compute-nice", type=int, default=19, choices=range(20), metavar="0..19",
+    parser.add_argument("--compute-nice", type=int, default=0, choices=range(20), metavar="0..19",
                         help="nice of the lab's slurmd and all they start (slurmstepd, prolog, epilog, jobs): on a "
                              "cluster these run on the compute nodes, here on the head node's cores; 19 lets the "
-                             "head node's processes (Temporal, workers, slurmctld) go first (default 19; 0: as "
-                             "before 2026-12-04, when the compute side competed as an equal)")
+                             "head node's processes (Temporal, workers, slurmctld) go first (default 0: in four "
+                             "100-job runs it did not help, docs/scaling.md)")
     parser.add_argument("--json", action="store_true")
     return parser.parse_args(argv)
 
