@@ -172,6 +172,7 @@ def evaluate(excerpts: Sequence[Excerpt], root: Path = CORPUS) -> dict[str, Any]
     per_family: dict[str, _Tally] = defaultdict(_Tally)
     per_fold: dict[str, _Tally] = defaultdict(_Tally)
     unseen = _Tally()
+    unseen_by_batch: dict[int, _Tally] = defaultdict(_Tally)
     per_confidence: dict[str, dict[str, _Tally]] = {fold: defaultdict(_Tally) for fold in FOLDS}
     false_drains: dict[str, list[str]] = {fold: [] for fold in FOLDS}
     benign_actions: dict[str, list[str]] = {fold: [] for fold in FOLDS}
@@ -185,6 +186,7 @@ def evaluate(excerpts: Sequence[Excerpt], root: Path = CORPUS) -> dict[str, Any]
             tally.add(marks)
         if fold == "test" and excerpt.batch > 0:
             unseen.add(marks)
+            unseen_by_batch[excerpt.batch].add(marks)
         if verdict.drain and not excerpt.drain:
             false_drains[fold].append(excerpt.id)
         if excerpt.benign and (verdict.drain or verdict.restart):
@@ -207,6 +209,8 @@ def evaluate(excerpts: Sequence[Excerpt], root: Path = CORPUS) -> dict[str, Any]
         else dict.fromkeys(FIELDS),
         "folds": folds, "gap": _gap(folds["train"], folds["test"]),
         "test_unseen": unseen.summary(),
+        # Each later batch's test share on its own: the newest one is the least studied.
+        "test_unseen_by_batch": {str(b): unseen_by_batch[b].summary() for b in sorted(unseen_by_batch)},
         "gap_by_confidence": {level: _gap(folds["train"]["confidence"].get(level, {}),
                                           folds["test"]["confidence"].get(level, {}))
                               for level in ("high", "medium", "low")},
@@ -253,6 +257,9 @@ def run(argv: Sequence[str]) -> None:
         if unseen["n"]:
             print(f"  test fold, batches gathered after the split (never seen): n={unseen['n']}  "
                   + "  ".join(f"{k} {unseen[k]:.1%}" for k in FIELDS))
+            for batch, marks in result["test_unseen_by_batch"].items():
+                print(f"        batch {batch:<3} n={marks['n']:<4} "
+                      + "  ".join(f"{k} {marks[k]:.1%}" for k in FIELDS))
         gap = result["gap"]
         print("  gap (train - test, points): " + "  ".join(
             f"{k} {gap[k]:+.1f}" if gap[k] is not None else f"{k} -" for k in (*FIELDS, "all_fields")))

@@ -52,6 +52,11 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bool]
      Category.NETWORK, CulpritKind.NETWORK, None, False, False),
     ("fi-info-finds-no-efa", ["$ fi_info -p efa", "fi_getinfo: -61 (No data available)"],
      Category.NETWORK, CulpritKind.NETWORK, None, False, False),
+    # Older OFI plugins word the same fi_getinfo result as "no optimal provider".
+    ("ofi-legacy-plugin-finds-no-provider", [
+        (N + "get_ofi_provider:312 NCCL WARN NET/OFI Could not find any optimal provider").format(h=1),
+        (N + "find_ofi_provider:543 NCCL WARN NET/OFI Couldn't find any optimal provider").format(h=2)],
+     Category.NETWORK, CulpritKind.NETWORK, None, False, False),
     # libfabric's efa_show_help(): 15 is configuration, 4126 a peer process that is gone.
     ("efa-unreachable-remote-is-configuration", [
         (N + "NCCL WARN NET/OFI Request 0x7f12 completed with error. RC: 113. Error: 15 (Unreachable remote "

@@ -8,7 +8,9 @@ them, so a process of that node died first. NCCL's proxy logs every local rank t
 connection at INFO level, at a normal end as much as after a failure: not a failure on its own.
 NCCL picks loopback or a container bridge for its sockets only when no other interface is there
 (or NCCL_SOCKET_IFNAME asks): a network failure between hosts then is that configuration, which a
-restart repeats. A shell prompt that shows `host:dir$` without a user still names the host of what follows. Lines
+restart repeats. PyTorch's store client logs its connection problems at WARNING while it retries
+(a server not yet listening, a connect attempt reset): noise until the store itself gives up. A shell
+prompt that shows `host:dir$` without a user still names the host of what follows. Lines
 are synthetic, in the format NCCL, PyTorch and bash print.
 """
 
@@ -81,6 +83,22 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool]] = [
     ("local-rank-closed-after-an-exception", [
         "[rank3]: Traceback (most recent call last):", "[rank3]: ValueError: bad shape (3, 4)",
         LOCAL.format(h="hx-1", r=3)], Category.APP_ERROR, CulpritKind.APP, False, False),
+    # c10d's store client warns and retries while it connects (socket.cpp, TCPStore.cpp): noise.
+    ("store-server-not-yet-listening", [
+        "[W socket.cpp:634] The server socket on [localhost]:29501 is not yet listening (errno: 111 - "
+        "Connection refused)."], Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
+    ("store-connect-retried", [
+        "[W506 00:43:56.240378877 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=3, "
+        "addr=[hx-1.cm.example.com]:47466, remote=[hx-1.cm.example.com]:29500): Connection reset by peer",
+        "[W506 00:43:56.241 TCPStore.cpp:347] [c10d] TCP client failed to connect/validate to host hx-1:29500 - "
+        "retrying (try=0, timeout=1800000ms, delay=487ms): Connection reset by peer"],
+     Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
+    # The store giving up is an error of its own: still decided as before.
+    ("store-unreachable-after-retries", [
+        "[W socket.cpp:634] The server socket on [hx-9]:29501 is not yet listening (errno: 111 - Connection "
+        "refused).",
+        "[E socket.cpp:860] [c10d] The client socket has failed to connect to any network address of (hx-9, 29501)."],
+     Category.APP_ERROR, CulpritKind.APP, False, False),
 ]
 
 

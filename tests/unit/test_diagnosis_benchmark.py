@@ -96,6 +96,23 @@ def test_a_drain_the_labels_do_not_call_for_and_an_action_on_a_benign_log_are_co
     assert [m["id"] for m in result["misses"]] == ["gpu-001"]
 
 
+def test_each_later_batch_of_the_test_fold_is_reported_on_its_own(tmp_path: Path) -> None:
+    (tmp_path / "excerpts" / "gpu").mkdir(parents=True)
+    xid = "Nov 29 07:41:02 n1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python, GPU has fallen off the bus.\n"
+    for name in ("gpu-001", "gpu-002", "gpu-003"):
+        (tmp_path / "excerpts" / "gpu" / f"{name}.log").write_text(xid)
+    # NVIDIA/nccl#3 and #8 hash to the test fold, #1 to training (pinned below).
+    excerpts = [label(provenance="NVIDIA/nccl#3", batch=1),
+                label(id="gpu-002", file="excerpts/gpu/gpu-002.log", provenance="NVIDIA/nccl#8", batch=2,
+                      drain=False, why="labelled wrongly on purpose"),
+                label(id="gpu-003", file="excerpts/gpu/gpu-003.log", provenance="NVIDIA/nccl#1", batch=2)]
+    result = evaluate(excerpts, tmp_path)
+    by_batch = result["test_unseen_by_batch"]
+    assert sorted(by_batch) == ["1", "2"] and result["test_unseen"]["n"] == 2
+    assert (by_batch["1"]["n"], by_batch["1"]["drain"]) == (1, 1.0)
+    assert (by_batch["2"]["n"], by_batch["2"]["drain"]) == (1, 0.0)
+
+
 def test_a_manifest_with_an_unknown_field_is_refused() -> None:
     with pytest.raises(ValueError, match="culprit_hots"):
         label(culprit_hots="n1")

@@ -303,6 +303,12 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("hx-1:2201:2250 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI fi_getinfo() call failed: No data "
      "available", "ofi-no-provider", {}),
     ("fi_getinfo: -61 (No data available)", "ofi-no-provider", {}),
+    ("hx-1:2201:2250 [0] get_ofi_provider:312 NCCL WARN NET/OFI Could not find any optimal provider",
+     "ofi-no-provider", {"host": "hx-1"}),
+    ("[W socket.cpp:634] The server socket on [localhost]:29501 is not yet listening (errno: 111 - Connection "
+     "refused).", "c10d-store-retry-warning", {}),
+    ("[W506 00:43:56.240 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=3, addr=[hx-1]:47466, "
+     "remote=[hx-1]:29500): Connection reset by peer", "c10d-store-retry-warning", {}),
     ("hx-1:2201:2250 [0] NCCL WARN NET/OFI Request 0x7f12 completed with error. RC: 113. Error: 15 (Unreachable "
      "remote (never received a response))", "efa-unreachable-remote", {}),
     ("hx-1:2201:2250 [0] NCCL WARN NET/OFI Request 0x7f12 completed with error. RC: 103. Error: 4126 (Unresponsive "
