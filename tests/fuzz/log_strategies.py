@@ -25,9 +25,12 @@ def _fixture_lines() -> list[str]:
             continue  # huge_line.log: the long-line mutation covers it
         with path.open("rb") as f:
             lines += [line for line in iter_lines(f) if line.strip()]
-    from tests.unit.test_signatures_families import LINE_CASES, NEAR_MISSES, XID, XID_CASES
+    from tests.unit.test_signatures_families import LINE_CASES, NEAR_MISSES
+    from tests.unit.test_signatures_families_more import LINE_CASES_MORE
+    from tests.unit.test_signatures_xid import XID, XID_CASES
 
-    lines += [line for line, _, _ in LINE_CASES] + [XID.format(code=c[0], tail=c[1]) for c in XID_CASES]
+    lines += [line for line, _, _ in LINE_CASES + LINE_CASES_MORE]
+    lines += [XID.format(code=c[0], tail=c[1]) for c in XID_CASES]
     lines += NEAR_MISSES
     return sorted(set(lines))
 

@@ -36,10 +36,13 @@ def test_every_signature_is_exercised_by_an_example_line() -> None:
     # A rule no example reaches is either dead (its literal never occurs where its regex matches)
     # or untested; both are bugs in the catalogue.
     from goodput.diagnose.signatures.vendor import load_table
-    from tests.unit.test_signatures_families import LINE_CASES, XID, XID_CASES
+    from tests.unit.test_signatures_families import LINE_CASES
+    from tests.unit.test_signatures_families_more import LINE_CASES_MORE
     from tests.unit.test_signatures_reasons import REASON_LINES
+    from tests.unit.test_signatures_xid import XID, XID_CASES
 
-    lines = [line for line, _, _ in LINE_CASES + REASON_LINES] + [XID.format(code=c[0], tail=c[1]) for c in XID_CASES]
+    lines = [line for line, _, _ in LINE_CASES + LINE_CASES_MORE + REASON_LINES] + [
+        XID.format(code=c[0], tail=c[1]) for c in XID_CASES]
     lines.append(XID.format(code=31, tail="MMU Fault: UNRECOGNIZED_CLIENT"))
     # One line per Xid of NVIDIA's table, one per row of its NVLink5 decode sheet, one per Xid 45 rule.
     table = load_table()
