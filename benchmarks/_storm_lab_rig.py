@@ -174,12 +174,15 @@ class Worker:
     output: Path
 
 
-def start_workers(count: int, env: Mapping[str, str], root: Path, goodput: Path) -> list[Worker]:
-    """`goodput worker` × count, each with a data directory of its own (as on separate head nodes).
-    Bytecode first, as an installed package has it: with PYTHONDONTWRITEBYTECODE set (this
-    project's machines set it) every new workflow's sandbox compiled workflows/*.py from source,
-    8 % of a storm worker's CPU samples (py-spy, 2026-12-04)."""
+def compile_workflows() -> None:
+    """Bytecode for workflows/, as an installed package has it, once before any worker starts: with
+    PYTHONDONTWRITEBYTECODE set (this project's machines set it) every new workflow's sandbox
+    compiled workflows/*.py from source, 8 % of a storm worker's CPU samples (py-spy, 2026-12-04)."""
     compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "workflows"), quiet=1)
+
+
+def start_workers(count: int, env: Mapping[str, str], root: Path, goodput: Path) -> list[Worker]:
+    """`goodput worker` × count, each with a data directory of its own (as on separate head nodes)."""
     workers = []
     for i in range(count):
         data = root / f"worker-{i}"
@@ -264,8 +267,12 @@ def cost(before: dict[str, Any], after: dict[str, Any], incidents: int) -> dict[
     latency_n = sum(v for (name, _, _), v in delta.items() if name == "persistence_latency_count")
     workers = sum(a[0] - b[0] for a, b in zip(after["workers"], before["workers"], strict=True))
     children = sum(a[1] - b[1] for a, b in zip(after["workers"], before["workers"], strict=True))
+    server = after["server"] - before["server"]
+    spent = {"workers": workers, "slurm_commands": children, "temporal": server,
+             "slurmctld": after["slurmctld"] - before["slurmctld"], "injector": after["injector"] - before["injector"]}
+    machine = after["machine"][0] - before["machine"][0]
     wall = after["at"] - before["at"]
-    busy = (after["machine"][0] - before["machine"][0]) / max(1e-9, after["machine"][1] - before["machine"][1])
+    busy = machine / max(1e-9, after["machine"][1] - before["machine"][1])
     n = max(1, incidents)
     return {
         "window_s": round(wall, 1), "machine_busy": round(busy, 3),
@@ -275,21 +282,15 @@ def cost(before: dict[str, Any], after: dict[str, Any], incidents: int) -> dict[
         "persistence_latency_ms_mean": round(1000 * latency_sum / latency_n, 2) if latency_n else float("nan"),
         "server_errors": {f"{name} {svc} {op}": v for (name, svc, op), v in sorted(delta.items())
                           if name.startswith("service_error") and v > 0},
-        "cpu_s": {"workers": round(workers, 2), "slurm_commands": round(children, 2),
-                  "temporal": round(after["server"] - before["server"], 2),
-                  "slurmctld": round(after["slurmctld"] - before["slurmctld"], 2),
-                  "injector": round(after["injector"] - before["injector"], 2),
-                  # The machine's busy time less the above: mostly the lab's compute side (slurmd,
-                  # slurmstepd, the jobs' own start-up), which a real head node does not carry.
-                  "rest_of_machine": round(after["machine"][0] - before["machine"][0] - workers - children
-                                           - (after["server"] - before["server"])
-                                           - (after["slurmctld"] - before["slurmctld"])
-                                           - (after["injector"] - before["injector"]), 2)},
+        # The machine's busy time less the above: mostly the lab's compute side (slurmd, slurmstepd,
+        # the jobs' own start-up), which a real head node does not carry.
+        "cpu_s": {**{k: round(v, 2) for k, v in spent.items()},
+                  "rest_of_machine": round(machine - sum(spent.values()), 2)},
         "cpu_ms_per_incident": {"workers": round(1000 * workers / n, 1),
                                 "slurm_commands": round(1000 * children / n, 1),
-                                "temporal": round(1000 * (after["server"] - before["server"]) / n, 1)},
+                                "temporal": round(1000 * server / n, 1)},
         "cores_busy": {"workers": round((workers + children) / wall, 2),
-                       "temporal": round((after["server"] - before["server"]) / wall, 2)},
+                       "temporal": round(server / wall, 2)},
     }
 
 

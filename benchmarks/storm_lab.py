@@ -312,6 +312,7 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
             slurm_lab(site, args.nodes, args.cpus, {"SLURMLAB_SLURMD_NICE": str(args.compute_nice)}) as lab, \
             rig.temporal_server(Path(tmp)) as temporal:
         client = await connect(temporal.address)
+        rig.compile_workflows()
         rounds = []
         if args.paced:  # the target rate, 100 incidents a minute, 3 anomalies each, one worker
             calm = argparse.Namespace(**{**vars(args), "jobs": args.paced, "anomalies": 3 * args.paced,
@@ -357,7 +358,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--compute-nice", type=int, default=0, choices=range(20), metavar="0..19",
                         help="nice of the lab's slurmd and all they start (slurmstepd, prolog, epilog, jobs): on a "
                              "cluster these run on the compute nodes, here on the head node's cores; 19 lets the "
-                             "head node's processes (Temporal, workers, slurmctld) go first (default 0: in four "
+                             "head node's processes (Temporal, workers, slurmctld) go first (default 0: in three "
                              "100-job runs it did not help, docs/scaling.md)")
     parser.add_argument("--json", action="store_true")
     return parser.parse_args(argv)

@@ -5,22 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from goodput.diagnose.signatures import Match, default_catalogue
-
-CAT = default_catalogue()
-
-
-def ids(line: str) -> list[str]:
-    return sorted(m.signature.id for m in CAT.match_line(line, 1))
-
-
-def hit(line: str, sig_id: str) -> Match:
-    found = [m for m in CAT.match_line(line, 1) if m.signature.id == sig_id]
-    assert found, f"{sig_id} did not match {line!r}; got {ids(line)}"
-    return found[0]
-
-
-K = "Nov 29 07:41:02 gpu-c12 kernel: "
+from tests.unit.signature_cases import CAT, K, check_line_case
 
 LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     # In-job launchers and what they say about restarting
@@ -266,10 +251,7 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
 
 @pytest.mark.parametrize(("line", "sig_id", "groups"), LINE_CASES, ids=[c[1] for c in LINE_CASES])
 def test_family_lines(line: str, sig_id: str, groups: dict[str, str]) -> None:
-    m = hit(line, sig_id)
-    for key, value in groups.items():
-        assert m.groups.get(key, m.host if key == "host" else None) == value, key
-    assert CAT.might_match(line)
+    check_line_case(line, sig_id, groups)
 
 
 NEAR_MISSES = [

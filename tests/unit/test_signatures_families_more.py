@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_signatures_families import CAT, K, hit
+from tests.unit.signature_cases import K, check_line_case
 
 LINE_CASES_MORE: list[tuple[str, str, dict[str, str]]] = [
     # application, launcher, OOM
@@ -163,7 +163,4 @@ LINE_CASES_MORE: list[tuple[str, str, dict[str, str]]] = [
 
 @pytest.mark.parametrize(("line", "sig_id", "groups"), LINE_CASES_MORE, ids=[c[1] for c in LINE_CASES_MORE])
 def test_family_lines_more(line: str, sig_id: str, groups: dict[str, str]) -> None:
-    m = hit(line, sig_id)
-    for key, value in groups.items():
-        assert m.groups.get(key, m.host if key == "host" else None) == value, key
-    assert CAT.might_match(line)
+    check_line_case(line, sig_id, groups)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from goodput.models import Category
-from tests.unit.test_signatures_families import CAT, K, hit, ids
+from tests.unit.signature_cases import CAT, K, hit, ids
 
 XID = K + "NVRM: Xid (PCI:0000:4e:00): {code}, pid=2217, name=python3, {tail}"
 
