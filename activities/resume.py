@@ -92,7 +92,8 @@ async def requeue(scheduler: Scheduler, metrics: RecoveryMetrics, request: Resum
     # With nodes to avoid or a spare pool: requeue held, exclude them, point it at the pool,
     # release, so the job cannot start on a node goodput distrusts (or off the pool) meanwhile.
     hold = bool(request.exclude) or (pool is not None and pool.use)
-    result = await mapped(scheduler.requeue_job(request.job_id, hold=hold, known=job))
+    # `job`'s state was read in this attempt, just now (job_now): not read a third time.
+    result = await mapped(scheduler.requeue_job(request.job_id, hold=hold, known=job, fresh=True))
     excluded = (await exclude_and_release(scheduler, job, request.exclude, pool) if hold
                 else await point_at_pool(scheduler, job.job_id, pool))
     if result.changed:

@@ -14,6 +14,7 @@ timed out and ran again is two). `histories` reads a round's every history once 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC
@@ -34,6 +35,28 @@ def _kind(event: HistoryEvent) -> str:
     return EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
 
 
+def local_activity(event: HistoryEvent) -> dict[str, Any] | None:
+    """What a local activity's marker records (the SDK's JSON `data` detail: `activity_type`,
+    `original_schedule_time`, `complete_time`, ...); None for any other event."""
+    if _kind(event) != "MARKER_RECORDED":
+        return None
+    attributes = event.marker_recorded_event_attributes
+    if attributes.marker_name != _LOCAL_ACTIVITY_MARKER or "data" not in attributes.details:
+        return None
+    payloads = attributes.details["data"].payloads
+    try:
+        data = json.loads(payloads[0].data) if payloads else None
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def local_activity_type(event: HistoryEvent) -> str | None:
+    """The activity type of a local activity's marker; None for any other event."""
+    name = (local_activity(event) or {}).get("activity_type")
+    return name if isinstance(name, str) else None
+
+
 def to_requeue(events: Iterable[HistoryEvent]) -> dict[str, Any] | None:
     """Counts from the workflow's start through the requeue's scheduling; None when the incident
     never resumed its job (monitor mode, an escalation, a drain-only plan)."""
@@ -50,6 +73,8 @@ def to_requeue(events: Iterable[HistoryEvent]) -> dict[str, Any] | None:
         elif kind == "MARKER_RECORDED":
             marker = event.marker_recorded_event_attributes.marker_name
             kinds[f"MARKER:{marker}"] += 1
+            if local_activity_type(event) == "resume":
+                return _costs(count, kinds, activities)
     return None
 
 

@@ -99,9 +99,9 @@ _DRAINED = re.compile(r"update_node: node (\S+) reason set to: (.*)$", re.MULTIL
 def drains(shim_log: Path, slurmctld_log: str, failing: int) -> dict[str, Any]:
     """The drain commands the workers ran (nodes in each) and, from slurmctld, each failing node's
     drains: exactly one, with goodput's reason, is right."""
-    commands = [line.split()[2] for line in shim_log.read_text().splitlines()
-                if line.startswith("scontrol update NodeName=") and line.endswith(" State=DRAIN")] \
-        if shim_log.exists() else []
+    lines = [line.rsplit(" @", 1)[0] for line in shim_log.read_text().splitlines()] if shim_log.exists() else []
+    commands = [line.split()[2] for line in lines  # each line ends with when it ran: ` @epoch`
+                if line.startswith("scontrol update NodeName=") and line.endswith(" State=DRAIN")]
     sizes = [len(expand_hostlist(c.removeprefix("NodeName="))) for c in commands]
     by_node: dict[str, list[str]] = {}
     for node, reason in _DRAINED.findall(slurmctld_log):

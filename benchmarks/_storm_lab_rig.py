@@ -45,15 +45,17 @@ TICK = os.sysconf("SC_CLK_TCK")
 # -- Slurm ---------------------------------------------------------------------------------------
 
 def slurm_shims(directory: Path, log: Path) -> Path:
-    """A directory to put first on a worker's PATH: each Slurm command logs `name arg1 arg2`, then
-    execs the real one (one extra /bin/sh exec per command, a millisecond or so)."""
+    """A directory to put first on a worker's PATH: each Slurm command logs `name arg1 arg2 arg3
+    @epoch` (when it was run), then execs the real one (one extra /bin/sh exec and a `date` per
+    command, a few milliseconds)."""
     directory.mkdir(parents=True, exist_ok=True)
     for name in SHIMMED:
         real = shutil.which(name)
         if real is None:
             continue
         shim = directory / name
-        shim.write_text(f"#!/bin/sh\nprintf '%s %s %s %s\\n' {name} \"${{1-}}\" \"${{2-}}\" \"${{3-}}\" >> '{log}'\n"
+        shim.write_text(f"#!/bin/sh\nprintf '%s %s %s %s @%s\\n' {name} \"${{1-}}\" \"${{2-}}\" \"${{3-}}\" "
+                        f"\"$(date +%s.%N)\" >> '{log}'\n"
                         f"exec '{real}' \"$@\"\n")
         shim.chmod(0o755)
     return directory
@@ -65,10 +67,27 @@ def slurm_commands(log: Path) -> Counter[str]:
     with contextlib.suppress(FileNotFoundError):
         for line in log.read_text().splitlines():
             name, _, rest = line.partition(" ")
-            args = rest.split()
+            args = [a for a in rest.split() if not a.startswith("@")]
             shown = args[:2] if name == "scontrol" and args[:1] == ["show"] else args[:1]
             counts[" ".join([name, *shown])] += 1
     return counts
+
+
+def requeues_sent(log: Path) -> dict[str, float]:
+    """When a worker first ran `scontrol requeue` (or `requeuehold`) for each job, from the shims'
+    log (epoch seconds): goodput's part of a requeue ends there. slurmctld logs `Requeuing` only
+    once the job's processes ended and its epilog ran on its nodes, here on the same two cores."""
+    sent: dict[str, float] = {}
+    with contextlib.suppress(FileNotFoundError):
+        for line in log.read_text().splitlines():
+            fields = line.split()
+            if len(fields) < 4 or fields[0] != "scontrol" or fields[1] not in ("requeue", "requeuehold"):
+                continue
+            with contextlib.suppress(ValueError):
+                at = float(fields[-1].removeprefix("@"))
+                for job in fields[2].split(","):
+                    sent.setdefault(job, at)
+    return sent
 
 
 @dataclass

@@ -231,12 +231,17 @@ class Scheduler(Protocol):
         """Resume only a node whose drain reason is exactly `reason` (goodput's own)."""
         ...
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None) -> ActionResult:
+    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None,
+                          fresh: bool = False) -> ActionResult:
         """Requeue an opted-in job (held when `hold`); a job already pending again is a no-op (held if asked).
 
         `known`: the caller's record of this job a moment ago. Its opt-in is judged from it, and a
         backend may then read only the job's status again before acting (the CLI's is batched with
-        the storm's other resumes) instead of the whole record."""
+        the storm's other resumes) instead of the whole record. `fresh`: `known`'s state, restart
+        count and hold were read from Slurm just now, in the same step (resume's own status read):
+        a backend acts on them without reading them again (one batch window less per requeue in a
+        storm, #29). A job that moved in between is no worse off than with a second read a batch
+        window before the command: scontrol refuses a job pending again, which is then read whole."""
         ...
 
     async def resubmit_job(self, job_id: str, request: ResubmitRequest) -> ActionResult:

@@ -283,10 +283,11 @@ class SlurmCliBackend(SlurmReservations):
 
     # -- job actions ----------------------------------------------------------------------
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None) -> ActionResult:
+    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None,
+                          fresh: bool = False) -> ActionResult:
         if known is not None and known.job_id == job_id:
             self._check_opt_in(known)  # then only its state is read again, batched with the tick's others
-            job = with_status(known, await self.job_status(job_id))
+            job = known if fresh else with_status(known, await self.job_status(job_id))
         else:
             job = await self._opted_in_job(job_id)
         if rules.is_requeued(job):

@@ -234,8 +234,9 @@ class PyslurmBackend:
 
     # -- job actions ----------------------------------------------------------------------
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None) -> ActionResult:
-        del known  # reads the whole job again: one call, as before
+    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None,
+                          fresh: bool = False) -> ActionResult:
+        del known, fresh  # reads the whole job again: one call, as before
         number, job = await self._opted_in(job_id)
         if rules.is_requeued(job):
             return await self._already_pending(number, job, hold)

@@ -278,8 +278,9 @@ class SlurmRestBackend:
                                   f"{self._marker!r} or an allowlisted partition); not touching it")
         return job
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None) -> ActionResult:
-        del known  # reads the whole job again: one call, as before
+    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None,
+                          fresh: bool = False) -> ActionResult:
+        del known, fresh  # reads the whole job again: one call, as before
         validate_job_id(job_id)
         job = await self._opted_in_job(job_id)  # refuse here too, whatever the fallback's settings
         if not await self.can(restapi.Capability.JOB_REQUEUE):

@@ -191,8 +191,9 @@ class FakeScheduler(FakeReservations):
 
     # -- job actions ----------------------------------------------------------------------
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None) -> ActionResult:
-        del known  # reads the whole job again: one call, as before
+    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None,
+                          fresh: bool = False) -> ActionResult:
+        del known, fresh  # reads the whole job again: one call, as before
         validate_job_id(job_id)
 
         def apply(s: FakeClusterState) -> ActionResult:

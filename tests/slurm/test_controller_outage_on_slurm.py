@@ -47,11 +47,12 @@ class FreezesTheController(SlurmCliBackend):
         self._pid = controller_pid
         self.frozen_at: float | None = None
 
-    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None) -> ActionResult:
+    async def requeue_job(self, job_id: str, *, hold: bool = False, known: JobInfo | None = None,
+                          fresh: bool = False) -> ActionResult:
         if self.frozen_at is None:
             os.kill(self._pid, signal.SIGSTOP)
             self.frozen_at = time.monotonic()
-        return await super().requeue_job(job_id, hold=hold, known=known)
+        return await super().requeue_job(job_id, hold=hold, known=known, fresh=fresh)
 
 
 def controller_pid(lab: Lab) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pytest
 from temporalio.testing import ActivityEnvironment
@@ -137,9 +137,10 @@ async def test_a_storms_resumes_read_each_job_once_and_check_their_states_in_one
     results = await asyncio.gather(*(ActivityEnvironment().run(activities.resume, ResumeInput(
         incident_id=f"inc-{j}", job_id=j, strategy=ResumeStrategy.REQUEUE)) for j in jobs))
     assert all(r.changed for r in results), results
-    # before: each job's record read twice (the activity's, then requeue_job's check): 6 reads
+    # before: each job's record read twice (the activity's, then requeue_job's check): 6 reads;
+    # then a status check in one squeue; now the requeue acts on the record read just now (#29)
     assert sorted(r[-1] for r in slurm.reads if r[0] == "scontrol") == sorted(jobs), slurm.reads
-    assert [r[0] for r in slurm.reads].count("squeue") == 1, slurm.reads
+    assert [r[0] for r in slurm.reads].count("squeue") == 0, slurm.reads
     assert slurm.acted == [("scontrol", "requeue", "61,62,63")]
 
 
@@ -217,3 +218,20 @@ async def test_a_storms_requeues_away_from_a_node_read_each_job_once() -> None:
     # and the exclusion is one command: the three jobs exclude the same list (before: one per job)
     assert sorted(slurm.acted) == [("scontrol", "release", "71,72,73"), ("scontrol", "requeuehold", "71,72,73"),
                                    ("scontrol", "update", "JobId=71,72,73", "ExcNodeList=node9")], slurm.acted
+
+
+async def test_a_storms_resumes_on_the_straight_path_read_each_jobs_state_once() -> None:
+    # The attribute step's young record (`known`): one squeue for the tick's states, and the
+    # requeue acts on that read instead of a second squeue a batch window later (#29).
+    jobs = ("81", "82", "83")
+    # the jobs as the record says: running on node[1-2], never restarted
+    slurm = SqueueStandIn({j: f"{j}|RUNNING|None|0|N/A|node[1-2]|" for j in jobs})
+    activities = RecoveryActivities(SlurmCliBackend(slurm), RecordingNotifier(), LocalDrainGate())
+    backend = SlurmCliBackend(SqueueStandIn())
+    known = [await backend.get_job(j) for j in jobs]
+    results = await asyncio.gather(*(ActivityEnvironment().run(activities.resume, ResumeInput(
+        incident_id=f"inc-{job.job_id}", job_id=job.job_id, strategy=ResumeStrategy.REQUEUE,
+        restart_count_before=job.restart_count, known=job, known_at=datetime.now(UTC))) for job in known))
+    assert all(r.changed for r in results), results
+    assert [r[0] for r in slurm.reads] == ["squeue"], slurm.reads  # was two: resume's, then requeue_job's
+    assert slurm.acted == [("scontrol", "requeue", "81,82,83")]

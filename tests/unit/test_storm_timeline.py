@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from temporalio.api.enums.v1 import EventType
@@ -32,6 +33,39 @@ def completed(event_id: int, at: float, of: int) -> HistoryEvent:
     return e
 
 
+def started(event_id: int, at: float, of: int) -> HistoryEvent:
+    e = event(event_id, EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED, at)
+    e.activity_task_started_event_attributes.scheduled_event_id = of
+    return e
+
+
+def marker(event_id: int, at: float, name: str, asked: float, done: float) -> HistoryEvent:
+    """A local activity's marker as the SDK writes it (its JSON `data` detail), at its task's end."""
+    e = event(event_id, EventType.EVENT_TYPE_MARKER_RECORDED, at)
+    e.marker_recorded_event_attributes.marker_name = "core_local_activity"
+    stamp = {"seconds": int(T0 + asked), "nanos": round((asked % 1) * 1e9)}
+    end = {"seconds": int(T0 + done), "nanos": round((done % 1) * 1e9)}
+    data = json.dumps({"seq": 1, "activity_type": name, "original_schedule_time": stamp, "complete_time": end})
+    e.marker_recorded_event_attributes.details["data"].payloads.add(data=data.encode())
+    return e
+
+
+def test_local_steps_are_timed_from_their_markers_up_to_the_requeue() -> None:
+    history = [
+        event(1, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, 0.5),
+        event(6, EventType.EVENT_TYPE_TIMER_FIRED, 1.5),
+        marker(9, 3.0, "attribute", asked=1.75, done=2.25),
+        marker(10, 3.0, "resume", asked=2.5, done=2.75),  # done after the requeue: not read
+        marker(11, 3.0, "consult_trust", asked=2.8, done=2.9),
+    ]
+    passed = milestones(history, sent=None, requeued=T0 + 4.0, requeue_sent=T0 + 2.625)
+    assert {k: round(v - T0, 3) for k, v in passed.items()} == {
+        "opened": 0.5, "coalesced": 1.5, "attribute asked": 1.75, "resume asked": 2.5, "requeue sent": 2.625,
+        "requeued": 4.0}
+    assert segments(passed)["resume asked → requeue sent"] == 0.125
+    assert segments(passed)["requeue sent → requeued"] == 1.375  # the job's end and epilog, Slurm's part
+
+
 def test_each_step_is_timed_from_its_own_events_and_a_step_not_taken_is_spanned() -> None:
     history = [
         event(1, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, 0.5),
@@ -40,13 +74,14 @@ def test_each_step_is_timed_from_its_own_events_and_a_step_not_taken_is_spanned(
         event(6, EventType.EVENT_TYPE_TIMER_FIRED, 4.0),
         scheduled(9, 4.5, "attribute"), completed(11, 5.0, 9),
         scheduled(14, 6.0, "consult_node_memory"), completed(16, 8.0, 14),
-        scheduled(19, 9.0, "resume"), completed(21, 30.0, 19),  # past the requeue: not read
+        scheduled(19, 9.0, "resume"), started(20, 9.5, 19), completed(21, 30.0, 19),  # done: not read
+        scheduled(24, 40.0, "consult_trust"),  # told at the close, past the path: not read
     ]
     passed = milestones(history, sent=T0, requeued=T0 + 10.0)
     assert {k: round(v - T0, 3) for k, v in passed.items()} == {
         "sent": 0.0, "opened": 0.5, "first task picked": 2.5, "first task": 3.0, "coalesced": 4.0,
         "attribute asked": 4.5, "attribute done": 5.0, "consult_node_memory asked": 6.0,
-        "consult_node_memory done": 8.0, "resume asked": 9.0, "requeued": 10.0}
+        "consult_node_memory done": 8.0, "resume asked": 9.0, "resume started": 9.5, "requeued": 10.0}
     spans = segments(passed)
     assert spans["opened → first task picked"] == 2.0
     assert spans["consult_node_memory done → resume asked"] == 1.0  # no trust consult in this one
