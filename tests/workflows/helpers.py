@@ -7,8 +7,10 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from typing import Any
 
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
@@ -69,8 +71,33 @@ async def inject(client: Client, task_queue: str, a: Anomaly, policy: Policy = F
 async def wait_for_state(client: Client, incident_id: str, *states: IncidentState,
                          timeout_s: float = 30.0) -> IncidentReport:
     handle = client.get_workflow_handle_for(RecoveryWorkflow.run, incident_id)
-    return await eventually(lambda: handle.query(RecoveryWorkflow.report), lambda r: r.state in states,
-                            timeout=timeout_s, interval=0.1, what=f"{incident_id} in {states}")
+    try:
+        return await eventually(lambda: handle.query(RecoveryWorkflow.report), lambda r: r.state in states,
+                                timeout=timeout_s, interval=0.1, what=f"{incident_id} in {states}")
+    except WorkflowQueryFailedError as err:
+        # A query replays the run when the worker no longer holds it: a replay that disagrees
+        # with the history fails here. Its history says which command came where (a CI run failed
+        # once on a patch marker, 2026-12-04, and could not be reproduced).
+        raise AssertionError(f"query of {incident_id} failed: {err}\n{await history_outline(handle)}") from err
+
+
+async def history_outline(handle: WorkflowHandle[Any, Any]) -> str:
+    """The run's history, one line per event: id, type and what names it (activity, marker, patch)."""
+    lines = []
+    async for event in handle.fetch_history_events():
+        kind = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+        name = ""
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            name = event.activity_task_scheduled_event_attributes.activity_type.name
+        elif event.HasField("marker_recorded_event_attributes"):
+            marker = event.marker_recorded_event_attributes
+            details = {k: [p.data[:120].decode(errors="replace") for p in v.payloads]
+                       for k, v in marker.details.items()}
+            name = f"{marker.marker_name} {details}"
+        elif event.HasField("workflow_execution_signaled_event_attributes"):
+            name = event.workflow_execution_signaled_event_attributes.signal_name
+        lines.append(f"{event.event_id:4d} {kind} {name}".rstrip())
+    return "\n".join(lines)
 
 
 async def result(client: Client, incident_id: str) -> IncidentReport:
