@@ -5,22 +5,22 @@ cluster), and `storm` only shows one in-process worker against the fake schedule
 worker count gets a fresh task queue and cluster name, N real `goodput worker` processes
 (GOODPUT_* settings, shipped defaults except what must be set), J running opt-in `--requeue` jobs
 in the lab, and M anomalies (several per job: duplicates must fold) over S seconds, injected as a
-detector does (through `IncidentSink`:
-signal-with-start, a job's anomalies folded while one delivery for it is in flight). Every incident
-requeues its job (no node blamed, no drain).
+detector does (through `IncidentSink`: signal-with-start, a job's anomalies folded while one
+delivery for it is in flight). Every incident requeues its job (no node blamed, no drain).
 
 Measured per worker count: anomalies/s accepted and the inject latency; incidents/s recovered and
-closed; per incident, first anomaly → slurmctld's own "Requeuing" and "Started" log lines, →
-RECOVERED in the incident's timeline, → workflow closed (after the policy's 30 s linger);
-correctness (one incident per job, Restarts=1 per job in Slurm, no anomaly lost); the cost of one
-incident: history events and activities (every history fetched), Temporal frontend RPCs and
-persistence requests (the dev server's own Prometheus counters), Slurm commands (shims on the
-workers' PATH) and CPU seconds (/proc) of the workers, their Slurm commands, Temporal and
-slurmctld; where Temporal queues (workflow task waits, each activity's time, from the histories)
-and what the server refused (its error counters). Before the storms, one paced round (20 incidents
-at 100 a minute, one worker) measures the cost of an incident when nothing queues: the anchor for
-docs/scaling.md's on-paper extrapolation. One lab and one dev server (SQLite+WAL, as `goodput up`;
-its shard count read from its printed config) serve all rounds.
+closed; per incident, first anomaly → the worker's `scontrol requeue` → slurmctld's own "Requeuing"
+(once the job ended and its epilog ran) and "Started" log lines, → RECOVERED in the incident's
+timeline, → workflow closed (after the policy's 30 s linger); correctness (one incident per job,
+Restarts=1 per job in Slurm, no anomaly lost); the cost of one incident: history events and
+activities (every history fetched), Temporal frontend RPCs and persistence requests (the dev
+server's own Prometheus counters), Slurm commands (shims on the workers' PATH) and CPU seconds
+(/proc) of the workers, their Slurm commands, Temporal and slurmctld; where Temporal queues
+(workflow task waits, each activity's time, from the histories) and what the server refused (its
+error counters). Before the storms, one paced round (20 incidents at 100 a minute, one worker)
+measures the cost of an incident when nothing queues: the anchor for docs/scaling.md's on-paper
+extrapolation. One lab and one dev server (SQLite+WAL, as `goodput up`; its shard count read from
+its printed config) serve all rounds.
 On a cluster the lab's slurmd, their slurmstepd, prologs, epilogs and jobs run on the compute
 nodes; here they share the head node's cores, and at 500 jobs they used more CPU than Temporal and
 the worker together (`cpu_s.rest_of_machine`). `--compute-nice 19` lets the head node's processes go
@@ -252,8 +252,7 @@ async def run_round(count: int, client: Client, temporal: rig.Temporal, lab: Lab
         "latency_source": "opened, closed: the workflow's history; requeue_sent: when a worker ran "
                           "`scontrol requeue` for the job (the Slurm command shims' log); requeued, restarted: "
                           "slurmctld.log (`Requeuing` is logged once the job's processes ended and its epilog "
-                          "ran); "
-                          "recovered: the incident's timeline; all from the first anomaly sent for the job",
+                          "ran); recovered: the incident's timeline; all from the first anomaly sent for the job",
         "history_events_per_incident": {"mean": round(statistics.fmean(events), 1) if events else 0,
                                         "max": max(events, default=0)},
         "events_per_incident_by_type": {k: round(v / n, 2) for k, v in
