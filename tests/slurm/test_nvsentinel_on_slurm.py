@@ -27,7 +27,7 @@ from goodput.recover.lifecycle import IncidentState
 from goodput.recover.policy import Policy, ResumeStrategy
 from goodput.scheduler import JobState
 from tests.fakes.notifier import RecordingNotifier
-from tests.integration.test_nvsentinel import AUTH, CE_HEADERS, TOKEN, batch, cloudevent, fresh, xid_proto
+from tests.integration.nvsentinel.cases import AUTH, CE_HEADERS, TOKEN, batch, cloudevent, fresh, xid_proto
 from tests.workflows.helpers import ACTS_ALONE
 from workers.client import TemporalIncidentService
 from workers.nvsentinel.server import serve_nvsentinel

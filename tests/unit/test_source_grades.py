@@ -21,7 +21,7 @@ from goodput.diagnose.source_grades import nvsentinel_grade, slurm_job_grade, sl
 from goodput.models import Anomaly, Mode
 from goodput.recover.trust import AutonomyPolicy, incident_mode
 from goodput.scheduler import JobInfo, JobState, NodeInfo
-from tests.unit.test_nvsentinel import xid_event
+from tests.unit.nvsentinel_cases import xid_event
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
 JOB = JobInfo(job_id="7", state=JobState.RUNNING, nodes=("node1", "node2"))
