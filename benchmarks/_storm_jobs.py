@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._slurm_lab import Lab
+from benchmarks._storm_lab_rig import shim_commands
 from goodput.ownership import owning_incident
 from goodput.recover.shared_fault import owning_fault
 from goodput.slurm.hostlist import expand_hostlist
@@ -99,8 +100,7 @@ _DRAINED = re.compile(r"update_node: node (\S+) reason set to: (.*)$", re.MULTIL
 def drains(shim_log: Path, slurmctld_log: str, failing: int) -> dict[str, Any]:
     """The drain commands the workers ran (nodes in each) and, from slurmctld, each failing node's
     drains: exactly one, with goodput's reason, is right."""
-    lines = [line.rsplit(" @", 1)[0] for line in shim_log.read_text().splitlines()] if shim_log.exists() else []
-    commands = [line.split()[2] for line in lines  # each line ends with when it ran: ` @epoch`
+    commands = [line.split()[2] for line, _ in shim_commands(shim_log)
                 if line.startswith("scontrol update NodeName=") and line.endswith(" State=DRAIN")]
     sizes = [len(expand_hostlist(c.removeprefix("NodeName="))) for c in commands]
     by_node: dict[str, list[str]] = {}

@@ -61,15 +61,28 @@ def slurm_shims(directory: Path, log: Path) -> Path:
     return directory
 
 
+def shim_commands(log: Path) -> list[tuple[str, float | None]]:
+    """The shims' log read once: each command as `name arg1 arg2 arg3`, with when it ran (epoch
+    seconds; None on a line without its ` @epoch`). The one reader of the shims' line format."""
+    commands: list[tuple[str, float | None]] = []
+    with contextlib.suppress(FileNotFoundError):
+        for line in log.read_text().splitlines():
+            command, _, stamp = line.rpartition(" @")
+            try:
+                commands.append((command, float(stamp)))
+            except ValueError:
+                commands.append((line, None))
+    return commands
+
+
 def slurm_commands(log: Path) -> Counter[str]:
     """Commands the shims saw: `scontrol show job`, `scontrol requeue`, `squeue --json`..."""
     counts: Counter[str] = Counter()
-    with contextlib.suppress(FileNotFoundError):
-        for line in log.read_text().splitlines():
-            name, _, rest = line.partition(" ")
-            args = [a for a in rest.split() if not a.startswith("@")]
-            shown = args[:2] if name == "scontrol" and args[:1] == ["show"] else args[:1]
-            counts[" ".join([name, *shown])] += 1
+    for command, _ in shim_commands(log):
+        name, _, rest = command.partition(" ")
+        args = rest.split()
+        shown = args[:2] if name == "scontrol" and args[:1] == ["show"] else args[:1]
+        counts[" ".join([name, *shown])] += 1
     return counts
 
 
@@ -78,15 +91,12 @@ def requeues_sent(log: Path) -> dict[str, float]:
     log (epoch seconds): goodput's part of a requeue ends there. slurmctld logs `Requeuing` only
     once the job's processes ended and its epilog ran on its nodes, here on the same two cores."""
     sent: dict[str, float] = {}
-    with contextlib.suppress(FileNotFoundError):
-        for line in log.read_text().splitlines():
-            fields = line.split()
-            if len(fields) < 4 or fields[0] != "scontrol" or fields[1] not in ("requeue", "requeuehold"):
-                continue
-            with contextlib.suppress(ValueError):
-                at = float(fields[-1].removeprefix("@"))
-                for job in fields[2].split(","):
-                    sent.setdefault(job, at)
+    for command, at in shim_commands(log):
+        fields = command.split()
+        if at is None or len(fields) < 3 or fields[0] != "scontrol" or fields[1] not in ("requeue", "requeuehold"):
+            continue
+        for job in fields[2].split(","):
+            sent.setdefault(job, at)
     return sent
 
 
