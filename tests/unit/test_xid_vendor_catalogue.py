@@ -200,7 +200,8 @@ SET_LINES = ([xid_line(r["code"]) for r in ROWS] + [xid_line(45, f"Ch 1, caused 
                 K + "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU "
                 "Reset Required)",
                 K + "Xid 31 PCI:0000:f0:00 pid=47 ... UNRECOGNIZED_CLIENT ...", K + "NVRM: Xid (PCI:0000:3b:00) 79",
-                K + "no Xid here", K + "NVRM: Xid (PCI:0000:3b:00): 999, unknown"])
+                K + "no Xid here", K + "NVRM: Xid (PCI:0000:3b:00): 999, unknown",
+                "Xid 149, NETIR_LINK_DOWN Fatal XC0 i0 Link 14", "gpu-b07: XID 79 detected", "node3 | XID error 48"])
 
 
 @pytest.mark.parametrize("line", SET_LINES)
@@ -225,3 +226,27 @@ def test_a_pattern_set_names_the_patterns_that_match() -> None:
     assert patterns.matching(b"nothing") == []
     with pytest.raises(LinearPatternError):
         PatternSet([r"(a)\1"])
+
+
+# Event pipelines and cloud health reports spell an Xid without the kernel's `NVRM: Xid (PCI:...)`
+# head; the number still follows NVIDIA's catalogue. Prose that names an earlier Xid is not an event.
+@pytest.mark.parametrize(("line", "signature", "drain"), [
+    ("Xid 149, NETIR_LINK_DOWN Fatal XC0 i0 Link 14", "xid-nvlink5-fatal", True),
+    ("2026-11-02T10:00:01Z gpu-b07: XID 79 detected on GPU 3", "xid-79", True),
+    ("health | XID error 48 on GPU 0000:3b:00", "xid-48", True),
+    ("[gpud] Xid: 13 graphics engine exception", "xid-13", False),
+    ("Xid=43 reset channel verif error", "xid-43", False),
+])
+def test_an_xid_spelled_bare_follows_the_catalogue(line: str, signature: str, drain: bool) -> None:
+    v = classify_lines([line])
+    assert signature in v.signatures, v.signatures
+    assert v.drain is drain
+
+
+@pytest.mark.parametrize("line", [
+    "NVRM: Xid (PCI:0000:3b:00): 45, pid=1, Ch 00000008, caused by previous Xid 13",
+    "we saw Xid 79 on this node last week",
+    "DCGM_FI_DEV_XID_ERRORS{gpu=\"0\"} 79",
+])
+def test_an_xid_named_in_prose_is_not_an_event(line: str) -> None:
+    assert not [s for s in classify_lines([line]).signatures if s in ("xid-13", "xid-79")]

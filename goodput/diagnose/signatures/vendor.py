@@ -158,7 +158,7 @@ def row_signature(catalog: XidCatalog, row: XidRow) -> dict[str, Any]:
         **_weighing(catalog, row),
         "role": "root" if decision in (Decision.DRAIN, Decision.JOB) else "info",
         "pattern": rf"{{xid}}(?P<xid>{row.code})\b",
-        "literals": ["Xid"],
+        "literals": ["Xid", "XID"],
         "restart": restarts(catalog, row),
         "drain": decision is Decision.DRAIN,
         # A context rule in xid.toml that reads more of the line displaces the bare number.
@@ -239,7 +239,7 @@ def decode_signatures(catalog: XidCatalog) -> list[dict[str, Any]]:
             "role": role,
             "precedence": precedence,
             "pattern": rf"{{xid}}(?P<xid>{xid})\b.*\(0x(?P<code>{alternatives})\b",
-            "literals": ["Xid"],
+            "literals": ["Xid", "XID"],
             "restart": True,
             "drain": drain,
             "source": catalog.source(f"{catalog.decode_section}, Xid {xid}, bucket {bucket}"),
