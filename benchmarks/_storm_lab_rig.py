@@ -292,6 +292,7 @@ def cost(before: dict[str, Any], after: dict[str, Any], incidents: int) -> dict[
     rpcs = Counter({op: v for (name, svc, op), v in delta.items()
                     if name == "service_requests" and svc == "frontend" and op not in OBSERVER_RPCS and v > 0})
     persistence = sum(v for (name, _, _), v in delta.items() if name == "persistence_requests")
+    persistence_ops = Counter({op: v for (name, _, op), v in delta.items() if name == "persistence_requests" and v > 0})
     latency_sum = sum(v for (name, _, _), v in delta.items() if name == "persistence_latency_sum")
     latency_n = sum(v for (name, _, _), v in delta.items() if name == "persistence_latency_count")
     workers = sum(a[0] - b[0] for a, b in zip(after["workers"], before["workers"], strict=True))
@@ -309,6 +310,12 @@ def cost(before: dict[str, Any], after: dict[str, Any], incidents: int) -> dict[
         "rpcs_per_incident_by_operation": {op: round(v / n, 2) for op, v in rpcs.most_common(12)},
         "persistence_requests_per_incident": round(persistence / n, 1),
         "persistence_latency_ms_mean": round(1000 * latency_sum / latency_n, 2) if latency_n else float("nan"),
+        # The dev server's SQLite store has one connection (the plugin's default), so every request
+        # waits for the one before: which requests an incident costs is what to cut.
+        "persistence_requests_per_incident_by_operation": {op: round(v / n, 2)
+                                                           for op, v in persistence_ops.most_common(16)},
+        # Seconds spent inside persistence calls (waits for the one connection included) per second of the window.
+        "persistence_seconds_per_second": round(latency_sum / wall, 2) if wall > 0 else float("nan"),
         "server_errors": {f"{name} {svc} {op}": v for (name, svc, op), v in sorted(delta.items())
                           if name.startswith("service_error") and v > 0},
         # The machine's busy time less the above: mostly the lab's compute side (slurmd, slurmstepd,

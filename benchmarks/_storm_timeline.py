@@ -28,7 +28,11 @@ from temporalio.api.history.v1 import HistoryEvent
 
 from benchmarks._history_costs import local_activity
 
-STEPS = ("attribute", "consult_memory_and_trust", "consult_node_memory", "consult_trust", "resume")
+# The local steps between the consult and `resume` (the kill switch's read, the checkpoint's
+# lookup) run inside the workflow task that completes the consult's answer: only when each was
+# asked is known, which splits that task's wait from its steps.
+STEPS = ("attribute", "consult_memory_and_trust", "consult_node_memory", "consult_trust", "consult_kill_switch",
+         "find_checkpoint", "resume")
 ORDER = ("sent", "opened", "first task picked", "first task", "coalesced",
          *(f"{s} {e}" for s in STEPS for e in ("asked", "started", "done")
                            if (s, e) != ("resume", "done")), "requeue sent", "requeued")

@@ -90,3 +90,19 @@ def test_each_step_is_timed_from_its_own_events_and_a_step_not_taken_is_spanned(
     assert next(iter(summary)) == "sent → opened"
     assert summary["consult_node_memory asked → consult_node_memory done"] == {"n": 2, "p50": 2.0, "p99": 2.0,
                                                                               "mean": 2.0}
+
+
+def test_the_local_steps_after_the_consult_split_its_answers_task() -> None:
+    # The consult's answer → its workflow task picked (the kill switch asked) → the switch read (the
+    # checkpoint asked) → the lookup and the task's completion (resume asked).
+    history = [
+        event(1, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, 0.5),
+        scheduled(14, 1.0, "consult_memory_and_trust"), completed(16, 2.0, 14),
+        marker(20, 5.0, "consult_kill_switch", asked=3.5, done=3.6),
+        marker(21, 5.0, "find_checkpoint", asked=4.25, done=4.3),
+        scheduled(22, 5.0, "resume"),
+    ]
+    spans = segments(milestones(history, sent=None, requeued=None))
+    assert spans["consult_memory_and_trust done → consult_kill_switch asked"] == 1.5
+    assert spans["consult_kill_switch asked → find_checkpoint asked"] == 0.75
+    assert spans["find_checkpoint asked → resume asked"] == 0.75
