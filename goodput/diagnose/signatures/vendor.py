@@ -23,6 +23,9 @@ from pydantic import Field
 from goodput.models import Frozen
 
 TABLE_FILE = "nvidia-xid.toml"
+# The words an Xid line holds in each spelling the `{xid}` fragment reads (catalogue.toml): the
+# kernel's and the device plugin's `Xid`, an event pipeline's bare `XID`.
+_XID_LITERALS = ("Xid", "XID")
 # A bit pattern of the decode sheet: 32 characters, most significant bit first, '-' for any bit.
 _BITS = 32
 _HEX = "0123456789abcdef"
@@ -158,7 +161,7 @@ def row_signature(catalog: XidCatalog, row: XidRow) -> dict[str, Any]:
         **_weighing(catalog, row),
         "role": "root" if decision in (Decision.DRAIN, Decision.JOB) else "info",
         "pattern": rf"{{xid}}(?P<xid>{row.code})\b",
-        "literals": ["Xid", "XID"],
+        "literals": _XID_LITERALS,
         "restart": restarts(catalog, row),
         "drain": decision is Decision.DRAIN,
         # A context rule in xid.toml that reads more of the line displaces the bare number.
@@ -239,7 +242,7 @@ def decode_signatures(catalog: XidCatalog) -> list[dict[str, Any]]:
             "role": role,
             "precedence": precedence,
             "pattern": rf"{{xid}}(?P<xid>{xid})\b.*\(0x(?P<code>{alternatives})\b",
-            "literals": ["Xid", "XID"],
+            "literals": _XID_LITERALS,
             "restart": True,
             "drain": drain,
             "source": catalog.source(f"{catalog.decode_section}, Xid {xid}, bucket {bucket}"),
