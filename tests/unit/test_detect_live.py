@@ -7,7 +7,9 @@ from datetime import UTC, datetime, timedelta
 from goodput.detect.hang import HangConfig
 from goodput.detect.live import LiveLogDetector
 from goodput.detect.logtail import LogLine
+from goodput.diagnose.attribution import attribute
 from goodput.models import AnomalyKind, Category, IncidentKey
+from goodput.scheduler import JobInfo, JobState
 
 T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)
 KEY = IncidentKey(cluster="lab", job_id="42", job_attempt=1)
@@ -85,3 +87,14 @@ def test_a_uniform_fleet_has_no_straggler() -> None:
         detector.feed(lines(*[f" {r}: iteration {step}/ 100 | elapsed time per iteration (ms): 1000.0"
                               for r in range(8)], start=step * 8), T0, T0)
     assert [a for a in detector.tick(T0) if a.kind is AnomalyKind.STRAGGLER] == []
+
+
+def test_a_bare_xid_in_a_jobs_output_naming_another_host_drains_nothing() -> None:
+    # Hostile input (#25 reads `XID 79 detected` bare now): the job's own output names a node outside
+    # its allocation; from the live detector through attribution the node is reported, never drained.
+    job = JobInfo(job_id="42", name="train", state=JobState.FAILED, nodes=("node2",))
+    detector = LiveLogDetector.start(KEY, T0)
+    [anomaly] = detector.feed(lines("step 1", "gpu-victim-17: XID 79 detected on GPU 3"), T0, T0)
+    assert "xid-79" in anomaly.signature_ids and anomaly.nodes == ("gpu-victim-17",)
+    verdict = attribute([anomaly], job)
+    assert (verdict.drain, verdict.culprit_nodes, verdict.unverified_nodes) == (False, (), ("gpu-victim-17",))
