@@ -1,15 +1,15 @@
 """The Temporal-backed `IncidentService`: how detectors, the CLI and the console reach incidents.
 
-Every anomaly goes through `inject`, a signal-with-start on the incident's workflow id, so
-concurrent detectors that see the same failure converge on one incident. A closed incident is
-never reopened by late evidence for the same job attempt (REJECT_DUPLICATE): the job has moved
-on to a new attempt, and that attempt gets its own incident.
+Every anomaly goes through `inject` (workers.incident_delivery): a signal-with-start on the
+incident's workflow id, so concurrent detectors that see the same failure converge on one incident,
+and a plain signal once this process knows the incident open. A closed incident is never reopened
+by late evidence for the same job attempt (REJECT_DUPLICATE): the job has moved on to a new
+attempt, and that attempt gets its own incident.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Iterable, Sequence
 from datetime import UTC, timedelta
 from pathlib import Path
@@ -24,10 +24,9 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import WorkflowIDReusePolicy
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCStatusCode, TLSConfig
 
 from activities.adapters.entity_query import query_or_empty
@@ -38,7 +37,7 @@ from goodput.diagnose.node_memory import NodeStanding
 from goodput.identifiers import validate_cluster, validate_node_name
 from goodput.models import Anomaly, Mode, OperatorDecision
 from goodput.recover.breaker import BreakerState
-from goodput.recover.incident import Decision, IncidentReport, RecoveryStart, WaitingStep
+from goodput.recover.incident import Decision, IncidentReport, WaitingStep
 from goodput.recover.kill_switch import KillSwitchState
 from goodput.recover.lifecycle import IncidentState
 from goodput.recover.node_health import NodeHealthState, return_refusal
@@ -46,13 +45,13 @@ from goodput.recover.node_incident import NodeIncidentState, node_incident_id
 from goodput.recover.policy import Policy
 from goodput.recover.trust import AutonomyPolicy, RuleAutonomy, RuleSummary
 from goodput.service.incidents import (
-    FOLD_MAX,
     DecisionRejectedError,
     IncidentSummary,
     InjectResult,
     ServiceUnavailableError,
     UnknownIncidentError,
 )
+from workers.incident_delivery import IncidentDelivery
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow, breaker_workflow_id
 from workflows.kill_switch import kill_switch_workflow_id
@@ -63,19 +62,6 @@ from workflows.recovery import RecoveryWorkflow
 from workflows.trust import trust_workflow_id
 
 RPC_TIMEOUT = timedelta(seconds=10)
-# A refused anomaly is retried for about 15 s in all before the detector's own retry takes over.
-INJECT_ATTEMPTS = 7
-# CANCELLED is how the SDK ends a call its own RPC_TIMEOUT expired ("Timeout expired"): a server too
-# busy to answer in time, as in a storm; the workflow folds the anomaly once if the call did land.
-RETRIED_STATUSES = frozenset({RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE,
-                              RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED})
-
-
-def inject_backoff_s(attempt: int) -> float:
-    """0.25, 0.5, 1, 2, 4, 4 s, each with up to half again of jitter, so a storm's refused senders
-    do not come back all at once."""
-    base: float = min(4.0, 0.25 * 2.0 ** attempt)
-    return base * (1 + random.random() / 2)  # noqa: S311 -- jitter, not secrets
 
 
 async def connect(address: str, namespace: str = "default", tracer: Tracer | None = None, *,
@@ -159,46 +145,15 @@ class TemporalIncidentService:
         self._client = client
         self._task_queue = task_queue
         self._index = index
+        self._delivery = IncidentDelivery(client, task_queue, index=index)
 
     async def inject(self, anomaly: Anomaly, policy: Policy | None, mode: Mode | None = None) -> InjectResult:
         return await self.inject_batch([anomaly], policy, mode)
 
     async def inject_batch(self, anomalies: Sequence[Anomaly], policy: Policy | None,
                            mode: Mode | None = None) -> InjectResult:
-        """One anomaly goes as the `anomaly` signal (every worker's RecoveryWorkflow knows it),
-        several of one incident as one `anomalies` signal."""
-        if not anomalies or len(anomalies) > FOLD_MAX:
-            raise ValueError(f"a delivery carries 1 to {FOLD_MAX} anomalies, not {len(anomalies)}")
-        key = anomalies[0].incident_key
-        if any(a.incident_key != key for a in anomalies):
-            raise ValueError("a delivery carries the anomalies of one incident")
-        signal, signal_args = ("anomaly", [anomalies[0]]) if len(anomalies) == 1 else ("anomalies", [list(anomalies)])
-        # No policy: the reporter is not the service; the workflow asks its worker for the service's.
-        start = RecoveryStart(key=key, policy=policy or Policy(), mode=mode, index=self._index,
-                              policy_from_service=policy is None)
-        for attempt in range(INJECT_ATTEMPTS):
-            try:
-                handle = await self._client.start_workflow(
-                    RecoveryWorkflow.run, start, id=key.workflow_id, task_queue=self._task_queue,
-                    start_signal=signal, start_signal_args=signal_args,
-                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                    search_attributes=search.at_start(key, mode or start.policy.mode) if self._index else None,
-                    rpc_timeout=RPC_TIMEOUT)
-                break
-            except WorkflowAlreadyStartedError:
-                return InjectResult(incident_id=key.workflow_id, new_incident=False,
-                                    note="incident already closed for this job attempt; evidence not added")
-            except RPCError as err:
-                # A server shedding load in a storm (RESOURCE_EXHAUSTED) or briefly unreachable: the
-                # anomaly is tried again shortly, since the workflow folds a repeated anomaly id once.
-                if err.status not in RETRIED_STATUSES or attempt == INJECT_ATTEMPTS - 1:
-                    raise ServiceUnavailableError(f"Temporal refused the anomaly: {err}") from err
-                await asyncio.sleep(inject_backoff_s(attempt))
-        # Only the raw SignalWithStart response says whether this call started the run; the SDK
-        # keeps it on the handle without a public accessor.
-        response = getattr(handle, "_start_workflow_response", None)
-        started = bool(getattr(response, "started", False))
-        return InjectResult(incident_id=key.workflow_id, new_incident=started)
+        """Several anomalies of one incident in one delivery (workers.incident_delivery)."""
+        return await self._delivery.deliver(anomalies, policy, mode)
 
     async def list_incidents(self, limit: int = 50, cluster: str | None = None) -> Sequence[IncidentSummary]:
         summaries: list[IncidentSummary] = []

@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
-import workers.client as client_module
+import workers.incident_delivery as delivery_module
 from goodput.service.incidents import ServiceUnavailableError
 from tests.workflows.helpers import FAST, anomaly
-from workers.client import INJECT_ATTEMPTS, TemporalIncidentService, inject_backoff_s
+from workers.client import TemporalIncidentService
+from workers.incident_delivery import INJECT_ATTEMPTS, inject_backoff_s
 
 
 class Refusing:
@@ -30,7 +31,7 @@ class Refusing:
 def no_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     async def instantly(_: float) -> None:
         return None
-    monkeypatch.setattr(client_module.asyncio, "sleep", instantly)
+    monkeypatch.setattr(delivery_module.asyncio, "sleep", instantly)
 
 
 async def test_a_refused_anomaly_is_sent_again_until_accepted() -> None:

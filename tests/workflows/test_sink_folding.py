@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, Interceptor, OutboundInterceptor, StartWorkflowInput, WorkflowHandle
+from temporalio.client import (
+    Client,
+    Interceptor,
+    OutboundInterceptor,
+    SignalWorkflowInput,
+    StartWorkflowInput,
+    WorkflowHandle,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from goodput.models import Anomaly, AnomalyKind, Category, Mode
@@ -117,20 +124,28 @@ async def test_an_anomaly_arriving_while_a_batch_is_in_flight_goes_in_the_next_d
 
 
 class RefuseFirstBatch(Interceptor):
-    """Temporal sheds the first `anomalies` signal-with-start, as it does in a storm."""
+    """Temporal sheds the first `anomalies` delivery, as it does in a storm: a signal-with-start, or
+    the plain signal a process sends to an incident it knows open (workers.incident_delivery)."""
 
     def __init__(self) -> None:
         self.refused = 0
+
+    def _shed(self, signal: str | None) -> None:
+        if signal == "anomalies" and not self.refused:
+            self.refused += 1
+            raise RPCError("shed", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
 
     def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
         outer = self
 
         class Refusing(OutboundInterceptor):
             async def start_workflow(self, input: StartWorkflowInput) -> WorkflowHandle[Any, Any]:
-                if input.start_signal == "anomalies" and not outer.refused:
-                    outer.refused += 1
-                    raise RPCError("shed", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
+                outer._shed(input.start_signal)
                 return await super().start_workflow(input)
+
+            async def signal_workflow(self, input: SignalWorkflowInput) -> None:
+                outer._shed(input.signal)
+                await super().signal_workflow(input)
 
         return Refusing(next)
 
