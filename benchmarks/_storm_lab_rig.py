@@ -292,7 +292,10 @@ def cost(before: dict[str, Any], after: dict[str, Any], incidents: int) -> dict[
     rpcs = Counter({op: v for (name, svc, op), v in delta.items()
                     if name == "service_requests" and svc == "frontend" and op not in OBSERVER_RPCS and v > 0})
     persistence = sum(v for (name, _, _), v in delta.items() if name == "persistence_requests")
-    persistence_ops = Counter({op: v for (name, _, op), v in delta.items() if name == "persistence_requests" and v > 0})
+    persistence_ops: Counter[str] = Counter()
+    for (name, _, op), v in delta.items():  # one operation is counted by each service that asks it
+        if name == "persistence_requests" and v > 0:
+            persistence_ops[op] += v
     latency_sum = sum(v for (name, _, _), v in delta.items() if name == "persistence_latency_sum")
     latency_n = sum(v for (name, _, _), v in delta.items() if name == "persistence_latency_count")
     workers = sum(a[0] - b[0] for a, b in zip(after["workers"], before["workers"], strict=True))
@@ -313,7 +316,7 @@ def cost(before: dict[str, Any], after: dict[str, Any], incidents: int) -> dict[
         # The dev server's SQLite store has one connection (the plugin's default), so every request
         # waits for the one before: which requests an incident costs is what to cut.
         "persistence_requests_per_incident_by_operation": {op: round(v / n, 2)
-                                                           for op, v in persistence_ops.most_common(16)},
+                                                           for op, v in persistence_ops.most_common(24)},
         # Seconds spent inside persistence calls (waits for the one connection included) per second of the window.
         "persistence_seconds_per_second": round(latency_sum / wall, 2) if wall > 0 else float("nan"),
         "server_errors": {f"{name} {svc} {op}": v for (name, svc, op), v in sorted(delta.items())

@@ -24,13 +24,16 @@ def test_persistence_requests_are_split_by_operation_per_incident() -> None:
     after = _snapshot(110.0, {("persistence_requests", "history", "UpdateWorkflowExecution"): 350.0,
                               ("persistence_requests", "matching", "CreateTasks"): 25.0,
                               ("persistence_requests", "frontend", "GetNamespace"): 0.0,
+                              # the same operation asked by two services is one operation's count
+                              ("persistence_requests", "frontend", "GetCurrentClusterMetadata"): 40.0,
+                              ("persistence_requests", "history", "GetCurrentClusterMetadata"): 30.0,
                               ("persistence_latency_sum", "history", "UpdateWorkflowExecution"): 9.0,
                               ("persistence_latency_count", "history", "UpdateWorkflowExecution"): 350.0})
     spent = rig.cost(before, after, incidents=10)
-    assert spent["persistence_requests_per_incident"] == 32.0
+    assert spent["persistence_requests_per_incident"] == 39.0
     # most requested first; an operation with no requests in the round is left out
     assert list(spent["persistence_requests_per_incident_by_operation"].items()) == [
-        ("UpdateWorkflowExecution", 30.0), ("CreateTasks", 2.0)]
+        ("UpdateWorkflowExecution", 30.0), ("GetCurrentClusterMetadata", 7.0), ("CreateTasks", 2.0)]
     # 8 s inside persistence calls over a 10 s window
     assert spent["persistence_seconds_per_second"] == 0.8
     assert spent["persistence_latency_ms_mean"] == round(1000 * 8.0 / 300.0, 2)
