@@ -7,8 +7,9 @@ process exiting prematurely": with the peer on the printing host itself no netwo
 them, so a process of that node died first. NCCL's proxy logs every local rank that closes its
 connection at INFO level, at a normal end as much as after a failure: not a failure on its own.
 NCCL picks loopback or a container bridge for its sockets only when no other interface is there
-(or NCCL_SOCKET_IFNAME asks): a network failure between hosts then is that configuration, which a
-restart repeats. PyTorch's store client logs its connection problems at WARNING while it retries
+(or NCCL_SOCKET_IFNAME asks), and Gloo binds to loopback when the host's name does not resolve to a
+local address: a network failure between hosts then is that configuration, which a restart repeats.
+PyTorch's store client logs its connection problems at WARNING while it retries
 (a server not yet listening, a connect attempt reset): noise until the store itself gives up. A shell
 prompt that shows `host:dir$` without a user still names the host of what follows. Lines
 are synthetic, in the format NCCL, PyTorch and bash print.
@@ -73,6 +74,17 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool]] = [
                                       "RuntimeError: NCCL error: remote process exited or there was a network error"],
      Category.NETWORK, CulpritKind.NETWORK, False, False),
     ("loopback-alone-is-no-failure", [IFACE.format(h="hx-1", what="Bootstrap", iface="lo:127.0.0.1")],
+     Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
+    # Gloo bound to loopback because the host name did not resolve (PyTorch's own warning), then a
+    # peer refused: the same configuration class, which a restart repeats.
+    ("gloo-loopback-then-refused", [
+        "[rank8] Warning: Unable to resolve hostname to a (local) address. Using the loopback address as "
+        "fallback. Manually set the network interface to bind to with GLOO_SOCKET_IFNAME.",
+        "RuntimeError: Gloo connectFullMesh failed: timed out connecting: SO_ERROR: Connection refused, "
+        "remote=[127.0.0.1]:14215"], Category.NETWORK, CulpritKind.NETWORK, False, False),
+    ("gloo-loopback-alone-is-no-failure", [
+        "[rank0] Warning: Unable to resolve hostname to a (local) address. Using the loopback address as "
+        "fallback. Manually set the network interface to bind to with GLOO_SOCKET_IFNAME."],
      Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
     ("fabric-interface-then-peer-lost", [IFACE.format(h="hx-1", what="Bootstrap", iface="eth0:10.0.0.1"),
                                          CLOSED.format(h="hx-1", peer="hx-2")],

@@ -63,6 +63,11 @@ LINE_CASES_MORE: list[tuple[str, str, dict[str, str]]] = [
     ("hx-1:2201:2250 [0] NCCL INFO [Service thread] Connection closed by localRank 3", "nccl-local-rank-closed", {}),
     ("hx-1:2201:2201 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>", "nccl-socket-local-interface",
      {"detail": "docker0"}),
+    ("[rank8] Warning: Unable to resolve hostname to a (local) address. Using the loopback address as fallback. "
+     "Manually set the network interface to bind to with GLOO_SOCKET_IFNAME.", "gloo-loopback-fallback",
+     {"detail": "loopback"}),
+    ("nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown.",
+     "nvml-driver-library-mismatch", {}),
     ("RuntimeError: [enforce fail at inline_container.cc:626] . PytorchStreamWriter failed writing file "
      "data/12: file write failed", "storage-torch-writer", {"path": "data/12"}),
     # Slurm

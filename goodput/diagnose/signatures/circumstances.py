@@ -38,7 +38,8 @@ MAX_RANGES_PER_LINE = 64
 _SETUP_IDS = frozenset({"nccl-init-rank"})
 _TIMEOUT_ID = "nccl-watchdog-timeout"
 _HEARTBEAT_ID = "nccl-heartbeat-stuck"
-_LOCAL_INTERFACE_ID = "nccl-socket-local-interface"
+# Sockets bound where no other host reaches them: NCCL on loopback or a container bridge, Gloo on loopback.
+_LOCAL_INTERFACE_IDS = frozenset({"nccl-socket-local-interface", "gloo-loopback-fallback"})
 
 
 def _synthetic(sig_id: str, family: str, category: Category, culprit: CulpritKind, precedence: int,
@@ -91,7 +92,8 @@ class Circumstances:
         self._setup_at: int | None = None
         self._network_seen = False
         self.first_transfer: Match | None = None
-        # NCCL's sockets on loopback or a container bridge (`Bootstrap : Using lo:127.0.0.1<0>`).
+        # NCCL's sockets on loopback or a container bridge (`Bootstrap : Using lo:127.0.0.1<0>`), or
+        # Gloo's on loopback (`Using the loopback address as fallback`).
         self.local_interface: Match | None = None
         self._main_thread_at: int | None = None
         self.data_wait: Match | None = None
@@ -111,7 +113,7 @@ class Circumstances:
             self._save_open = None
         elif sig_id in _SETUP_IDS:
             self._setup_at = line
-        elif sig_id == _LOCAL_INTERFACE_ID and self.local_interface is None:
+        elif sig_id in _LOCAL_INTERFACE_IDS and self.local_interface is None:
             self.local_interface = match
         elif sig_id == "py-spy-dump":
             self._main_thread_at = line if '"MainThread"' in match.text else None
@@ -164,12 +166,16 @@ class Circumstances:
                     f"{first.line_no}): the hosts never exchanged data, a fabric configuration fault (GID index, "
                     "routing, security group) that an unchanged restart repeats.")
         local = self.local_interface
-        if local is not None:
-            return (f"Not restarted: NCCL's sockets use {local.groups.get('detail', 'a local interface')} (line "
-                    f"{local.line_no}), which NCCL only picks when no other interface is available or "
-                    "NCCL_SOCKET_IFNAME asks for it; other hosts cannot reach it, so every attempt fails the "
-                    "same way until the interface is configured.")
-        return None
+        if local is None:
+            return None
+        where = local.groups.get("detail", "a local interface")
+        if local.signature.id == "gloo-loopback-fallback":
+            return (f"Not restarted: Gloo's sockets use {where} (line {local.line_no}), because the host's name "
+                    "did not resolve to one of its addresses; other hosts cannot reach it, so every attempt fails "
+                    "the same way until GLOO_SOCKET_IFNAME or the name's resolution is fixed.")
+        return (f"Not restarted: NCCL's sockets use {where} (line {local.line_no}), which NCCL only picks when no "
+                "other interface is available or NCCL_SOCKET_IFNAME asks for it; other hosts cannot reach it, so "
+                "every attempt fails the same way until the interface is configured.")
 
     def failed_task(self) -> tuple[int, str | None] | None:
         """The one task missing from the tasks Slurm terminated, and their host if they share one."""
