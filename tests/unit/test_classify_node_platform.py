@@ -227,6 +227,11 @@ NODE_CASES: list[tuple[str, list[str], bool, str]] = [
     ("edac-skx-uncorrected", [K + "EDAC skx MC1: 1 UE memory read error on CPU_SrcID#1_MC#1_Chan#0_DIMM#0"], True,
      "host-memory-uncorrectable"),
     ("fatal-machine-check", [K + "Kernel panic - not syncing: Fatal machine check"], True, "machine-check-fatal"),
+    # IPMI v2.0, sensor type Memory (0Ch) offset 01h, as the BMC's event log names it, and as ipmitool prints it.
+    ("ipmi-uncorrectable-ecc", [K + "ipmi-sel: Uncorrectable ECC / other uncorrectable memory error @P2-DIMMF1 "
+                                "- Assertion"], True, "host-memory-uncorrectable-ipmi"),
+    ("ipmitool-uncorrectable-ecc", [K + "ipmi-sel:   1 | 12/03/2026 | 10:41:02 | Memory #0x87 | Uncorrectable ECC | "
+                                    "Asserted"], True, "host-memory-uncorrectable-ipmi"),
 ]
 
 
@@ -242,6 +247,9 @@ def test_kernel_node_failure(name: str, log: list[str], drain: bool, signature: 
     K + "EDAC MC0: 1 CE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0 (channel:1 slot:0 page:0x12345)",
     K + "mce: [Hardware Error]: Machine check events logged",
     K + "watchdog: watchdog0: watchdog did not stop!",
+    K + "ipmi-sel: Uncorrectable ECC / other uncorrectable memory error @P2-DIMMF1 - Deassertion",
+    K + "ipmi-sel:   2 | 12/03/2026 | 10:41:09 | Memory #0x87 | Uncorrectable ECC | Deasserted",
+    K + "ipmi-sel: Correctable ECC / other correctable memory error @P1-DIMMA1 - Assertion",
 ])
 def test_corrected_or_harmless_kernel_lines_drain_nothing(line: str) -> None:
     v = classify_lines([line])
