@@ -3,12 +3,14 @@ parser, the fake's reservations and the resume activity pointing a restarted job
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from pydantic import ValidationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.recovery import RecoveryActivities
-from activities.spares import SpareActivities
+from activities.spares import SpareActivities, offer_pool
 from goodput.demo.scheduler import FakeClusterState, FakeScheduler
 from goodput.identifiers import InvalidIdentifierError
 from goodput.recover.breaker import LocalDrainGate
@@ -126,11 +128,11 @@ def test_the_reservation_record_of_22_05() -> None:
         parse_reservation(RECORD.replace("Watts=n/a", "Users=mallory"), POOL)
 
 
-def cluster(*, with_pool: bool = True) -> FakeScheduler:
+def cluster(*, with_pool: bool = True, kind: type[FakeScheduler] = FakeScheduler) -> FakeScheduler:
     # the fake does not move node states with its jobs: they are set as Slurm would show them
     nodes = {f"node{i}": NodeInfo(name=f"node{i}", state="IDLE" if i == 4 else "ALLOCATED", gres="gpu:8")
              for i in range(1, 5)}
-    fake = FakeScheduler(FakeClusterState(nodes=nodes))
+    fake = kind(FakeClusterState(nodes=nodes))
     for job_id, node in (("7001", "node2"), ("7002", "node3")):  # someone else's jobs fill node2, node3
         fake.add_job(JOB.model_copy(update={"job_id": job_id, "nodes": (node,), "user": "mallory", "comment": ""}))
     fake.add_job(JOB)
@@ -205,3 +207,30 @@ async def test_the_refill_activity_is_idempotent() -> None:
     gone = await ActivityEnvironment().run(refill, request.model_copy(update={
         "policy": SparePolicy(reservation="nope", target_size=2)}))
     assert not gone.added and "not found" in gone.detail
+
+
+class NodeReads(FakeScheduler):
+    """The fake cluster, counting how nodes are read: the pool must never list the whole cluster."""
+
+    def __init__(self, state: FakeClusterState) -> None:
+        super().__init__(state)
+        self.listed = 0
+        self.read: list[str] = []
+
+    async def list_nodes(self, partition: str = "") -> Sequence[NodeInfo]:
+        self.listed += 1
+        return await super().list_nodes(partition)
+
+    async def get_node(self, name: str) -> NodeInfo:
+        self.read.append(name)
+        return await super().get_node(name)
+
+
+async def test_the_pool_reads_its_own_nodes_by_name_never_the_whole_cluster() -> None:
+    counting = cluster(with_pool=False, kind=NodeReads)
+    assert isinstance(counting, NodeReads)
+    counting.add_reservation(reservation("node4", "node-gone"))  # a member Slurm no longer knows
+    choice = await offer_pool(counting, SPARES, JOB, ())
+    assert choice is not None and choice.use and choice.free == ("node4",), choice
+    assert counting.listed == 0
+    assert sorted(counting.read) == ["node-gone", "node4"]
