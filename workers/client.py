@@ -51,6 +51,7 @@ from goodput.service.incidents import (
     ServiceUnavailableError,
     UnknownIncidentError,
 )
+from workers.incident_delivery import RPC_TIMEOUT as RPC_TIMEOUT  # the console imports it from here
 from workers.incident_delivery import IncidentDelivery
 from workflows import search
 from workflows.breaker import DrainBreakerWorkflow, breaker_workflow_id
@@ -60,8 +61,6 @@ from workflows.node_incident import NodeIncidentWorkflow
 from workflows.node_memory import NodeMemoryWorkflow, node_memory_workflow_id
 from workflows.recovery import RecoveryWorkflow
 from workflows.trust import trust_workflow_id
-
-RPC_TIMEOUT = timedelta(seconds=10)
 
 
 async def connect(address: str, namespace: str = "default", tracer: Tracer | None = None, *,
@@ -144,7 +143,6 @@ class TemporalIncidentService:
     def __init__(self, client: Client, task_queue: str, *, index: bool = True) -> None:
         self._client = client
         self._task_queue = task_queue
-        self._index = index
         self._delivery = IncidentDelivery(client, task_queue, index=index)
 
     async def inject(self, anomaly: Anomaly, policy: Policy | None, mode: Mode | None = None) -> InjectResult:

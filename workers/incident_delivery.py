@@ -36,6 +36,7 @@ from workflows.recovery import RecoveryWorkflow
 
 T = TypeVar("T")
 
+# Every Temporal call of the incident service (workers.client) waits this long at most.
 RPC_TIMEOUT = timedelta(seconds=10)
 # A refused anomaly is retried for about 15 s in all before the detector's own retry takes over.
 INJECT_ATTEMPTS = 7
