@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.client import (
+    Client,
+    Interceptor,
+    OutboundInterceptor,
+    SignalWorkflowInput,
+    StartWorkflowInput,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
 
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Mode
@@ -128,3 +136,32 @@ async def held_by_slurm() -> FakeScheduler:
         "state": JobState.PENDING, "held": True, "expedite_held": True, "restart_count": job.restart_count + 1,
         "exit_code": "1:0", "state_reason": "job_requeued_in_held_state"}))
     return fake
+
+
+class DeliveryCalls(Interceptor):
+    """Calls `seen(kind, signal)` before each signal-with-start (`"start"`) and plain signal
+    (`"signal"`) a client sends: to count how anomalies travel, or to shed one as a busy server would
+    (`seen` raising)."""
+
+    def __init__(self, seen: Callable[[str, str], None]) -> None:
+        self._seen = seen
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        seen = self._seen
+
+        class Watching(OutboundInterceptor):
+            async def start_workflow(self, input: StartWorkflowInput) -> WorkflowHandle[Any, Any]:
+                seen("start", input.start_signal or "")
+                return await super().start_workflow(input)
+
+            async def signal_workflow(self, input: SignalWorkflowInput) -> None:
+                seen("signal", input.signal)
+                await super().signal_workflow(input)
+
+        return Watching(next)
+
+
+def with_interceptor(client: Client, interceptor: Interceptor) -> Client:
+    """Another client on the same connection, its calls passing through `interceptor`."""
+    return Client(client.service_client, namespace=client.namespace, data_converter=client.data_converter,
+                  interceptors=[interceptor])

@@ -6,21 +6,12 @@ On the real Temporal dev server, with a client interceptor that counts the two k
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from temporalio.client import (
-    Client,
-    Interceptor,
-    OutboundInterceptor,
-    SignalWorkflowInput,
-    StartWorkflowInput,
-    WorkflowHandle,
-)
+from temporalio.client import Client
 
 from goodput.models import Anomaly, AnomalyKind, Category, Mode
 from tests.helpers import eventually
-from tests.workflows.helpers import FAST, anomaly, running_worker
+from tests.workflows.helpers import FAST, DeliveryCalls, anomaly, running_worker, with_interceptor
 from workers.client import TemporalIncidentService
 from workers.incident_delivery import CLOSED_NOTE
 from workflows.recovery import RecoveryWorkflow
@@ -30,32 +21,20 @@ pytestmark = pytest.mark.temporal
 GATHER = FAST.model_copy(update={"mode": Mode.MONITOR, "coalesce_window_s": 30.0})
 
 
-class Counting(Interceptor):
+class Counting:
     """Counts signal-with-starts and plain signals, by the signal's name."""
 
     def __init__(self) -> None:
         self.starts: list[str] = []
         self.signals: list[str] = []
 
-    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
-        outer = self
-
-        class Recording(OutboundInterceptor):
-            async def start_workflow(self, input: StartWorkflowInput) -> WorkflowHandle[Any, Any]:
-                outer.starts.append(input.start_signal or "")
-                return await super().start_workflow(input)
-
-            async def signal_workflow(self, input: SignalWorkflowInput) -> None:
-                outer.signals.append(input.signal)
-                await super().signal_workflow(input)
-
-        return Recording(next)
+    def __call__(self, kind: str, signal: str) -> None:
+        (self.starts if kind == "start" else self.signals).append(signal)
 
 
 def counted(client: Client) -> tuple[Client, Counting]:
     counting = Counting()
-    return Client(client.service_client, namespace=client.namespace, data_converter=client.data_converter,
-                  interceptors=[counting]), counting
+    return with_interceptor(client, DeliveryCalls(counting)), counting
 
 
 def crash(job_id: str, cluster: str) -> Anomaly:

@@ -10,18 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import (
-    Client,
-    Interceptor,
-    OutboundInterceptor,
-    SignalWorkflowInput,
-    StartWorkflowInput,
-    WorkflowHandle,
-)
+from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from goodput.models import Anomaly, AnomalyKind, Category, Mode
@@ -29,7 +21,7 @@ from goodput.recover.incident import IncidentReport
 from goodput.recover.policy import Policy
 from goodput.service.incidents import InjectResult
 from tests.helpers import eventually
-from tests.workflows.helpers import FAST, anomaly, running_worker
+from tests.workflows.helpers import FAST, DeliveryCalls, anomaly, running_worker, with_interceptor
 from workers.client import TemporalIncidentService
 from workers.watch import IncidentSink
 from workflows.recovery import RecoveryWorkflow
@@ -123,37 +115,22 @@ async def test_an_anomaly_arriving_while_a_batch_is_in_flight_goes_in_the_next_d
     assert [a.id for a in report.anomalies] == [a1.id, a2.id, a3.id, a4.id]
 
 
-class RefuseFirstBatch(Interceptor):
+class RefuseFirstBatch:
     """Temporal sheds the first `anomalies` delivery, as it does in a storm: a signal-with-start, or
     the plain signal a process sends to an incident it knows open (workers.incident_delivery)."""
 
     def __init__(self) -> None:
         self.refused = 0
 
-    def _shed(self, signal: str | None) -> None:
+    def __call__(self, kind: str, signal: str) -> None:
         if signal == "anomalies" and not self.refused:
             self.refused += 1
             raise RPCError("shed", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
 
-    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
-        outer = self
-
-        class Refusing(OutboundInterceptor):
-            async def start_workflow(self, input: StartWorkflowInput) -> WorkflowHandle[Any, Any]:
-                outer._shed(input.start_signal)
-                return await super().start_workflow(input)
-
-            async def signal_workflow(self, input: SignalWorkflowInput) -> None:
-                outer._shed(input.signal)
-                await super().signal_workflow(input)
-
-        return Refusing(next)
-
 
 async def test_a_refused_batch_is_delivered_again_and_nothing_is_lost(client: Client, task_queue: str) -> None:
     refusing = RefuseFirstBatch()
-    shedding = Client(client.service_client, namespace=client.namespace, data_converter=client.data_converter,
-                      interceptors=[refusing])
+    shedding = with_interceptor(client, DeliveryCalls(refusing))
     burst = [crash("7003", "fold-refused") for _ in range(6)]
     async with running_worker(client, task_queue):
         sink = IncidentSink(TemporalIncidentService(shedding, task_queue), GATHER)
