@@ -3,10 +3,11 @@
 A GPU the driver or NVML can no longer reach (NVML's GPU_IS_LOST, a device handle NVML cannot
 create, a card whose PCI config space reads all ones) is the node's hardware: drain and rerun
 elsewhere. A Fabric Manager whose version does not match the driver leaves an NVSwitch node unable
-to run GPU work: drain. A pending row remap is reported only: it kills nothing and NVIDIA grades the
-Xid 63 that records it IGNORE. An Xid 45 that an NVLink5 Xid caused, or a contained CUDA error,
-is an NVLink fault whose bucket the line does not decide: the job is restarted, the node is not
-drained on it alone. Lines are synthetic, in the format the vendor prints.
+to run GPU work: drain. A pending row remap in `nvidia-smi -q` is reported only: it kills nothing and
+NVIDIA grades the Xid 63 that records it IGNORE; DCGM's finding of remaps pending after memory errors
+has severity ISOLATE: drain for a reset at the next idle, and leave the job alone. An Xid 45 that an
+NVLink5 Xid caused, or a contained CUDA error, is an NVLink fault whose bucket the line does not
+decide: the job is restarted, the node is not drained on it alone. Lines are synthetic, in the format the vendor prints.
 """
 
 from __future__ import annotations
@@ -26,6 +27,21 @@ SMI_Q = ["$ nvidia-smi -q", "GPU 00000000:3B:00.0", "    Product Name           
          "    Remapped Rows", "        Correctable Error                 : 0",
          "        Uncorrectable Error               : 1", "        Pending                           : {pending}",
          "        Remapping Failure Occurred        : No"]
+
+class _Diag:
+    """A `dcgmi diag -r 1` table whose Error cell wraps over two rows, as DCGM prints it."""
+
+    @staticmethod
+    def format(first: str, second: str) -> list[str]:
+        return ["+---------------------------+------------------------------------------------+",
+                "| Diagnostic                | Result                                         |",
+                "+===========================+================================================+",
+                "|-----  Deployment  --------+------------------------------------------------|",
+                f"| Error                     | GPU 3 {first:<40} |",
+                f"|                           |  {second:<45} |"]
+
+
+DCGM_DIAG = _Diag()
 
 # (name, log, category, culprit kind, drain, restart, signature)
 CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool, str]] = [
@@ -55,6 +71,24 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool, str]] = [
      Category.UNKNOWN, CulpritKind.UNKNOWN, False, False, "gpu-row-remap-pending"),
     ("xid-63-with-remap-pending", [XID_63] + [line.format(pending="Yes") for line in SMI_Q],
      Category.UNKNOWN, CulpritKind.UNKNOWN, False, False, "gpu-row-remap-pending"),
+    # DCGM's pending-remap finding (DCGM_FR_PENDING_ROW_REMAP, severity ISOLATE): drain for a reset at the
+    # next idle, and leave the job running (the finding ends nothing). Its table wraps the message.
+    ("dcgm-pending-remap-drains-without-restart", DCGM_DIAG.format(first="has uncorrectable memory errors and row",
+                                                                   second="remappings are pending"),
+     Category.GPU_HARDWARE, CulpritKind.NODE, True, False, "gpu-row-remap-isolate"),
+    ("dcgm-pending-remap-unwrapped", ["GPU 3 had memory errors and row remappings are pending"],
+     Category.GPU_HARDWARE, CulpritKind.NODE, True, False, "gpu-row-remap-isolate"),
+    # DCGM_FR_ROW_REMAP_FAILURE: out of spare rows; the GPU keeps failing. Its second half decides. A
+    # diagnostic run is a health check, not a job: nothing to restart.
+    ("dcgm-failed-remap-wrapped", DCGM_DIAG.format(first="had uncorrectable memory errors and row",
+                                                   second="remapping failed."),
+     Category.GPU_HARDWARE, CulpritKind.NODE, True, False, "gpu-row-remap-failure"),
+    # An Xid whose bucket restarts the job (94, contained ECC: RESTART_APP) says the job died of it; the
+    # pending remap adds nothing to the restart decision.
+    ("xid-94-then-dcgm-pending-remap", [K + "NVRM: Xid (PCI:0000:3b:00): 94, pid=2211, Contained: CE User "
+                                        "Channel (0x9). RST: No, D-RST: No",
+                                        "dcgm health: GPU 3 had memory errors and row remappings are pending"],
+     Category.GPU_HARDWARE, CulpritKind.GPU, False, True, "xid-94"),
     # Xid 45 caused by an NVLink5 Xid whose decode the line does not carry: the NVLink fault ended the job.
     ("xid-45-after-xid-149", [K + "NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused "
                               "by previous Xid 149"],
