@@ -9,7 +9,8 @@ connection at INFO level, at a normal end as much as after a failure: not a fail
 NCCL picks loopback or a container bridge for its sockets only when no other interface is there
 (or NCCL_SOCKET_IFNAME asks), and Gloo binds to loopback when the host's name does not resolve to a
 local address: a network failure between hosts then is that configuration, which a restart repeats.
-PyTorch's store client logs its connection problems at WARNING while it retries
+libfabric's EFA provider reads an invalid receiver queue pair number as a
+crashed peer: the peer's own failure decides. PyTorch's store client logs its connection problems at WARNING while it retries
 (a server not yet listening, a connect attempt reset): noise until the store itself gives up. A shell
 prompt that shows `host:dir$` without a user still names the host of what follows. Lines
 are synthetic, in the format NCCL, PyTorch and bash print.
@@ -30,6 +31,9 @@ CLOSED = N + "misc/socket.cc:538 NCCL WARN Net : Connection closed by remote pee
 BOOTSTRAP = N + "NCCL INFO Bootstrap : Using eth0:{ip}<0>"
 LOCAL = N + "NCCL INFO [Service thread] Connection closed by localRank {r}"
 IFACE = N + "NCCL INFO {what} : Using {iface}<0>"
+EFA_QPN = (N + "process_err_completion:1562 NCCL WARN NET/OFI Request 0x7f08c0001d30 completed with error. RC: 5. "
+           "Error: Invalid receiver queue pair number (QPN) My EFA addr: fi_addr_efa://[fe80::30:43ff:fe60:456b]:0:"
+           "657145598")
 
 # (name, log, category, culprit kind, restart, drain)
 CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool]] = [
@@ -95,6 +99,13 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool]] = [
     ("local-rank-closed-after-an-exception", [
         "[rank3]: Traceback (most recent call last):", "[rank3]: ValueError: bad shape (3, 4)",
         LOCAL.format(h="hx-1", r=3)], Category.APP_ERROR, CulpritKind.APP, False, False),
+    # libfabric's EFA provider: an invalid receiver QPN is typically a crashed peer (efa_strerror.c): the peer's
+    # own failure decides; alone it settles nothing and restarts nothing.
+    ("efa-invalid-qpn-alone", [EFA_QPN], Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
+    ("efa-invalid-qpn-after-the-peer-was-oom-killed", [
+        "[Thu Dec  3 10:41:02 2026] Out of memory: Killed process 4411 (python3) total-vm:81234567kB, "
+        "anon-rss:7990000kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:16000kB oom_score_adj:0",
+        EFA_QPN], Category.OOM, CulpritKind.APP, False, False),
     # c10d's store client warns and retries while it connects (socket.cpp, TCPStore.cpp): noise.
     ("store-server-not-yet-listening", [
         "[W socket.cpp:634] The server socket on [localhost]:29501 is not yet listening (errno: 111 - "
