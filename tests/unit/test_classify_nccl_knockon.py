@@ -9,9 +9,9 @@ connection at INFO level, at a normal end as much as after a failure: not a fail
 NCCL picks loopback or a container bridge for its sockets only when no other interface is there
 (or NCCL_SOCKET_IFNAME asks), and Gloo binds to loopback when the host's name does not resolve to a
 local address: a network failure between hosts then is that configuration, which a restart repeats.
-libfabric's EFA provider reads an invalid receiver queue pair number as a
-crashed peer: the peer's own failure decides. PyTorch's store client logs its connection problems at WARNING while it retries
-(a server not yet listening, a connect attempt reset): noise until the store itself gives up. A shell
+libfabric's EFA provider reads an invalid receiver queue pair number as a crashed peer: the peer's own
+failure decides. PyTorch's store client logs its connection problems at WARNING while it retries (a
+server not yet listening, a connect attempt reset): noise until the store itself gives up. A shell
 prompt that shows `host:dir$` without a user still names the host of what follows. Lines
 are synthetic, in the format NCCL, PyTorch and bash print.
 """
