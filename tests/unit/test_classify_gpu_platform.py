@@ -89,6 +89,17 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool, str]] = [
                                         "Channel (0x9). RST: No, D-RST: No",
                                         "dcgm health: GPU 3 had memory errors and row remappings are pending"],
      Category.GPU_HARDWARE, CulpritKind.GPU, False, True, "xid-94"),
+    # PCIe AER: an uncorrectable error the kernel could not recover on the NVIDIA GPU it names (the driver has no
+    # AER callbacks): the GPU, by its PCI id, on a node to drain. The root port's summary alone names no GPU.
+    ("aer-fatal-gpu-unrecovered", [
+        "[  +0.000004] pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: 0000:00:03.0",
+        "[  +0.000898] pcieport 0000:00:03.0:    [14] CmpltTO                (First)",
+        "[  +0.000921] nvidia 0000:03:00.0: AER: can't recover (no error_detected callback)",
+        "[  +0.000001] pcieport 0000:00:03.0: AER: device recovery failed"],
+     Category.GPU_HARDWARE, CulpritKind.GPU, True, True, "pcie-aer-gpu-unrecovered"),
+    ("aer-fatal-root-port-only", [
+        "[  +0.000004] pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: 0000:00:03.0"],
+     Category.GPU_HARDWARE, CulpritKind.NODE, True, True, "pcie-aer-fatal"),
     # Xid 45 caused by an NVLink5 Xid whose decode the line does not carry: the NVLink fault ended the job.
     ("xid-45-after-xid-149", [K + "NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused "
                               "by previous Xid 149"],
@@ -108,10 +119,10 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool, str]] = [
     # An Xid line whose `NVRM:` prefix a log shipper cut, with a PCI id the poster redacted.
     ("xid-79-without-nvrm-prefix", ["Xid (PCI:0000:??:00): 79 - GPU has fallen off the bus"],
      Category.GPU_HARDWARE, CulpritKind.NODE, True, True, "xid-79"),
-    # The kernel's AER report of a fatal uncorrectable error on the device itself.
+    # The kernel's AER report of a fatal uncorrectable error on the device itself: the GPU, by its PCI id.
     ("pcie-bus-error-fatal", [K + "nvidia 0000:3b:00.0: PCIe Bus Error: severity=Uncorrected (Fatal), "
                               "type=Transaction Layer, (Requester ID)"],
-     Category.GPU_HARDWARE, CulpritKind.NODE, True, True, "pcie-aer-fatal"),
+     Category.GPU_HARDWARE, CulpritKind.GPU, True, True, "pcie-aer-gpu-unrecovered"),
     # An out-of-memory error on a GPU that has had an uncorrectable ECC error since the driver loaded:
     # nvidia-smi's Volatile Uncorr. ECC column (the third cell of a GPU's first row) says so, and the
     # ECC error is the cause (NVIDIA's bucket for Xid 48: reset the GPU).
@@ -168,7 +179,15 @@ def test_lspci_names_the_gpu_that_reads_all_ones() -> None:
      "|   1  NVIDIA A100-SXM4-80GB On | 00000000:00:1E.0 Off |                  N/A |"],
     # Xid 63 alone stays NVIDIA's IGNORE bucket.
     [XID_63],
+    # AER recovery failing for a device that is not an NVIDIA GPU (its HDMI audio function) names no GPU fault.
+    ["[  +0.000001] snd_hda_intel 0000:03:00.1: AER: can't recover (no error_detected callback)"],
 ])
 def test_lines_that_are_no_gpu_fault(log: list[str]) -> None:
     v = classify_lines(log)
     assert (v.drain, v.restart) == (False, False), (v.signatures, v.explanation)
+
+
+def test_an_unrecovered_aer_error_names_the_gpu_by_its_pci_id() -> None:
+    v = classify_lines(["pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: 0000:00:03.0",
+                        "nvidia 0000:03:00.0: AER: can't recover (no error_detected callback)"])
+    assert v.culprit_kind is CulpritKind.GPU and v.gpu is not None and v.gpu.lower().startswith("0000:03:00")

@@ -212,6 +212,9 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
      "remote (never received a response))", "efa-unreachable-remote", {}),
     ("hx-1:2201:2250 [0] NCCL WARN NET/OFI Request 0x7f12 completed with error. RC: 103. Error: 4126 (Unresponsive "
      "receiver (reachable by EFA device but handshake failed))", "efa-receiver-unresponsive", {}),
+    ("[  +0.000844] nvidia 0000:03:00.0: AER: can't recover (no error_detected callback)", "pcie-aer-gpu-unrecovered",
+     {"pci": "0000:03:00.0"}),
+    ("pcieport 0000:3a:00.0: AER: Uncorrected (Fatal) error received: 0000:3b:00.0", "pcie-aer-fatal", {}),
     ("hx-1:2201:2250 [0] NCCL WARN NET/OFI Request 0x7f12 completed with error. RC: 5. Error: Invalid receiver "
      "queue pair number (QPN) My EFA addr: fi_addr_efa://[fe80::1]:0:65", "efa-invalid-dest-qpn", {}),
     ("libfabric:4411:1700000000::efa:cq:efa_rdm_pke_handle_rx_error():88<warn> err: 22, message: Invalid packet "
