@@ -18,6 +18,10 @@ CAT = default_catalogue()
 # (line, signature id, groups it must read)
 REASON_LINES: list[tuple[str, str, dict[str, str]]] = [
     # Slurm node reasons (scontrol show node, sinfo -R, slurmctld's log)
+    ("srun: error: Task launch for StepId=9.0 failed on node hx-5: Slurmd could not execve job",
+     "slurm-launch-failed-program", {}),
+    ("srun: error: Task launch for StepId=9.0 failed on node hx-5: Communication connection failure",
+     "slurm-launch-failed-other", {"host": "hx-5"}),
     ("   Reason=Not responding [slurm@2026-11-29T00:00:00]", "slurm-node-not-responding", {}),
     ("[2026-11-29T00:00:00.123] error: Nodes gpu07 not responding", "slurm-node-not-responding", {"host": "gpu07"}),
     ("[2026-11-29T00:00:00.123] error: Nodes node[00,03,25] not responding", "slurm-node-not-responding", {}),
@@ -103,8 +107,25 @@ VERDICTS: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bo
      Category.NODE_FAILURE, CulpritKind.UNKNOWN, None, False, True, Confidence.MEDIUM),
     ("launch-failed-held", ["  4242  gpu  train  alice PD  0:00  4 (launch failed requeued held)"],
      Category.NODE_FAILURE, CulpritKind.UNKNOWN, None, False, True, Confidence.MEDIUM),
+    # srun's launch failure: Slurm's own error string after the colon says whose it is (slurm_errno.c).
+    ("launch-failed-node-user-db", ["srun: error: Task launch for StepId=77.0 failed on node hx-5: User not found on "
+                                    "host"],
+     Category.NODE_FAILURE, CulpritKind.NODE, "hx-5", True, True, Confidence.HIGH),
+    ("launch-failed-prolog", ["srun: error: Task launch for 23.0 failed on node gpu-3: Job prolog failed"],
+     Category.NODE_FAILURE, CulpritKind.NODE, "gpu-3", True, True, Confidence.HIGH),
+    # The job's own program cannot be run: whatever node it names, nothing is drained (a user can make
+    # any launch fail this way), and an unchanged rerun fails the same.
+    ("launch-failed-execve", ["srun: error: Task launch for StepId=77.0 failed on node hx-5: Slurmd could not "
+                              "execve job"], Category.APP_ERROR, CulpritKind.APP, None, False, False, Confidence.HIGH),
+    ("launch-failed-output-file", ["srun: error: Task launch for StepId=77.0 failed on node hx-5: could not open "
+                                   "output file"], Category.APP_ERROR, CulpritKind.APP, None, False, False,
+     Confidence.HIGH),
+    # A reason that does not say the node is broken: restarted, not drained, not settled.
+    ("launch-failed-connection", ["srun: error: Task launch for StepId=77.0 failed on node hx-5: Communication "
+                                  "connection failure"], Category.NODE_FAILURE, CulpritKind.NODE, "hx-5", False, True,
+     Confidence.MEDIUM),
     # PyTorch's own collective check: an application bug, settled by PyTorch's documentation.
-    ("collective-mismatch", [REASON_LINES[14][0]],
+    ("collective-mismatch", [next(line for line, sig, _ in REASON_LINES if sig == "torch-debug-collective-mismatch")],
      Category.APP_ERROR, CulpritKind.APP, None, False, False, Confidence.HIGH),
     # The rank that never reached the barrier is named; why it stopped is not.
     ("monitored-barrier", ["RuntimeError: Rank 1 failed to pass monitoredBarrier in 2000 ms"],
