@@ -3,7 +3,10 @@
 As `goodput-mallory`, a real unprivileged lab user: a job prints a kernel-style Xid line that names
 another node; through the log watcher (autonomous mode, so goodput would act) and through the log
 push endpoint, the incident names the node as unverified evidence and drains nothing. A job that
-swaps its output file for a symlink to a root-only file gets that file refused, not read.
+swaps its output file for a symlink to a root-only file gets that file refused, not read. A batch
+script whose `#!` line names a program that does not exist (directly, or an interpreter that is itself
+a script with a missing interpreter: execve(2) answers ENOENT as for a missing file) is reported by
+slurmstepd as a bad interpreter, not as the spool's missing script, and drains nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities.adapters.slurm_cli import SlurmCliBackend
 from goodput.detect.push import PushConfig
 from goodput.detect.watch import OptInRule, WatchClusterInput
+from goodput.diagnose.classify import classify_file
 from goodput.models import IncidentKey, Mode
 from goodput.recover.incident import IncidentReport
 from goodput.recover.policy import Policy
@@ -156,3 +160,23 @@ async def _watch_result(handle: WorkflowHandle[Any, Any]) -> object | None:
     if description.status is None or description.status.name == "RUNNING":
         return None
     return await handle.result()
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["missing-interpreter", "interpreter-whose-own-is-missing"])
+async def test_a_batch_script_with_a_missing_interpreter_drains_nothing(lab: Lab, nested: bool) -> None:
+    interpreter = "/nonexistent/shell"
+    if nested:  # executable, so only execve's ENOENT (for its own `#!`) says anything is missing
+        wrapper = lab.user_dir(MALLORY) / f"interpreter-{uuid.uuid4().hex[:6]}"
+        wrapper.write_text("#!/nonexistent/shell\n")
+        wrapper.chmod(0o755)
+        interpreter = str(wrapper)
+    out = lab.user_dir(MALLORY) / "missing-interpreter-%j.log"
+    job_id = lab.sbatch_as(MALLORY, "--nodes=1", "--nodelist=node1", "--no-requeue", f"--output={out}",
+                           script=f"#!{interpreter}\necho never\n")
+    path = Path(str(out).replace("%j", job_id))
+    text = await eventually(lambda: path.read_text() if path.exists() else "", lambda t: "execve" in t,
+                            timeout=30, what="slurmstepd's execve error in mallory's output")
+    assert "slurm_script" not in text, text  # never the spool's missing-script line
+    verdict = classify_file(str(path))
+    assert verdict.signatures[:1] == ("slurmstepd-bad-interpreter",), (verdict.signatures, text)
+    assert not verdict.drain and not verdict.restart

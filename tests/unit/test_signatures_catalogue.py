@@ -88,8 +88,6 @@ UNSOURCED_DRAINS = {
     # rdma-core's mlx5 provider dumps every error completion except flush and retry-exceeded ones:
     # a peer's or the program's fault as well as this NIC's.
     "mlx5-cqe-error",
-    # No Slurm document says what a batch script missing from the spool means.
-    "slurmstepd-script-missing",
 }
 
 

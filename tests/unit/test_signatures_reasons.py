@@ -18,6 +18,8 @@ CAT = default_catalogue()
 # (line, signature id, groups it must read)
 REASON_LINES: list[tuple[str, str, dict[str, str]]] = [
     # Slurm node reasons (scontrol show node, sinfo -R, slurmctld's log)
+    ("slurmstepd: error: execve(): bad interpreter(/nonexistent/shell): No such file or directory",
+     "slurmstepd-bad-interpreter", {"detail": "/nonexistent/shell"}),
     ("srun: error: Task launch for StepId=9.0 failed on node hx-5: Slurmd could not execve job",
      "slurm-launch-failed-program", {}),
     ("srun: error: Task launch for StepId=9.0 failed on node hx-5: Communication connection failure",
@@ -124,6 +126,14 @@ VERDICTS: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bo
     ("launch-failed-connection", ["srun: error: Task launch for StepId=77.0 failed on node hx-5: Communication "
                                   "connection failure"], Category.NODE_FAILURE, CulpritKind.NODE, "hx-5", False, True,
      Confidence.MEDIUM),
+    # slurmstepd's exec_task: a script it cannot open is gone from the node's spool (the node's); a script whose
+    # `#!` interpreter is missing is reported as a bad interpreter (the job's own script, drained nowhere).
+    ("batch-script-missing-from-spool", ["Dec  3 10:41:02 gpu-b07 slurmstepd[4411]: error: execve(): /var/spool/"
+                                         "slurmd/job4411/slurm_script: No such file or directory"],
+     Category.NODE_FAILURE, CulpritKind.NODE, "gpu-b07", True, True, Confidence.HIGH),
+    ("batch-script-bad-interpreter", ["Dec  3 10:41:02 gpu-b07 slurmstepd[4411]: error: execve(): bad interpreter"
+                                      "(/bin/bash\r): No such file or directory"],
+     Category.APP_ERROR, CulpritKind.APP, None, False, False, Confidence.HIGH),
     # PyTorch's own collective check: an application bug, settled by PyTorch's documentation.
     ("collective-mismatch", [next(line for line, sig, _ in REASON_LINES if sig == "torch-debug-collective-mismatch")],
      Category.APP_ERROR, CulpritKind.APP, None, False, False, Confidence.HIGH),
