@@ -46,21 +46,27 @@ def iter_lines(stream: BinaryIO) -> Iterator[str]:
 
 
 def _blocks_of_lines(stream: BinaryIO) -> Iterator[list[str]]:
+    return map(_decode_block, _byte_blocks(stream))
+
+
+def _byte_blocks(stream: BinaryIO) -> Iterator[bytes]:
+    """The stream as blocks of whole lines joined by newlines (no final newline), each line cut to
+    `_READ_CAP` bytes, the tail of an over-long line skipped: what `iter_lines` decodes."""
     pending = b""
     while True:
         block = stream.read(_BLOCK)
         data = pending + block if pending else block
         cut = data.rfind(b"\n")
         if cut >= 0:
-            yield _decode_block(data[:cut])
+            yield data[:cut]
             data = data[cut + 1:]
         # `data` is now the start of one line, without its newline
         if not block:
             if data:
-                yield [_decode_line(data[:_READ_CAP])]
+                yield data[:_READ_CAP]
             return
         if len(data) >= _READ_CAP:
-            yield [_decode_line(data[:_READ_CAP])]
+            yield data[:_READ_CAP]
             data = _skip_to_next_line(stream)
         pending = data
 
@@ -94,9 +100,12 @@ def _skip_to_next_line(stream: BinaryIO) -> bytes:
 
 
 def classify_file(path: str, catalogue: Catalogue | None = None) -> Verdict:
-    """Raises OSError when the file cannot be opened or read."""
+    """Raises OSError when the file cannot be opened or read. The same verdict as `classify_lines`
+    over `iter_lines` of the file, with only the lines that hold a catalogue literal decoded."""
+    cat = catalogue or default_catalogue()
+    builder = VerdictBuilder(cat.version, mismatch=cat.get("nccl-collective-mismatch"))
     with open(path, "rb") as stream:
-        return classify_lines(iter_lines(stream), catalogue)
+        return builder.add_all(cat.scan_blocks(_byte_blocks(stream))).build()
 
 
 def verdict_json(path: str, verdict: Verdict) -> dict[str, object]:

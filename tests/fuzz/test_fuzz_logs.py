@@ -20,8 +20,11 @@ from goodput.detect.logtail import split_srun_label
 from goodput.detect.progress import ProgressParser
 from goodput.detect.stamps import line_time
 from goodput.detect.straggler_report import MARKER, StragglerReportError, parse_report
-from goodput.diagnose.classify import classify_lines, iter_lines, verdict_json
+from goodput.diagnose.classify import classify_file, classify_lines, iter_lines, verdict_json
 from goodput.diagnose.signatures import MAX_SCAN_CHARS, default_catalogue
+from goodput.diagnose.signatures.matcher import batches
+from goodput.diagnose.signatures.prefixes import RepeatedPrefix
+from goodput.untrusted_text import utf8
 from tests.fuzz.backtracking_reference import OldMatcher, new_match
 from tests.fuzz.harness import rejects_cleanly
 from tests.fuzz.log_strategies import PREFIXES, REAL_LINES, log_lines, mutated_line, numbers
@@ -50,8 +53,18 @@ def test_match_line(line: str, line_no: int) -> None:
 def test_scan_agrees_with_match_line(lines: list[str], start: int) -> None:
     scanned = rejects_cleanly("log-scan", lambda: list(CAT.scan(lines, start)), ())
     assert scanned is not None
-    one_by_one = [m for n, line in enumerate(lines, start) for m in CAT.match_line(line, n)]
+    # Each line on its own, with the prefixes its batch repeats (which may name a host no known prefix
+    # does); a batch whose lines hold newlines of their own is matched line by line, with none.
+    one_by_one = [m for batch, text, first in batches(lines, start)
+                  for layout in [_layout(batch, text)]
+                  for n, line in enumerate(batch, first)
+                  for m in CAT.match_line(line, n, layout)]
     assert scanned == one_by_one
+
+
+def _layout(batch: list[str], text: str) -> RepeatedPrefix | None:
+    data = utf8(text)
+    return RepeatedPrefix(data) if data.count(b"\n") == len(batch) - 1 else None
 
 
 def _log_bytes(lines: list[str], newline: str) -> bytes:
@@ -65,13 +78,18 @@ log_files = st.one_of(
 )
 
 
-@given(log_files)
-def test_classify_a_log_file(data: bytes) -> None:
-    verdict = rejects_cleanly("log-file-classify", lambda: classify_lines(iter_lines(io.BytesIO(data))), ())
-    assert verdict is not None
-    assert verdict.rank is None or 0 <= verdict.rank < MAX_RANK
-    assert len(verdict.evidence) <= 8 and all(len(e.text) <= 600 for e in verdict.evidence)
-    json.dumps(verdict_json("job.log", verdict), ensure_ascii=False).encode("utf-8", "surrogatepass")
+@given(data=log_files)
+def test_classify_a_log_file(data: bytes, tmp_path_factory: pytest.TempPathFactory) -> None:
+    path = tmp_path_factory.getbasetemp() / "fuzz-job.log"  # one file, rewritten per example
+    path.write_bytes(data)
+    # The text path (what the live tailers feed) and `classify_file`'s byte path, which decodes hit lines only.
+    for target, read in (("log-file-classify", lambda: classify_lines(iter_lines(io.BytesIO(data)))),
+                         ("log-file-classify-bytes", lambda: classify_file(str(path)))):
+        verdict = rejects_cleanly(target, read, ())
+        assert verdict is not None
+        assert verdict.rank is None or 0 <= verdict.rank < MAX_RANK
+        assert len(verdict.evidence) <= 8 and all(len(e.text) <= 600 for e in verdict.evidence)
+        json.dumps(verdict_json("job.log", verdict), ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
 @given(mutated_line(ascii_only=True, max_repeat=3_000))

@@ -1,12 +1,15 @@
 """`iter_lines` reads a log in large blocks for speed; these tests hold it to the line-by-line reading
 it replaced (decoding, CR stripping, over-long lines cut, the last line without a newline), on random
-bytes and with the caps shrunk so over-long lines and lines straddling blocks are common; and the
-matcher, which hands a hit line's bytes out of its batch, to matching each line on its own."""
+bytes and with the caps shrunk so over-long lines and lines straddling blocks are common; the
+matcher, which hands a hit line's bytes out of its batch, to matching each line on its own; and
+`classify_file`'s byte path (`Catalogue.scan_blocks`, which decodes only hit lines) to scanning the
+decoded lines, match for match."""
 
 from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from pathlib import Path
 from typing import BinaryIO
 
 import pytest
@@ -14,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from goodput.diagnose import classify
+from goodput.diagnose.signatures import default_catalogue, matcher, split_prefix
 
 
 def reference_lines(stream: BinaryIO, cap: int) -> Iterator[str]:
@@ -67,3 +71,48 @@ def test_scan_reads_each_hit_line_from_the_batch_bytes_alone() -> None:
                   for m in cat.match_line(line, n)]
     assert scanned == one_by_one
     assert len({n for n, _, _ in scanned}) > 300
+
+
+# Bytes that make lines hit: literals of several signatures (a host prefix, an Xid, a Python error).
+_HITS = st.sampled_from([b"node7:4411:4411 [0] NCCL WARN Call to connect returned Connection refused",
+                         b"NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.",
+                         b"KeyError: 'x'", b"srun: error: node7: task 3: Exited with exit code 1",
+                         b"gpu7: RuntimeError: CUDA error: an illegal memory access was encountered"])
+
+
+def _key(m: matcher.Match) -> tuple[object, ...]:
+    """A match as both paths must agree on it. A host no known prefix names is inferred from the
+    prefixes its chunk of log repeats, and the two paths cut the log into chunks differently (lines
+    or bytes), so only that host may differ; the live path infers none at all."""
+    stated = split_prefix(m.text)[0].host is not None
+    context = m.context if stated else (m.context.rank, m.context.task)
+    return m.line_no, m.signature.id, m.text, tuple(sorted(m.groups.items())), context
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.one_of(_PIECES, _HITS), max_size=60), cap=st.integers(8, 200),
+       block=st.integers(1, 300), chunk=st.integers(1, 120))
+def test_the_byte_scan_equals_scanning_the_decoded_lines(pieces: list[bytes], cap: int, block: int, chunk: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    data = b"".join(pieces)
+    cat = default_catalogue()
+    with monkeypatch.context() as m:
+        # the reader cuts a line at 4 bytes per character of the matcher's cap, as shipped
+        m.setattr(classify, "_READ_CAP", 4 * cap)
+        m.setattr(classify, "_BLOCK", block)
+        m.setattr(matcher, "MAX_SCAN_CHARS", cap)
+        m.setattr(matcher, "_CHUNK_BYTES", chunk)
+        by_bytes = [_key(hit) for hit in cat.scan_blocks(classify._byte_blocks(io.BytesIO(data)))]
+        by_text = [_key(hit) for hit in cat.scan(classify.iter_lines(io.BytesIO(data)))]
+    assert by_bytes == by_text
+
+
+def test_classify_file_gives_the_verdict_of_its_lines(tmp_path: Path) -> None:
+    from benchmarks.classify_throughput import generate
+
+    lines = [*generate(3000, 0.2, seed=9), "Ünïcødé ✓ NCCL WARN after", "x" * 70_000 + " NCCL WARN cut"]
+    path = tmp_path / "job.log"
+    path.write_bytes(b"\r\n".join(line.encode() for line in lines) + b"\xff\n")
+    with path.open("rb") as stream:
+        want = classify.verdict_json(str(path), classify.classify_lines(classify.iter_lines(stream)))
+    assert classify.verdict_json(str(path), classify.classify_file(str(path))) == want

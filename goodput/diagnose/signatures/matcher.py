@@ -6,7 +6,9 @@ log line. The loader refuses a pattern RE2 cannot run, so nothing else can reach
 
 Training logs are mostly clean lines (loss, throughput, NCCL INFO), often millions of them.
 `scan` joins a few hundred lines and searches them once for any signature literal; only a line
-holding one goes further. There one RE2 set names every literal present, which names the
+holding one goes further. `scan_blocks` does the same over a file read as bytes, 32 KiB of whole
+lines at a time, and decodes only the lines that hold a literal: most of a log is never decoded,
+split into lines or encoded again. There one RE2 set names every literal present, which names the
 candidate signatures, and only their regexes run (on the line without its launcher prefixes).
 Lines are capped before any regex sees them, so a 2 MB line of base64 or binary garbage costs the
 same as a 64 KiB one. A literal many signatures share (`Xid`, one signature per Xid of NVIDIA's
@@ -29,6 +31,10 @@ MAX_SCAN_CHARS = 64 * 1024
 # so a log of 64 KiB lines is read a few lines at a time and memory stays flat.
 _BATCH_LINES = 256
 _BATCH_CHARS = 1 << 20
+# `scan_blocks` searches a read log this many bytes at a time (whole lines; a longer line alone),
+# about the text path's batch of 256 lines of progress output; the chunk is also the span whose
+# repeated line prefixes may name a host.
+_CHUNK_BYTES = 32 * 1024
 # Candidate lists remembered per combination of literals found in a line.
 _MAX_COMBINATIONS = 4096
 # A literal shared by this many signatures (`Xid`: one signature per Xid of NVIDIA's catalogue) gets
@@ -153,17 +159,60 @@ class Catalogue:
         """Stream matches over lines numbered from `start`; memory stays flat for any input."""
         if self._first_literal is None:
             return
-        it = iter(lines)
-        first, size = start, 16
-        while batch := list(islice(it, size)):
-            text = "\n".join(batch)
-            # No line can be over the cap when the whole batch is not (the common case: no `max`).
-            if len(text) > MAX_SCAN_CHARS and max(map(len, batch)) > MAX_SCAN_CHARS:
-                batch = [line[:MAX_SCAN_CHARS] for line in batch]
-                text = "\n".join(batch)
+        for batch, text, first in batches(lines, start):
             yield from self._scan_batch(batch, text, first)
-            first += len(batch)
-            size = max(1, min(_BATCH_LINES, _BATCH_CHARS * len(batch) // (len(text) + 1)))
+
+    def scan_blocks(self, blocks: Iterable[bytes], start: int = 1) -> Iterator[Match]:
+        """`scan` over a log read as bytes: each block is whole lines joined by newlines (no final
+        newline), as `goodput.diagnose.classify` reads a file. Only a line that holds a literal is
+        decoded (invalid UTF-8 replaced, a trailing CR dropped, as the text reader does); the rest of
+        the log is searched as the bytes it was read as, never decoded, split or encoded again."""
+        if self._first_literal is None:
+            return
+        first = start
+        for block in blocks:
+            pos, end = 0, len(block)
+            while True:
+                cut = end if end - pos <= _CHUNK_BYTES else block.rfind(b"\n", pos, pos + _CHUNK_BYTES + 1)
+                if cut < pos:  # one line longer than a chunk: it is a chunk of its own
+                    cut = block.find(b"\n", pos + _CHUNK_BYTES)
+                    cut = end if cut < 0 else cut
+                chunk = block[pos:cut]
+                if len(chunk) > MAX_SCAN_CHARS:  # a line may be over the cap: the text path cuts it
+                    # cut as the text reader cuts a line (4 bytes per character at most), then decoded
+                    batch = [_decoded(line[:4 * MAX_SCAN_CHARS]) for line in chunk.split(b"\n")]
+                    yield from self.scan(batch, first)
+                    first += len(batch)
+                else:
+                    yield from self._scan_chunk(chunk, first)
+                    first += chunk.count(b"\n") + 1
+                if cut >= end:
+                    break
+                pos = cut + 1
+
+    def _scan_chunk(self, chunk: bytes, first: int) -> Iterator[Match]:
+        """`_scan_batch` for whole lines as read (no line over the cap), decoding only hit lines."""
+        assert self._first_literal is not None
+        layout = RepeatedPrefix(chunk)
+        find = self._first_literal.search
+        index, pos = 0, 0
+        while (found := find(chunk, pos)) is not None:
+            hit_at = found.start()
+            newlines = chunk.count(b"\n", pos, hit_at)
+            if newlines:
+                index += newlines
+                pos = chunk.rfind(b"\n", pos, hit_at) + 1
+            line_end = chunk.find(b"\n", found.end())
+            raw = chunk[pos:line_end if line_end >= 0 else len(chunk)]
+            line = _decoded(raw)
+            # The bytes the text path would match: the line decoded and encoded again (the same bytes
+            # when the line is valid UTF-8 and has no trailing CR).
+            data = raw if raw.isascii() and not raw.endswith(b"\r") else utf8(line)
+            yield from self._match_data(line, data, first + index, layout)
+            if line_end < 0:
+                return
+            index += 1
+            pos = line_end + 1
 
     def _scan_batch(self, batch: list[str], text: str, first: int) -> Iterator[Match]:
         """One search over the batch joined by newlines finds the next line holding a literal."""
@@ -191,3 +240,24 @@ class Catalogue:
                 return
             index += 1
             pos = line_end + 1
+
+
+def batches(lines: Iterable[str], start: int = 1) -> Iterator[tuple[list[str], str, int]]:
+    """How `Catalogue.scan` cuts lines into batches: (lines, lines joined by newlines, number of the
+    first), each line capped; a batch is also the chunk whose repeated prefixes may name a host."""
+    it = iter(lines)
+    first, size = start, 16
+    while batch := list(islice(it, size)):
+        text = "\n".join(batch)
+        # No line can be over the cap when the whole batch is not (the common case: no `max`).
+        if len(text) > MAX_SCAN_CHARS and max(map(len, batch)) > MAX_SCAN_CHARS:
+            batch = [line[:MAX_SCAN_CHARS] for line in batch]
+            text = "\n".join(batch)
+        yield batch, text, first
+        first += len(batch)
+        size = max(1, min(_BATCH_LINES, _BATCH_CHARS * len(batch) // (len(text) + 1)))
+
+
+def _decoded(raw: bytes) -> str:
+    """A line as the text reader decodes it: invalid UTF-8 replaced, trailing CRs dropped."""
+    return raw.decode("utf-8", errors="replace").rstrip("\r")
