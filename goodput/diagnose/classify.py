@@ -1,9 +1,11 @@
 """`goodput classify`: run the signature catalogue over logs and say what failed and who is to blame.
 
-The same `classify_lines` serves the live service (lines tailed from a job's output) and the
-offline command (files named on the command line), so a post-mortem gives the verdict the
-service would have given. Files are read as bytes in bounded pieces: any size, any encoding, any
-line length; undecodable bytes become U+FFFD and never stop the scan.
+The live service's log watcher (`goodput.detect.live`) matches the same catalogue line by line
+and weighs its hits with the same `VerdictBuilder`, so a post-mortem reads a log by the rules the
+service used. Offline, a host that no known prefix names may also be inferred from the prefixes a
+stretch of the log repeats, which the live watcher does not do. Files are read as bytes in bounded
+pieces: any size, any encoding, any line length. Only the lines that hold a catalogue literal are
+decoded, and undecodable bytes become U+FFFD and never stop the scan.
 """
 
 from __future__ import annotations
