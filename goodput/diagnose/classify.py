@@ -16,7 +16,7 @@ from datetime import datetime
 from itertools import chain
 from typing import BinaryIO, TextIO
 
-from goodput.diagnose.signatures import MAX_SCAN_CHARS, Catalogue, default_catalogue
+from goodput.diagnose.signatures import MAX_SCAN_CHARS, Catalogue, Match, default_catalogue
 from goodput.diagnose.signatures.verdict import Evidence, Verdict, VerdictBuilder
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, CulpritKind
 
@@ -32,8 +32,12 @@ _BLOCK = 1 << 20
 def classify_lines(lines: Iterable[str], catalogue: Catalogue | None = None) -> Verdict:
     """The verdict for one log, given as lines (numbered from 1)."""
     cat = catalogue or default_catalogue()
+    return _verdict(cat, cat.scan(lines))
+
+
+def _verdict(cat: Catalogue, matches: Iterable[Match]) -> Verdict:
     builder = VerdictBuilder(cat.version, mismatch=cat.get("nccl-collective-mismatch"))
-    return builder.add_all(cat.scan(lines)).build()
+    return builder.add_all(matches).build()
 
 
 def iter_lines(stream: BinaryIO) -> Iterator[str]:
@@ -105,9 +109,8 @@ def classify_file(path: str, catalogue: Catalogue | None = None) -> Verdict:
     """Raises OSError when the file cannot be opened or read. The same verdict as `classify_lines`
     over `iter_lines` of the file, with only the lines that hold a catalogue literal decoded."""
     cat = catalogue or default_catalogue()
-    builder = VerdictBuilder(cat.version, mismatch=cat.get("nccl-collective-mismatch"))
     with open(path, "rb") as stream:
-        return builder.add_all(cat.scan_blocks(_byte_blocks(stream))).build()
+        return _verdict(cat, cat.scan_blocks(_byte_blocks(stream)))
 
 
 def verdict_json(path: str, verdict: Verdict) -> dict[str, object]:

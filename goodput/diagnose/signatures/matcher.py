@@ -192,31 +192,16 @@ class Catalogue:
 
     def _scan_chunk(self, chunk: bytes, first: int) -> Iterator[Match]:
         """`_scan_batch` for whole lines as read (no line over the cap), decoding only hit lines."""
-        assert self._first_literal is not None
         layout = RepeatedPrefix(chunk)
-        find = self._first_literal.search
-        index, pos = 0, 0
-        while (found := find(chunk, pos)) is not None:
-            hit_at = found.start()
-            newlines = chunk.count(b"\n", pos, hit_at)
-            if newlines:
-                index += newlines
-                pos = chunk.rfind(b"\n", pos, hit_at) + 1
-            line_end = chunk.find(b"\n", found.end())
-            raw = chunk[pos:line_end if line_end >= 0 else len(chunk)]
+        for index, raw in self._hit_lines(chunk):
             line = _decoded(raw)
             # The bytes the text path would match: the line decoded and encoded again (the same bytes
             # when the line is valid UTF-8 and has no trailing CR).
             data = raw if raw.isascii() and not raw.endswith(b"\r") else utf8(line)
             yield from self._match_data(line, data, first + index, layout)
-            if line_end < 0:
-                return
-            index += 1
-            pos = line_end + 1
 
     def _scan_batch(self, batch: list[str], text: str, first: int) -> Iterator[Match]:
         """One search over the batch joined by newlines finds the next line holding a literal."""
-        assert self._first_literal is not None
         data = utf8(text)
         # Counted on the bytes (one memchr pass), the same count as on the text: a newline is one byte.
         if data.count(b"\n") != len(batch) - 1:  # a line with a newline inside: judge lines one by one
@@ -224,6 +209,14 @@ class Catalogue:
                 yield from self.match_line(line, first + index)
             return
         layout = RepeatedPrefix(data)
+        # The line's bytes are already in the batch: no second encoding of the hit line.
+        for index, raw in self._hit_lines(data):
+            yield from self._match_data(batch[index], raw, first + index, layout)
+
+    def _hit_lines(self, data: bytes) -> Iterator[tuple[int, bytes]]:
+        """Each line of newline-joined `data` that holds a literal: its index and its bytes. One
+        search over the whole of `data` finds the next such line."""
+        assert self._first_literal is not None
         find = self._first_literal.search
         index, pos = 0, 0  # the line `index` starts at byte `pos`
         while (found := find(data, pos)) is not None:
@@ -233,9 +226,7 @@ class Catalogue:
                 index += newlines
                 pos = data.rfind(b"\n", pos, hit_at) + 1
             line_end = data.find(b"\n", found.end())  # literals hold no newline (the loader checks)
-            # The line's bytes are already in the batch: no second encoding of the hit line.
-            yield from self._match_data(batch[index], data[pos:line_end if line_end >= 0 else len(data)],
-                                        first + index, layout)
+            yield index, data[pos:line_end if line_end >= 0 else len(data)]
             if line_end < 0:
                 return
             index += 1
