@@ -39,6 +39,11 @@ def resume_point(root: Path) -> tuple[str | None, int]:
     return (choice.checkpoint.path, choice.checkpoint.step) if choice.checkpoint else (None, 0)
 
 
+def stamp() -> str:
+    """Megatron's own prefix: when a line was printed, for reading a failed test's story."""
+    return datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+
+
 def fault(rank: int, step: int, newest: Path | None) -> None:
     attempt = os.environ.get("SLURM_RESTART_COUNT", "0")
     path = Path(os.environ["FAULT_DIR"]) / f"fault-{os.environ['SLURM_JOB_ID']}-{attempt}"
@@ -77,7 +82,7 @@ def main() -> None:
         dcp.load(state, checkpoint_id=start_path)
         model.load_state_dict(state["model"])
         if rank == 0:
-            print(f"resumed from {start_path} at step {start}", flush=True)
+            print(f"[{stamp()}] resumed from {start_path} at step {start}", flush=True)
     newest: Path | None = None
     for step in range(start + 1, steps + 1):
         began = time.monotonic()
@@ -93,7 +98,7 @@ def main() -> None:
             newest = root / f"step-{step}"
             dcp.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, checkpoint_id=str(newest))
         if rank == 0:
-            print(f"iteration {step}/ {steps} | loss {loss.item():.4f} | elapsed time per iteration (ms): "
+            print(f"[{stamp()}] iteration {step}/ {steps} | loss {loss.item():.4f} | elapsed time per iteration (ms): "
                   f"{(time.monotonic() - began) * 1000:.1f}", flush=True)
         fault(rank, step, newest)
     dist.destroy_process_group()
