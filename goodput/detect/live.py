@@ -1,7 +1,8 @@
 """The live log detector of one job attempt: tailed lines in, anomalies out.
 
 The same catalogue and verdict code as `goodput classify`, applied batch by batch to what the
-tailer returns, plus the progress/hang detector. Pure apart from the state it folds: time is
+tailer returns (a host no known prefix names inferred, as there, from the prefixes a stretch of the
+batch repeats), plus the progress/hang detector. Pure apart from the state it folds: time is
 passed in, and anomaly ids are digests of the job attempt and the batch's first decisive line
 (file, byte offset, text). A watcher that restarts from an older cursor re-reads lines whose anomaly already
 went out; it is told where they end (goodput.detect.log_marks) and matches only what lies past
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 
 from pydantic import Field
@@ -26,8 +27,9 @@ from goodput.detect.straggler import DEFAULT_STRAGGLER_CONFIG, StragglerConfig
 from goodput.detect.straggler_case import straggler_anomaly_from_cases, straggler_cases
 from goodput.detect.straggler_report import ReportTally, StragglerReportError, observe, parse_report
 from goodput.diagnose.classify import anomaly_from_verdict
-from goodput.diagnose.signatures import Catalogue, default_catalogue
+from goodput.diagnose.signatures import MAX_SCAN_CHARS, Catalogue, default_catalogue
 from goodput.diagnose.signatures.model import Match, Role
+from goodput.diagnose.signatures.prefixes import RepeatedPrefix
 from goodput.diagnose.signatures.verdict import VerdictBuilder
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Frozen, IncidentKey, RestartEffect
 
@@ -74,6 +76,24 @@ def observable_at(line: LogLine, polled_at: datetime) -> datetime:
     return line_time(line.text, polled_at - STAMP_HORIZON, written) or written
 
 
+# Lines per layout window, by their length: about the piece `classify_file` reads at a time.
+LAYOUT_WINDOW_CHARS = 32 * 1024
+
+
+def _layouts(lines: Sequence[LogLine]) -> Iterator[RepeatedPrefix | None]:
+    """For each line, the layout of its window of the batch: the prefixes that window repeats name
+    a host no known prefix does, as they do for `goodput classify` on the same stretch of log. Only
+    nodes of the job's allocation are ever implicated (`attribution.vouched_nodes`)."""
+    start, size = 0, 0
+    for end, line in enumerate(lines):
+        size += min(len(line.text), MAX_SCAN_CHARS) + 1
+        if size >= LAYOUT_WINDOW_CHARS or end == len(lines) - 1:
+            window = lines[start:end + 1]
+            layout = RepeatedPrefix.of_lines([w.text[:MAX_SCAN_CHARS] for w in window])  # as matched
+            yield from (layout for _ in window)
+            start, size = end + 1, 0
+
+
 class LiveLogDetector:
     def __init__(self, key: IncidentKey, state: LiveState, *, node: str | None = None,
                  catalogue: Catalogue | None = None, hang: HangConfig = DEFAULT_HANG_CONFIG,
@@ -101,7 +121,9 @@ class LiveLogDetector:
         steps = dict(self.state.rank_steps)
         hosts = dict(self.state.rank_hosts)
         replays = self.state.replays
-        for line in lines:
+        # A one-node job's lines all come from its node: a name its lines repeat adds nothing.
+        layouts = _layouts(lines) if self._node is None else [None] * len(lines)
+        for line, layout in zip(lines, layouts, strict=True):
             sent, replays = sort_out(line, replays) if replays else (False, replays)
             event = self._progress.parse(line.text)
             if event is not None:
@@ -115,7 +137,7 @@ class LiveLogDetector:
             reported = self._straggler_report(line, observed_at, detected_at)
             if reported is not None:
                 found.append(reported)
-            for match in self._catalogue.match_line(line.text, line.line_no):
+            for match in self._catalogue.match_line(line.text, line.line_no, layout):
                 if match.signature.restart_effect is RestartEffect.IN_JOB:
                     progress = progress.restarted(observed_at)  # replayed steps are progress again
                 if sent:

@@ -2,8 +2,10 @@
 
 The live service's log watcher (`goodput.detect.live`) matches the same catalogue line by line
 and weighs its hits with the same `VerdictBuilder`, so a post-mortem reads a log by the rules the
-service used. Offline, a host that no known prefix names may also be inferred from the prefixes a
-stretch of the log repeats, which the live watcher does not do. Files are read as bytes in bounded
+service used. Both may infer a host that no known prefix names from the prefixes a stretch of the
+log repeats: here a file's piece of about 32 KiB, there the lines one poll read (about as much at
+a time, and never for a one-node job, whose node is known). A stretch cut elsewhere can repeat a
+prefix fewer times, so on such a host alone the two may differ. Files are read as bytes in bounded
 pieces: any size, any encoding, any line length. Only the lines that hold a catalogue literal are
 decoded, and undecodable bytes become U+FFFD and never stop the scan.
 """

@@ -1,4 +1,5 @@
-"""Hostile job output against the catalogue matcher, `goodput classify`, progress and srun labels.
+"""Hostile job output against the catalogue matcher, `goodput classify`, the live watcher's detector,
+progress and srun labels.
 
 Every target takes any text a job can print. None of them has a documented error: they return,
 always, with bounded results (no number of more than nine digits becomes a rank, no hit holds
@@ -16,14 +17,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from goodput.detect.logtail import split_srun_label
+from goodput.detect.live import LiveLogDetector
+from goodput.detect.logtail import LogLine, split_srun_label
 from goodput.detect.progress import ProgressParser
 from goodput.detect.stamps import line_time
 from goodput.detect.straggler_report import MARKER, StragglerReportError, parse_report
+from goodput.diagnose.attribution import attribute
 from goodput.diagnose.classify import classify_file, classify_lines, iter_lines, verdict_json
 from goodput.diagnose.signatures import MAX_SCAN_CHARS, default_catalogue
 from goodput.diagnose.signatures.matcher import batches
 from goodput.diagnose.signatures.prefixes import RepeatedPrefix
+from goodput.models import IncidentKey
+from goodput.scheduler import JobInfo, JobState
 from goodput.untrusted_text import utf8
 from tests.fuzz.backtracking_reference import OldMatcher, new_match
 from tests.fuzz.harness import rejects_cleanly
@@ -181,3 +186,28 @@ def test_straggler_report(line: str) -> None:
     """A job's own straggler report: parsed strictly or refused with StragglerReportError."""
     parsed = rejects_cleanly("straggler-report", lambda: parse_report(line), (StragglerReportError,))
     assert parsed is None or 0.0 <= parsed.score <= 1.0
+
+
+# A job's lines under a prefix it repeats (which may name a node: its own, or a victim's) or none.
+prefixed_batches = st.one_of(
+    st.lists(log_lines, max_size=40),
+    st.builds(lambda name, bracketed, body: [(f"[{name}] " if bracketed else f"{name}: ") + line for line in body],
+              st.one_of(st.sampled_from(["node-a12", "gpu7", "10.0.3.17", "victim-17"]), st.text(max_size=20)),
+              st.booleans(), st.lists(log_lines, max_size=40)),
+)
+ALLOCATION = ("node-a12", "node2")
+
+
+@given(prefixed_batches)
+def test_live_detector_feed(texts: list[str]) -> None:
+    """The live watcher on any batch of lines: at most a log anomaly and a straggler report, and no
+    node outside the job's allocation is ever a culprit, whatever the lines name or repeat."""
+    detector = LiveLogDetector.start(IncidentKey(cluster="lab", job_id="42", job_attempt=0), NOW)
+    batch = [LogLine(path="/logs/42.out", offset=i * 100, line_no=i + 1, text=text, observed_at=NOW)
+             for i, text in enumerate(texts)]
+    found = rejects_cleanly("live-detector-feed", lambda: detector.feed(batch, NOW, NOW), ())
+    assert found is not None and len(found) <= 2
+    assert all(len(a.nodes) <= 1 and all(len(n) <= MAX_SCAN_CHARS for n in a.nodes) for a in found)
+    if found:
+        job = JobInfo(job_id="42", name="train", state=JobState.FAILED, nodes=ALLOCATION)
+        assert set(attribute(found, job).culprit_nodes) <= set(ALLOCATION)

@@ -8,6 +8,7 @@ from goodput.detect.hang import HangConfig
 from goodput.detect.live import LiveLogDetector
 from goodput.detect.logtail import LogLine
 from goodput.diagnose.attribution import attribute
+from goodput.diagnose.classify import classify_lines
 from goodput.models import AnomalyKind, Category, IncidentKey
 from goodput.scheduler import JobInfo, JobState
 
@@ -98,3 +99,38 @@ def test_a_bare_xid_in_a_jobs_output_naming_another_host_drains_nothing() -> Non
     assert "xid-79" in anomaly.signature_ids and anomaly.nodes == ("gpu-victim-17",)
     verdict = attribute([anomaly], job)
     assert (verdict.drain, verdict.culprit_nodes, verdict.unverified_nodes) == (False, (), ("gpu-victim-17",))
+
+
+PREFIXED = ["[node-a12] step 7 ok", "[node-b07] step 7 ok", "[node-a12] step 8 ok", "[node-b07] step 8 ok",
+            f"[node-a12] {XID}", "[node-b07] step 9 ok", "[node-a12] waiting"]
+
+
+def test_a_prefix_the_lines_repeat_names_the_node_as_goodput_classify_does() -> None:
+    """`[node-a12] ` is no launcher's known prefix: the host is the one the batch's own layout names,
+    as the offline reader names it, and attribution drains it because Slurm allocated it."""
+    job = JobInfo(job_id="42", name="train", state=JobState.FAILED, nodes=("node-a12", "node-b07"))
+    [anomaly] = LiveLogDetector.start(KEY, T0).feed(lines(*PREFIXED), T0, T0)
+    assert anomaly.nodes == ("node-a12",) == (classify_lines(PREFIXED).host,)
+    verdict = attribute([anomaly], job)
+    assert verdict.drain and verdict.culprit_nodes == ("node-a12",)
+
+
+def test_a_repeated_prefix_naming_a_node_outside_the_allocation_drains_nothing() -> None:
+    # Hostile input: the job prints a victim's name as its own line prefix.
+    job = JobInfo(job_id="42", name="train", state=JobState.FAILED, nodes=("node2", "node3"))
+    forged = [line.replace("node-a12", "gpu-victim-17") for line in PREFIXED]
+    [anomaly] = LiveLogDetector.start(KEY, T0).feed(lines(*forged), T0, T0)
+    assert anomaly.nodes == ("gpu-victim-17",)
+    verdict = attribute([anomaly], job)
+    assert (verdict.drain, verdict.culprit_nodes, verdict.unverified_nodes) == (False, (), ("gpu-victim-17",))
+
+
+def test_a_prefix_seen_too_rarely_names_no_host() -> None:
+    # Twice is no layout: `[node-a12] ` must repeat in the window (prefixes.MIN_PREFIX_REPEATS).
+    [anomaly] = LiveLogDetector.start(KEY, T0).feed(lines("[node-a12] step 8 ok", f"[node-a12] {XID}"), T0, T0)
+    assert anomaly.nodes == ()
+
+
+def test_a_one_node_job_keeps_its_node_whatever_its_lines_repeat() -> None:
+    [anomaly] = LiveLogDetector.start(KEY, T0, node="node2").feed(lines(*PREFIXED), T0, T0)
+    assert anomaly.nodes == ("node2",)

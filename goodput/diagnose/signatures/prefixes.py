@@ -9,6 +9,8 @@ matches ASCII only, so its length in bytes is its length in characters.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from goodput.diagnose.signatures.hostshape import host_shaped, numbered_machine
 from goodput.diagnose.signatures.model import LineContext
 from goodput.untrusted_text import LinearRegex, utf8
@@ -167,12 +169,21 @@ class RepeatedPrefix:
     """The line prefixes a chunk of log repeats, judged lazily: only for lines that hold a catalogue
     literal and whose host no known prefix named (the hot path never gets here for clean lines)."""
 
-    __slots__ = ("_chunk", "_judged")
+    __slots__ = ("_chunk", "_judged", "_lines")
 
     def __init__(self, chunk: bytes) -> None:
         self._chunk = chunk
         # prefix bytes -> the host it names, or "" for a prefix that names none
         self._judged: dict[bytes, str] = {}
+        self._lines: Sequence[str] | None = None
+
+    @classmethod
+    def of_lines(cls, lines: Sequence[str]) -> RepeatedPrefix:
+        """The chunk of `lines` (newline-free), joined only once a hit line asks for a host: the
+        live watcher's batches are mostly clean lines, which never do."""
+        layout = cls(b"")
+        layout._lines = lines
+        return layout
 
     def host(self, data: bytes, pos: int) -> tuple[str, int] | None:
         """The host a repeated prefix at `pos` of a line names, and where its message starts."""
@@ -189,6 +200,8 @@ class RepeatedPrefix:
         if known is None:
             if len(self._judged) >= MAX_PREFIX_CANDIDATES:
                 return None
+            if self._lines is not None:
+                self._chunk, self._lines = utf8("\n".join(self._lines)), None
             name = data[name_at:close].decode("ascii", "replace")
             known = name if host_shaped(name) and self._chunk.count(prefix) >= MIN_PREFIX_REPEATS else ""
             self._judged[prefix] = known
