@@ -207,12 +207,13 @@ async def test_a_stream_that_cannot_be_judged_is_rejected_not_a_500(sink: Record
     """The last guard: whatever fails inside one job's detector costs that job only."""
     from goodput.detect.push import PushRouter
     from goodput.diagnose.signatures import Catalogue, Match, default_catalogue
+    from goodput.diagnose.signatures.prefixes import RepeatedPrefix
 
     class Exploding(Catalogue):
-        def match_line(self, line: str, line_no: int = 0) -> list[Match]:
+        def match_line(self, line: str, line_no: int = 0, layout: RepeatedPrefix | None = None) -> list[Match]:
             if "explode" in line:
                 raise RuntimeError("a detector bug")
-            return super().match_line(line, line_no)
+            return super().match_line(line, line_no, layout)
 
     packaged = default_catalogue()
     config = PushConfig(enabled=True, port=0, tokens=(TOKEN,))

@@ -282,12 +282,13 @@ def test_an_array_with_one_5000_digit_integer_keeps_its_other_records() -> None:
 
 def test_a_stream_whose_lines_cannot_be_judged_is_rejected_and_the_others_are_routed() -> None:
     from goodput.diagnose.signatures import Catalogue, Match, default_catalogue
+    from goodput.diagnose.signatures.prefixes import RepeatedPrefix
 
     class Exploding(Catalogue):
-        def match_line(self, line: str, line_no: int = 0) -> list[Match]:
+        def match_line(self, line: str, line_no: int = 0, layout: RepeatedPrefix | None = None) -> list[Match]:
             if "explode" in line:
                 raise ValueError("a detector bug")
-            return super().match_line(line, line_no)
+            return super().match_line(line, line_no, layout)
 
     packaged = default_catalogue()
     router = PushRouter(CONFIG, catalogue=Exploding(packaged.signatures, packaged.version))
