@@ -179,7 +179,7 @@ class RepeatedPrefix:
 
     @classmethod
     def of_lines(cls, lines: Sequence[str]) -> RepeatedPrefix:
-        """The chunk of `lines` (newline-free), joined only once a hit line asks for a host: the
+        """The chunk of `lines`, joined only once a hit line asks for a host: the
         live watcher's batches are mostly clean lines, which never do."""
         layout = cls(b"")
         layout._lines = lines
