@@ -100,14 +100,15 @@ class Scenario:
             found[attempt] = await result(self.client, key.workflow_id) if done else str(described.status)
         return found
 
-    async def story(self, job_id: str, report: IncidentReport) -> str:
+    async def story(self, job_id: str, report: IncidentReport,
+                    later: dict[int, IncidentReport | str] | None = None) -> str:
         """What a failed assertion needs to say why: this incident's timeline, any later attempt's
-        incident, the nodes as Slurm sees them, and the job's own output with its time stamps."""
-        lines = [f"{e.at:%H:%M:%S} {e.state.value}: {e.detail}" for e in report.timeline]
-        for attempt, later in (await self.later_incidents(job_id)).items():
+        incident (`later`, when the caller already read them), the nodes as Slurm sees them, and the
+        job's own output with its time stamps."""
+        lines = timeline(report)
+        for attempt, other in (later if later is not None else await self.later_incidents(job_id)).items():
             lines.append(f"-- attempt {attempt}'s incident --")
-            lines += ([f"{e.at:%H:%M:%S} {e.state.value}: {e.detail}" for e in later.timeline]
-                      if isinstance(later, IncidentReport) else [later])
+            lines += timeline(other) if isinstance(other, IncidentReport) else [other]
         for name in ("node1", "node2", "node3", "node4"):
             node = self.lab.node(name)
             lines.append(f"{name}: {node.get('State')} {node.get('Reason', '')}")
@@ -116,6 +117,10 @@ class Scenario:
     def output(self, job_id: str) -> str:
         path = self.tmp / f"out-{job_id}.log"
         return path.read_text(errors="replace") if path.exists() else ""
+
+
+def timeline(report: IncidentReport) -> list[str]:
+    return [f"{e.at:%H:%M:%S} {e.state.value}: {e.detail}" for e in report.timeline]
 
 
 def policy(**overrides: object) -> Policy:
@@ -175,7 +180,7 @@ async def test_a_hung_rank_is_detected_and_the_job_requeued(
         later = await s.later_incidents(job_id)
         assert not any(isinstance(r, IncidentReport) and r.attribution is not None
                        and r.attribution.category is Category.HANG for r in later.values()), \
-            await s.story(job_id, report)
+            await s.story(job_id, report, later)
     assert report.checkpoint is not None and any("past checkpoint" in e.detail for e in report.timeline)
 
 
