@@ -117,11 +117,12 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, str | None, bool, bool]
         "[default] Worker group FAILED. 2/3 attempts left; will restart worker group"],
      Category.GPU_HARDWARE, CulpritKind.GPU, "h1 GPU 0000:3b:00", True, False),
     ("elastic-gave-up-after-restarting", [
-        "RuntimeError: CUDA error: unknown error",
+        "RuntimeError: CUDA error: uncorrectable ECC error encountered",
         "[default] Worker group FAILED. 1/3 attempts left; will restart worker group",
         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:"],
      Category.GPU_HARDWARE, CulpritKind.NODE, SOURCE_NODE, True, True),
-    ("nvrx-exit-93", ["RuntimeError: CUDA error: unknown error", "[default] Agent's exit code = 93"],
+    ("nvrx-exit-93", ["RuntimeError: CUDA error: uncorrectable ECC error encountered",
+                      "[default] Agent's exit code = 93"],
      Category.GPU_HARDWARE, CulpritKind.NODE, SOURCE_NODE, True, False),
     ("user-cancel-after-an-unkillable-step", [
         "slurmstepd: error: *** STEP 5.0 STEPD TERMINATED ON cn106 AT 2026-11-29T01:00:00 DUE TO JOB NOT ENDING "

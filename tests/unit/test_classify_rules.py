@@ -6,6 +6,7 @@ import io
 from datetime import UTC, datetime
 
 from goodput.diagnose.classify import anomaly_from_verdict, classify_lines, iter_lines
+from goodput.diagnose.signatures.confidence import Confidence
 from goodput.diagnose.signatures.verdict import SOURCE_NODE
 from goodput.models import AnomalyKind, Category, CulpritKind
 from goodput.scheduler import JobInfo, JobState
@@ -135,9 +136,16 @@ def test_nccl_init_lines_join_a_global_rank_to_its_host_and_gpu() -> None:
 
 
 def test_nccl_host_prefix_names_the_node() -> None:
-    v = classify_lines(["hx-5:881:905 [1] NCCL WARN Cuda failure 999 'unknown error'"])
+    v = classify_lines(["hx-5:881:905 [1] NCCL WARN Cuda failure 214 'uncorrectable ECC error encountered'"])
     assert (v.category, v.culprit_kind, v.culprit, v.drain) == (Category.GPU_HARDWARE, CulpritKind.NODE, "hx-5",
                                                                 True)
+
+
+def test_an_unknown_cuda_error_names_its_host_and_leaves_the_drain_to_the_driver() -> None:
+    # CUDA documents 999 as an unknown internal error: the Xid on hx-5, not this line, decides a drain.
+    v = classify_lines(["hx-5:881:905 [1] NCCL WARN Cuda failure 999 'unknown error'"])
+    assert (v.category, v.culprit, v.drain, v.restart) == (Category.GPU_HARDWARE, "hx-5", False, True)
+    assert v.confidence is not Confidence.HIGH
 
 
 def test_pdsh_host_prefix_names_the_host_of_an_application_error() -> None:

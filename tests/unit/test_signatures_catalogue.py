@@ -80,21 +80,25 @@ def test_application_faults_never_drain() -> None:
 # what happened but not that the node must be drained (issue #25). Each is a decision resting on how
 # threads read the line; the list only shrinks: source the rule, or stop it draining.
 UNSOURCED_DRAINS = {
-    # CUDA documents cudaErrorUnknown (999) as an unknown internal error: nothing about the node.
-    "cuda-unknown-error",
     # Any WARN out of NCCL's nvls.cc (a CUDA call failing there among them); NCCL's documents say
     # nothing about the node's state after one.
     "nccl-nvls",
-    # rdma-core's mlx5 provider dumps every error completion except flush and retry-exceeded ones:
-    # a peer's or the program's fault as well as this NIC's.
-    "mlx5-cqe-error",
 }
+# Drained once, with a document that says the line alone does not implicate the node: they drain
+# no more (catalogue 10); the driver's Xid or the HCA's own evidence decides instead.
+STOPPED_DRAINING = {"cuda-unknown-error", "mlx5-cqe-error"}
 
 
 def test_every_drain_rule_names_its_source() -> None:
     unsourced = {s.id for s in CAT.signatures if s.drain and not s.source.strip()}
     assert sorted(unsourced - UNSOURCED_DRAINS) == [], "name the document and section in `source`"
     assert sorted(UNSOURCED_DRAINS - unsourced) == [], "sourced or no longer draining: take it off the list"
+
+
+def test_lines_whose_documents_implicate_no_node_do_not_drain() -> None:
+    for rule in STOPPED_DRAINING:
+        sig = CAT.get(rule)
+        assert sig is not None and not sig.drain and sig.source.strip(), rule
 
 
 def test_fragments_expand_recursively() -> None:
