@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.signature_cases import K, check_line_case
+from tests.unit.signature_cases import K, check_line_case, ids
 
 LINE_CASES_MORE: list[tuple[str, str, dict[str, str]]] = [
     # application, launcher, OOM
@@ -63,6 +63,10 @@ LINE_CASES_MORE: list[tuple[str, str, dict[str, str]]] = [
     ("hx-1:2201:2250 [0] NCCL INFO [Service thread] Connection closed by localRank 3", "nccl-local-rank-closed", {}),
     ("hx-1:2201:2201 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>", "nccl-socket-local-interface",
      {"detail": "docker0"}),
+    ("hx-1:2201:2201 [0] NCCL INFO NET/Socket : Using [0]bond0:10.1.0.7<0> [1]br-5d1e0c9a77f2:172.19.0.1<0>",
+     "nccl-socket-local-interface", {"detail": "br-5d1e0c9a77f2"}),
+    ("hx-1:2201:2201 [0] NCCL INFO NET/Socket : Using [0]ens5:10.1.0.7<0> [1]veth1a2b3c4:fe80::b878:6cff:fe52:abe2%"
+     "veth1a2b3c4<0>", "nccl-socket-local-interface", {"detail": "veth1a2b3c4"}),
     ("[rank8] Warning: Unable to resolve hostname to a (local) address. Using the loopback address as fallback. "
      "Manually set the network interface to bind to with GLOO_SOCKET_IFNAME.", "gloo-loopback-fallback",
      {"detail": "loopback"}),
@@ -118,6 +122,9 @@ LINE_CASES_MORE: list[tuple[str, str, dict[str, str]]] = [
     ("NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x25:0x65:1457)", "gpu-init-failed", {"pci": "0000:3b:00.0"}),
     ("nv-fabricmanager[3228]: fabric manager NVIDIA GPU driver interface version 530.30.02 don't match with "
      "driver version 530.41.03.", "fabric-manager-driver-mismatch", {"detail": "530.30.02"}),
+    # A shipper or a paste that cut the line after its fixed text.
+    ("nv-fabricmanager[3228]: fabric manager NVIDIA GPU driver interface version 530.30.02 don't match with "
+     "driver version", "fabric-manager-driver-mismatch", {"detail": "530.30.02"}),
     ("CUDA_ERROR_CONTAINED: Invalid access of peer GPU memory over nvlink or a hardware error", "cuda-contained", {}),
     # Node platform (issue #25, round 3)
     ("gpu-b07:~$ lspci | grep -i nvidia", "shell-prompt-bare", {"host": "gpu-b07"}),
@@ -176,3 +183,13 @@ LINE_CASES_MORE: list[tuple[str, str, dict[str, str]]] = [
 @pytest.mark.parametrize(("line", "sig_id", "groups"), LINE_CASES_MORE, ids=[c[1] for c in LINE_CASES_MORE])
 def test_family_lines_more(line: str, sig_id: str, groups: dict[str, str]) -> None:
     check_line_case(line, sig_id, groups)
+
+
+@pytest.mark.parametrize("line", [
+    # The host's own bridge and fabric interfaces: routable, so nothing local about them.
+    "hx-1:2201:2201 [0] NCCL INFO NET/Socket : Using [0]br0:10.1.0.7<0> [1]bond0:10.2.0.7<0>",
+    "hx-1:2201:2201 [0] NCCL INFO Bootstrap : Using ens5:10.1.0.7<0>",
+    "hx-1:2201:2201 [0] NCCL INFO NET/Socket : Using [0]ib0:10.3.0.7<0> [1]brx-uplink:10.4.0.7<0>",
+])
+def test_a_routable_socket_interface_is_not_local(line: str) -> None:
+    assert "nccl-socket-local-interface" not in ids(line)
