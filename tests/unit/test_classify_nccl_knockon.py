@@ -77,6 +77,10 @@ CASES: list[tuple[str, list[str], Category, CulpritKind, bool, bool]] = [
     ("docker-bridge-then-peer-lost", [IFACE.format(h="hx-1", what="NET/Socket", iface="[0]docker0:172.17.0.1"),
                                       "RuntimeError: NCCL error: remote process exited or there was a network error"],
      Category.NETWORK, CulpritKind.NETWORK, False, False),
+    ("container-veth-then-peer-lost", [
+        IFACE.format(h="hx-1", what="NET/Socket", iface="[0]ens5:10.1.0.7<0> [1]veth1a2b3c4:172.18.0.2"),
+        "RuntimeError: NCCL error: remote process exited or there was a network error"],
+     Category.NETWORK, CulpritKind.NETWORK, False, False),
     ("loopback-alone-is-no-failure", [IFACE.format(h="hx-1", what="Bootstrap", iface="lo:127.0.0.1")],
      Category.UNKNOWN, CulpritKind.UNKNOWN, False, False),
     # Gloo bound to loopback because the host name did not resolve (PyTorch's own warning), then a
@@ -156,3 +160,10 @@ def test_a_prompt_without_a_user_names_its_host(prompt: str, host: str | None) -
     v = classify_lines([prompt, "NVRM: Xid (PCI:0000:1c:00): 79, pid=1234, GPU has fallen off the bus."])
     assert v.category is Category.GPU_HARDWARE
     assert v.host == host, v.explanation
+
+
+def test_a_container_interface_is_named_as_one_nccl_picks_by_default() -> None:
+    sockets = IFACE.format(h="hx-1", what="NET/Socket", iface="[0]ens5:10.1.0.7<0> [1]br-5d1e0c9a77f2:172.19.0.1")
+    v = classify_lines([sockets, "RuntimeError: NCCL error: remote process exited or there was a network error"])
+    assert not v.restart
+    assert "br-5d1e0c9a77f2" in v.explanation and "does not exclude by default" in v.explanation

@@ -156,8 +156,8 @@ class Circumstances:
 
     def fabric_configuration(self, sig: Signature) -> str | None:
         """Why a network failure decided by `sig` is the fabric's configuration, which an unchanged
-        restart repeats; None when nothing in the log says so. Only a fault between hosts: a node's
-        own HCA failing (a drain) is hardware, whenever it fails."""
+        restart repeats; None when nothing in the log says so. Only a fault between hosts: an error a
+        node's own HCA reports (named by its host) is that node's to settle, whenever it came."""
         if sig.category is not Category.NETWORK or sig.culprit_kind is CulpritKind.NODE:
             return None
         first = self.first_transfer
@@ -173,9 +173,12 @@ class Circumstances:
             return (f"Not restarted: Gloo's sockets use {where} (line {local.line_no}), because the host's name "
                     "did not resolve to one of its addresses; other hosts cannot reach it, so every attempt fails "
                     "the same way until GLOO_SOCKET_IFNAME or the name's resolution is fixed.")
-        return (f"Not restarted: NCCL's sockets use {where} (line {local.line_no}), which NCCL only picks when no "
-                "other interface is available or NCCL_SOCKET_IFNAME asks for it; other hosts cannot reach it, so "
-                "every attempt fails the same way until the interface is configured.")
+        if where.startswith(("veth", "br-")):
+            why = "a container's own interface, which NCCL does not exclude by default"
+        else:
+            why = "which NCCL only picks when no other interface is available or NCCL_SOCKET_IFNAME asks for it"
+        return (f"Not restarted: NCCL's sockets use {where} (line {local.line_no}), {why}; other hosts cannot "
+                "reach it, so every attempt fails the same way until the interface is configured.")
 
     def failed_task(self) -> tuple[int, str | None] | None:
         """The one task missing from the tasks Slurm terminated, and their host if they share one."""
