@@ -79,11 +79,7 @@ def test_application_faults_never_drain() -> None:
 # Drain rules whose line no vendor or project document was found to explain, or whose document says
 # what happened but not that the node must be drained (issue #25). Each is a decision resting on how
 # threads read the line; the list only shrinks: source the rule, or stop it draining.
-UNSOURCED_DRAINS = {
-    # Any WARN out of NCCL's nvls.cc (a CUDA call failing there among them); NCCL's documents say
-    # nothing about the node's state after one.
-    "nccl-nvls",
-}
+UNSOURCED_DRAINS: set[str] = set()  # empty since catalogue 10: keep it so
 # Drained once, with a document that says the line alone does not implicate the node: they drain
 # no more (catalogue 10); the driver's Xid or the HCA's own evidence decides instead.
 STOPPED_DRAINING = {"cuda-unknown-error", "mlx5-cqe-error"}
