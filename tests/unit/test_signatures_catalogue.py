@@ -76,19 +76,16 @@ def test_application_faults_never_drain() -> None:
             assert not sig.drain, sig.id
 
 
-# Drain rules whose line no vendor or project document was found to explain, or whose document says
-# what happened but not that the node must be drained (issue #25). Each is a decision resting on how
-# threads read the line; the list only shrinks: source the rule, or stop it draining.
-UNSOURCED_DRAINS: set[str] = set()  # empty since catalogue 10: keep it so
 # Drained once, with a document that says the line alone does not implicate the node: they drain
 # no more (catalogue 10); the driver's Xid or the HCA's own evidence decides instead.
 STOPPED_DRAINING = {"cuda-unknown-error", "mlx5-cqe-error"}
 
 
 def test_every_drain_rule_names_its_source() -> None:
+    # Issue #25: no drain may rest on how threads read a line. Until catalogue 10 an allowlist
+    # (`UNSOURCED_DRAINS`) held the rules without one; each was sourced or stopped draining.
     unsourced = {s.id for s in CAT.signatures if s.drain and not s.source.strip()}
-    assert sorted(unsourced - UNSOURCED_DRAINS) == [], "name the document and section in `source`"
-    assert sorted(UNSOURCED_DRAINS - unsourced) == [], "sourced or no longer draining: take it off the list"
+    assert sorted(unsourced) == [], "name the document and section in `source`, or do not drain"
 
 
 def test_lines_whose_documents_implicate_no_node_do_not_drain() -> None:
