@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from activities.adapters.liveness_queue import TemporalLivenessPresence
 from activities.adapters.stack_dump import StackReport
@@ -50,6 +51,19 @@ def scheduler() -> FakeScheduler:
     fake.add_job(fake.snapshot().jobs["1002"].model_copy(update={"job_id": "2001", "nodes": NODES}))
     return fake
 
+
+async def liveness_pod_polls(client: Client, task_queue: str) -> None:
+    """Temporal lists the liveness pod once it has polled (a pod just started is not yet served). A
+    describe call that a loaded dev server did not answer in time says nothing yet: ask again."""
+    presence = TemporalLivenessPresence(client, task_queue, cache_s=0)
+
+    async def served() -> bool:
+        try:
+            return await presence.served()
+        except RPCError:
+            return False
+
+    await eventually(served, bool, timeout=20, what=f"a poller on {presence.queue}")
 
 @asynccontextmanager
 async def worker_pod(client: Client, task_queue: str, fake: FakeScheduler) -> AsyncIterator[None]:
@@ -87,7 +101,7 @@ async def test_every_hang_gets_the_agents_stacks_whichever_pod_runs_it(client: C
     fake = scheduler()
     async with worker_pod(client, task_queue, fake), liveness_pod(client, task_queue, cluster, fake) as server, \
             agents(server, cluster, lambda node, job: StackReport(job, dumps=DUMPS[node]), "node1", "node2"):
-        await eventually(TemporalLivenessPresence(client, task_queue, cache_s=0).served, bool, timeout=20)
+        await liveness_pod_polls(client, task_queue)
         incidents = [await inject(client, task_queue, hang(cluster).model_copy(update={"job_id": job}), FAST)
                      for job in JOBS]
         reports = [await wait_for_state(client, i, *PAST_ATTRIBUTION, timeout_s=60) for i in incidents]
@@ -113,8 +127,7 @@ async def test_a_hang_from_the_worker_pod_carries_the_gpus_evidence(client: Clie
                         job_id="2001", evidence=["no progress for 75 s (10 x p99 of the step interval)"],
                         category=Category.HANG, observed_at=now, detected_at=now)
     async with worker_pod(client, task_queue, fake), liveness_pod(client, task_queue, cluster, fake, store=store):
-        # Temporal lists the liveness pod once it has polled (a pod just started is not yet served).
-        await eventually(TemporalLivenessPresence(client, task_queue, cache_s=0).served, bool, timeout=20)
+        await liveness_pod_polls(client, task_queue)
         # What the worker pod's watchers and the detectors pod's receivers submit through.
         sink = evidence_sink(client, task_queue, policy, fake, gpu_samples=None)
         await sink.submit(hang_2001)
@@ -145,7 +158,7 @@ async def test_a_liveness_process_gone_but_still_listed_costs_the_bound_and_says
     cluster = f"lq{os.getpid()}d"
     fake = scheduler()
     async with liveness_pod(client, task_queue, cluster, fake):
-        await eventually(TemporalLivenessPresence(client, task_queue, cache_s=0).served, bool, timeout=20)
+        await liveness_pod_polls(client, task_queue)
     async with worker_pod(client, task_queue, fake):
         incident = await inject(client, task_queue, hang(cluster), FAST)
         report = await wait_for_state(client, incident, *PAST_ATTRIBUTION, timeout_s=60)
