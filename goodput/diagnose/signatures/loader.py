@@ -3,7 +3,8 @@
 The rules are data so that they can be reviewed, versioned and extended without touching the
 matcher. Shared regex pieces (`{xid}`, `{hostname}`) are written once in `catalogue.toml` and
 expanded here; a reference to an unknown fragment or a duplicate id is a load error. NVIDIA's Xid
-catalogue (`data/vendor/`) is a table, not rules: `vendor` turns it into signatures here.
+catalogue and CUDA's error codes (`data/vendor/`) are tables, not rules: `vendor` and `cuda_errors`
+turn them into signatures here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Any
 
+from goodput.diagnose.signatures import cuda_errors
 from goodput.diagnose.signatures.model import Signature
 from goodput.diagnose.signatures.vendor import TABLE_FILE, load_table, signature_entries
 
@@ -79,4 +81,10 @@ def load_packaged() -> tuple[int, tuple[Signature, ...]]:
     except (KeyError, TypeError, ValueError) as exc:
         raise CatalogueError(f"vendor/{TABLE_FILE}: {exc}") from exc
     families.append((f"vendor/{TABLE_FILE}", {"signature": generated}))
+    # CUDA's error codes likewise: one signature per code that no hand-written rule reads.
+    try:
+        cuda = cuda_errors.signature_entries(cuda_errors.load_table())
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CatalogueError(f"vendor/{cuda_errors.TABLE_FILE}: {exc}") from exc
+    families.append((f"vendor/{cuda_errors.TABLE_FILE}", {"signature": cuda}))
     return parse(meta, families)
