@@ -239,8 +239,8 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
      "rendezvous-timeout", {}),
     ("The node 'hx-4_1234_0' has failed to send a keep-alive heartbeat to the rendezvous 'job9' due to an "
      "error of type RendezvousConnectionError.", "rendezvous-keepalive", {"host": "hx-4"}),
-    ("hx-1:2201:2250 [0] NCCL WARN NET/IB : Got completion from peer 10.1.2.3<5521> with status=10 opcode=1",
-     "nccl-ib-other", {"code": "10"}),
+    ("hx-1:2201:2250 [0] NCCL WARN NET/IB : Got completion from peer 10.1.2.3<5521> with status=24 opcode=1",
+     "nccl-ib-other", {"code": "24"}),
     ("torch.distributed.DistBackendError: NCCL error in: ../ProcessGroupNCCL.cpp:1970, internal error - please "
      "report this issue to the NCCL developers, NCCL version 2.21.5", "nccl-internal-error", {}),
     ("ncclUnhandledCudaError: Call to CUDA function failed.", "nccl-unhandled-cuda", {}),

@@ -21,28 +21,13 @@ from typing import Any
 
 from pydantic import Field
 
-from goodput.diagnose.signatures.model import Role
-from goodput.models import Category, CulpritKind, Frozen
+from goodput.diagnose.signatures.readings import Reading
+from goodput.models import Frozen
 
 TABLE_FILE = "cuda-errors.toml"
 # The catalogue fragment (catalogue.toml) for a CUDA wrapper's words before a message: the message
 # alone ("invalid argument") is too common a phrase to read as CUDA's.
 WRAPPER_FRAGMENT = "{cuda_said}"
-
-
-class Reading(Frozen):
-    """How goodput weighs one kind of documented meaning."""
-
-    category: Category
-    culprit_kind: CulpritKind
-    precedence: int = Field(ge=0, le=1000)
-    restart: bool
-    drain: bool
-    settles: bool
-    role: Role = Role.ROOT
-    # An undecided code only adds its meaning to a line another rule reads (a Python exception's).
-    generic: bool = False
-    because: str = Field(min_length=1)
 
 
 class CudaError(Frozen):
@@ -107,16 +92,9 @@ def row_signature(table: CudaTable, error: CudaError) -> dict[str, Any]:
     return {
         "id": f"cuda-error-{error.code}",
         "family": "cuda",
-        "category": reading.category.value,
-        "culprit_kind": reading.culprit_kind.value,
-        "role": reading.role.value,
-        "generic": reading.generic,
-        "precedence": reading.precedence,
+        **reading.weighing(),
         "pattern": pattern_of(error),
         "literals": tuple(x for x in (error.runtime, error.driver, error.message) if x),
-        "restart": reading.restart,
-        "drain": reading.drain,
-        "settles": reading.settles,
         "source": table.source(error),
         "explanation": f"CUDA error {error.code} ({names}): {error.meaning}. {reading.because}",
     }

@@ -3,8 +3,8 @@
 The rules are data so that they can be reviewed, versioned and extended without touching the
 matcher. Shared regex pieces (`{xid}`, `{hostname}`) are written once in `catalogue.toml` and
 expanded here; a reference to an unknown fragment or a duplicate id is a load error. NVIDIA's Xid
-catalogue and CUDA's error codes (`data/vendor/`) are tables, not rules: `vendor` and `cuda_errors`
-turn them into signatures here.
+catalogue, CUDA's error codes and libibverbs' completion statuses (`data/vendor/`) are tables, not
+rules: `vendor`, `cuda_errors` and `verbs_status` turn them into signatures here.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Any
 
-from goodput.diagnose.signatures import cuda_errors
+from goodput.diagnose.signatures import cuda_errors, verbs_status
 from goodput.diagnose.signatures.model import Signature
 from goodput.diagnose.signatures.vendor import TABLE_FILE, load_table, signature_entries
 
@@ -87,4 +87,10 @@ def load_packaged() -> tuple[int, tuple[Signature, ...]]:
     except (KeyError, TypeError, ValueError) as exc:
         raise CatalogueError(f"vendor/{cuda_errors.TABLE_FILE}: {exc}") from exc
     families.append((f"vendor/{cuda_errors.TABLE_FILE}", {"signature": cuda}))
+    # And libibverbs' completion statuses: one signature per status that no hand-written rule reads.
+    try:
+        verbs = verbs_status.signature_entries(verbs_status.load_table())
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CatalogueError(f"vendor/{verbs_status.TABLE_FILE}: {exc}") from exc
+    families.append((f"vendor/{verbs_status.TABLE_FILE}", {"signature": verbs}))
     return parse(meta, families)
