@@ -9,6 +9,9 @@ from tests.unit.signature_cases import K, check_line_case, ids
 
 LINE_CASES_MORE: list[tuple[str, str, dict[str, str]]] = [
     # application, launcher, OOM
+    ("  Warning  UnexpectedAdmissionError  13s   kubelet  Allocate failed due to rpc error: code = Unknown desc = "
+     "request for 'nvidia.com/gpu: 2' too large: maximum request size for shared resources is 1, which is "
+     "unexpected", "k8s-shared-gpu-request-too-large", {}),
     ("[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", "torch-cuda-oom", {}),
     ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 79.35 GiB total "
      "capacity)", "torch-cuda-oom", {}),
