@@ -3,19 +3,20 @@
 The rules are data so that they can be reviewed, versioned and extended without touching the
 matcher. Shared regex pieces (`{xid}`, `{hostname}`) are written once in `catalogue.toml` and
 expanded here; a reference to an unknown fragment or a duplicate id is a load error. NVIDIA's Xid
-catalogue, CUDA's error codes and libibverbs' completion statuses (`data/vendor/`) are tables, not
-rules: `vendor`, `cuda_errors` and `verbs_status` turn them into signatures here.
+catalogue, CUDA's error codes, libibverbs' completion statuses and the EFA provider's codes
+(`data/vendor/`) are tables, not rules: `vendor`, `cuda_errors`, `verbs_status` and `efa_errors`
+turn them into signatures here.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from typing import Any
 
-from goodput.diagnose.signatures import cuda_errors, verbs_status
+from goodput.diagnose.signatures import cuda_errors, efa_errors, verbs_status
 from goodput.diagnose.signatures.model import Signature
 from goodput.diagnose.signatures.vendor import TABLE_FILE, load_table, signature_entries
 
@@ -75,22 +76,19 @@ def load_packaged() -> tuple[int, tuple[Signature, ...]]:
                    key=lambda f: f.name)
     families: list[tuple[str, Mapping[str, Any]]] = [
         (f.name, tomllib.loads(f.read_text(encoding="utf-8"))) for f in files]
-    # NVIDIA's Xid table generates its own family (one signature per Xid in use, and the decode rules).
-    try:
-        generated = signature_entries(load_table())
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CatalogueError(f"vendor/{TABLE_FILE}: {exc}") from exc
-    families.append((f"vendor/{TABLE_FILE}", {"signature": generated}))
-    # CUDA's error codes likewise: one signature per code that no hand-written rule reads.
-    try:
-        cuda = cuda_errors.signature_entries(cuda_errors.load_table())
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CatalogueError(f"vendor/{cuda_errors.TABLE_FILE}: {exc}") from exc
-    families.append((f"vendor/{cuda_errors.TABLE_FILE}", {"signature": cuda}))
-    # And libibverbs' completion statuses: one signature per status that no hand-written rule reads.
-    try:
-        verbs = verbs_status.signature_entries(verbs_status.load_table())
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CatalogueError(f"vendor/{verbs_status.TABLE_FILE}: {exc}") from exc
-    families.append((f"vendor/{verbs_status.TABLE_FILE}", {"signature": verbs}))
+    # Each vendor table generates its own family: NVIDIA's Xid catalogue (one signature per Xid in
+    # use, and the decode rules); CUDA's error codes, libibverbs' completion statuses and the EFA
+    # provider's codes (one signature per code that no hand-written rule reads).
+    tables: list[tuple[str, Callable[[], list[dict[str, Any]]]]] = [
+        (TABLE_FILE, lambda: signature_entries(load_table())),
+        (cuda_errors.TABLE_FILE, lambda: cuda_errors.signature_entries(cuda_errors.load_table())),
+        (verbs_status.TABLE_FILE, lambda: verbs_status.signature_entries(verbs_status.load_table())),
+        (efa_errors.TABLE_FILE, lambda: efa_errors.signature_entries(efa_errors.load_table())),
+    ]
+    for name, generate in tables:
+        try:
+            generated = generate()
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CatalogueError(f"vendor/{name}: {exc}") from exc
+        families.append((f"vendor/{name}", {"signature": generated}))
     return parse(meta, families)
