@@ -8,13 +8,14 @@ import pytest
 
 from goodput.diagnose.classify import classify_lines
 from goodput.diagnose.signatures import default_catalogue
-from goodput.diagnose.signatures.cuda_errors import CudaError, load_table, parse_table, pattern_of
+from goodput.diagnose.signatures.cuda_errors import CudaError, load_table
 from goodput.diagnose.signatures.model import Role
+from goodput.diagnose.signatures.readings import parse_code_table
 
 CAT = default_catalogue()
 TABLE = load_table()
 BY_ID = {s.id: s for s in CAT.signatures}
-ERRORS = TABLE.errors
+ERRORS = TABLE.rows
 DECIDED = [e for e in ERRORS if e.signature or TABLE.readings[e.reading].role is not Role.INFO]
 UNDECIDED = [e for e in ERRORS if e not in DECIDED]
 
@@ -84,7 +85,7 @@ def test_a_rule_of_its_own_must_exist_and_a_reading_must_be_weighed() -> None:
                                      "message": "invalid configuration argument", "reading": "program",
                                      "meaning": "m"}]}
     with pytest.raises(ValueError, match="no weighing"):
-        parse_table(doc)
+        parse_code_table(doc, CudaError, "error")
 
 
 def test_a_bare_message_without_a_cuda_wrapper_is_not_read() -> None:
@@ -92,7 +93,7 @@ def test_a_bare_message_without_a_cuda_wrapper_is_not_read() -> None:
     line = "ValueError: invalid resource handle for storage bucket"
     assert "cuda-error-400" not in {m.signature.id for m in CAT.match_line(line, 1)}
     assert BY_ID["cuda-error-400"].regex.search_text(line) is None
-    assert "{cuda_said}" in pattern_of(next(e for e in ERRORS if e.code == 400))
+    assert "{cuda_said}" in next(e for e in ERRORS if e.code == 400).pattern()
 
 
 def test_peer_access_unsupported_from_nccl_is_the_configuration_not_the_node() -> None:

@@ -8,12 +8,14 @@ import pytest
 
 from goodput.diagnose.classify import classify_lines
 from goodput.diagnose.signatures import default_catalogue
-from goodput.diagnose.signatures.efa_errors import DISTINCT_MESSAGE, EfaError, load_table, parse_table
+from goodput.diagnose.signatures.efa_errors import DISTINCT_MESSAGE, EfaError, load_table
+from goodput.diagnose.signatures.readings import parse_code_table
+from tests.unit.vendor_table_checks import assert_reaches_reading, own_rules_disagreeing, spelling_cases
 
 CAT = default_catalogue()
 TABLE = load_table()
 BY_ID = {s.id: s for s in CAT.signatures}
-ERRORS = TABLE.errors
+ERRORS = TABLE.rows
 
 
 def forms(error: EfaError) -> dict[str, str]:
@@ -28,25 +30,16 @@ def forms(error: EfaError) -> dict[str, str]:
     return out
 
 
-def _cases() -> list[tuple[EfaError, str, str]]:
-    return [(e, name, line) for e in ERRORS for name, line in forms(e).items()]
+CASES = spelling_cases(ERRORS, forms)
 
 
-@pytest.mark.parametrize(("error", "form", "line"), _cases(), ids=[f"{e.code}-{f}" for e, f, _ in _cases()])
+@pytest.mark.parametrize(("error", "form", "line"), CASES, ids=[f"{e.code}-{f}" for e, f, _ in CASES])
 def test_every_code_reaches_its_reading_in_every_spelling(error: EfaError, form: str, line: str) -> None:
-    reading = TABLE.readings[error.reading]
-    rule = error.signature or f"efa-error-{error.code}"
-    assert rule in {m.signature.id for m in CAT.match_line(line, 1)}, form
-    v = classify_lines([line])
-    assert (str(v.category), v.restart, v.drain) == (str(reading.category), reading.restart, reading.drain), (
-        form, v.signatures)
+    assert_reaches_reading(CAT, TABLE, error, "efa-error", form, line)
 
 
 def test_a_rule_of_its_own_agrees_with_the_reading() -> None:
-    for error in ERRORS:
-        if error.signature:
-            own, reading = BY_ID[error.signature], TABLE.readings[error.reading]
-            assert (own.category, own.restart, own.drain) == (reading.category, reading.restart, reading.drain)
+    assert own_rules_disagreeing(CAT, TABLE) == []
 
 
 def test_a_short_message_needs_its_code() -> None:
@@ -75,4 +68,4 @@ def test_an_unweighed_reading_is_refused() -> None:
            "error": [{"code": 6, "name": "EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH", "message": "Message too long",
                       "reading": "efa-config", "meaning": "m"}]}
     with pytest.raises(ValueError, match="no weighing"):
-        parse_table(doc)
+        parse_code_table(doc, EfaError, "error")

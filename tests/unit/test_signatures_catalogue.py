@@ -52,11 +52,11 @@ def test_every_signature_is_exercised_by_an_example_line() -> None:
                                           f"0x{r.status:08x} 0x00000000 0x00000000)") for r in table.decode]
     lines += [XID.format(code=45, tail=f"Ch 00000010, caused by previous Xid {code}") for code in (74, 79)]
     # One line per code of CUDA's error table, as PyTorch prints it.
-    lines += [f"RuntimeError: CUDA error: {e.message}" for e in cuda_errors.load_table().errors]
+    lines += [f"RuntimeError: CUDA error: {e.message}" for e in cuda_errors.load_table().rows]
     # One per libibverbs completion status, by its name.
-    lines += [f"completion failed: {s.name}" for s in verbs_status.load_table().statuses]
+    lines += [f"completion failed: {s.name}" for s in verbs_status.load_table().rows]
     # One per EFA provider code, by its name.
-    lines += [f"prov_errno {e.name}" for e in efa_errors.load_table().errors]
+    lines += [f"prov_errno {e.name}" for e in efa_errors.load_table().rows]
     reached = {m.signature.id for line in lines for m in CAT.match_line(line, 1)}
     assert sorted(s.id for s in CAT.signatures if s.id not in reached) == []
 

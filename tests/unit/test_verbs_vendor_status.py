@@ -8,12 +8,14 @@ import pytest
 
 from goodput.diagnose.classify import classify_lines
 from goodput.diagnose.signatures import default_catalogue
-from goodput.diagnose.signatures.verbs_status import WcStatus, load_table, parse_table
+from goodput.diagnose.signatures.readings import parse_code_table
+from goodput.diagnose.signatures.verbs_status import WcStatus, load_table
+from tests.unit.vendor_table_checks import assert_reaches_reading, own_rules_disagreeing, spelling_cases
 
 CAT = default_catalogue()
 TABLE = load_table()
 BY_ID = {s.id: s for s in CAT.signatures}
-STATUSES = TABLE.statuses
+STATUSES = TABLE.rows
 
 
 def forms(status: WcStatus) -> dict[str, str]:
@@ -31,27 +33,16 @@ def forms(status: WcStatus) -> dict[str, str]:
     return out
 
 
-def _cases() -> list[tuple[WcStatus, str, str]]:
-    return [(s, name, line) for s in STATUSES for name, line in forms(s).items()]
+CASES = spelling_cases(STATUSES, forms)
 
 
-@pytest.mark.parametrize(("status", "form", "line"), _cases(), ids=[f"{s.name}-{f}" for s, f, _ in _cases()])
+@pytest.mark.parametrize(("status", "form", "line"), CASES, ids=[f"{s.name}-{f}" for s, f, _ in CASES])
 def test_every_status_reaches_its_reading_in_every_spelling(status: WcStatus, form: str, line: str) -> None:
-    reading = TABLE.readings[status.reading]
-    rule = status.signature or f"ibv-wc-{status.code}"
-    hits = {m.signature.id for m in CAT.match_line(line, 1)}
-    assert rule in hits, (form, hits)
-    v = classify_lines([line])
-    assert (str(v.category), v.restart, v.drain) == (str(reading.category), reading.restart, reading.drain), (
-        form, v.signatures)
+    assert_reaches_reading(CAT, TABLE, status, "ibv-wc", form, line)
 
 
 def test_a_rule_of_its_own_agrees_with_the_reading() -> None:
-    for status in STATUSES:
-        if not status.signature:
-            continue
-        own, reading = BY_ID[status.signature], TABLE.readings[status.reading]
-        assert (own.category, own.restart, own.drain) == (reading.category, reading.restart, reading.drain)
+    assert own_rules_disagreeing(CAT, TABLE) == []
 
 
 def test_the_table_names_its_source_and_drains_nothing() -> None:
@@ -83,7 +74,7 @@ def test_an_inconsistent_row_is_refused() -> None:
            "status": [{"code": 7, "name": "IBV_WC_BAD_RESP_ERR", "message": "bad response error",
                        "syndrome": 16, "reading": "r", "meaning": "m"}]}
     with pytest.raises(ValueError, match="go together"):
-        parse_table(doc)
+        parse_code_table(doc, WcStatus, "status")
     doc["status"][0].update(ucx="Bad response", reading="nope")
     with pytest.raises(ValueError, match="no weighing"):
-        parse_table(doc)
+        parse_code_table(doc, WcStatus, "status")
