@@ -130,6 +130,72 @@ def silent_rank(timeouts: Iterable[Match], reporter: Callable[[Match], int | Non
     return None
 
 
+# PyTorch's per-rank progress after a collective timeout: `last enqueued work: N` (the watchdog's
+# status) or `Last enqueued NCCL work: N` (a rank told of another's timeout), and the process group.
+_LAST_ENQUEUED = LinearRegex(r"[Ll]ast enqueued(?: NCCL)? work: (\d{1,12})")
+_PROGRESS_PG = LinearRegex(r"\[PG (?:ID )?(\d{1,6})")
+RANKS_BEHIND = Signature(
+    id="nccl-ranks-behind", family="torch-nccl", category=Category.APP_ERROR, culprit_kind=CulpritKind.APP,
+    precedence=47, pattern=r"\A\z", literals=("nccl-ranks-behind",), restart=False, drain=False, settles=False,
+    source=("PyTorch, torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: after a collective timeout every rank "
+            "reports its last enqueued and last completed work; a rank told of another's timeout is told it "
+            "is most likely caused by incorrect usage of collectives (wrong sizes across ranks, collectives "
+            "in a different order on some ranks, or a scheduled collective that did not run), and less often "
+            "by a GIL deadlock, network errors or bugs in the communications library"),
+    explanation=("Some ranks never enqueued the collective the others timed out in: their last enqueued "
+                 "work is below the timed-out sequence number, so they were not waiting in it but "
+                 "somewhere else in the program (another code path, a different number of collectives, an "
+                 "exit taken on some ranks only). PyTorch names incorrect collective usage as the most "
+                 "likely cause; an unchanged restart follows the same path. The ranks that fell behind "
+                 "are named."))
+
+
+def _progress_of(m: Match) -> tuple[str, int] | None:
+    enqueued = _LAST_ENQUEUED.search(utf8(m.text))
+    value = bounded_int(enqueued.group(1), max_digits=12) if enqueued else None
+    if value is None:
+        return None
+    pg = _PROGRESS_PG.search(utf8(m.text))
+    return (pg.group(1) or "") if pg else "", value
+
+
+def ranks_behind(timeouts: Iterable[Match], progress: Iterable[Match],
+                 reporter: Callable[[Match], int | None]) -> Match | None:
+    """Ranks whose own progress line says they never enqueued the collective others timed out in.
+
+    The timed-out sequence number is the highest one a watchdog timeout reports in a process group;
+    a rank whose `last enqueued work` in that group is below it never issued the collective. Where
+    one side gives no group id, the line counts for the group when the log shows only one; two
+    different ids are never compared. Nothing is inferred from silence: only ranks that printed
+    their own progress are named.
+    """
+    timed_out: dict[str, int] = {}
+    for m in timeouts:
+        seq = bounded_int(m.groups.get("code"), max_digits=12)
+        if seq is not None:
+            pg = m.groups.get("pg", "")
+            timed_out[pg] = max(seq, timed_out.get(pg, 0))
+    if not timed_out:
+        return None
+    behind: dict[int, Match] = {}
+    for m in progress:
+        found, rank = _progress_of(m), reporter(m)
+        if found is None or rank is None:
+            continue
+        pg, enqueued = found
+        seq = timed_out.get(pg)
+        if seq is None and len(timed_out) == 1 and (not pg or "" in timed_out):
+            seq = next(iter(timed_out.values()))  # one group, and one side does not say which
+        if seq is not None and enqueued < seq:
+            behind.setdefault(rank, m)
+    if not behind:
+        return None
+    first = min(behind.values(), key=lambda m: m.line_no)
+    ranks = ", ".join(str(r) for r in sorted(behind))
+    return Match(signature=RANKS_BEHIND, line_no=first.line_no, text=first.text, groups={"ranks": ranks},
+                 context=first.context)
+
+
 def _fault_address(text: str) -> str | None:
     found = _FAULT_ADDRESS.search(utf8(text))
     address = found.group(1) if found else None

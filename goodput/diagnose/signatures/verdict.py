@@ -25,6 +25,7 @@ from goodput.diagnose.signatures.confidence import Confidence, Ingredients, grad
 from goodput.diagnose.signatures.crossline import (
     collective_mismatch,
     driver_hang,
+    ranks_behind,
     recurring_app_xid,
     same_host_peer,
     silent_rank,
@@ -51,6 +52,8 @@ RIVAL_MARGIN = 10
 # The culprit offline when the log does not spell its host: whoever produced the log.
 SOURCE_NODE = "the node that produced this log"
 _TIMEOUT_ID = "nccl-watchdog-timeout"
+# PyTorch's per-rank progress lines after a timeout (last enqueued / completed work).
+_PROGRESS_IDS = frozenset({"nccl-watchdog-status", "nccl-dump-signal"})
 _MISMATCH_ID = "nccl-collective-mismatch"
 # A task the kernel reports stuck in D state, and a stack frame in the NVIDIA driver.
 _STUCK_TASK_ID = "kernel-task-d-state"
@@ -98,6 +101,7 @@ class VerdictBuilder:
         self._per_sig: dict[str, int] = {}
         self._mismatch = mismatch
         self._timeouts: list[Match] = []
+        self._progress: list[Match] = []
         # Kernel reports of stuck tasks and lines of NVIDIA driver frames (locators, bounded).
         self._stuck: list[Match] = []
         self._driver_frames: list[int] = []
@@ -118,6 +122,8 @@ class VerdictBuilder:
             return
         if sig.id == _TIMEOUT_ID and len(self._timeouts) < MAX_TIMEOUTS:
             self._timeouts.append(match)
+        elif sig.id in _PROGRESS_IDS and len(self._progress) < MAX_TIMEOUTS:
+            self._progress.append(match)
         count = self._per_sig.get(sig.id, 0)
         self._per_sig[sig.id] = count + 1
         if count < MAX_HITS_PER_SIGNATURE:
@@ -145,8 +151,9 @@ class VerdictBuilder:
         mismatch = self._collective_mismatch()
         if mismatch is not None:
             self._hits.append(mismatch)
+        behind = ranks_behind(self._timeouts, self._progress, reporting_rank) if mismatch is None else None
         for synthesized in (recurring_app_xid(self._hits), driver_hang(self._stuck, self._driver_frames),
-                            same_host_peer(self._hits, self.locator.name_of)):
+                            same_host_peer(self._hits, self.locator.name_of), behind):
             if synthesized is not None:
                 self._hits.append(synthesized)
         self._hits += self.circumstances.synthesize(self._hits, self._timeouts, reporting_rank)
