@@ -123,7 +123,8 @@ class VerdictBuilder:
         if sig.id == _TIMEOUT_ID and len(self._timeouts) < MAX_TIMEOUTS:
             self._timeouts.append(match)
         elif sig.id in _PROGRESS_IDS and len(self._progress) < MAX_TIMEOUTS:
-            self._progress.append(match)
+            # Only the head of the line is read (its group and its last enqueued work): hold no more.
+            self._progress.append(dataclasses.replace(match, text=match.text[:2 * MAX_EVIDENCE_CHARS]))
         count = self._per_sig.get(sig.id, 0)
         self._per_sig[sig.id] = count + 1
         if count < MAX_HITS_PER_SIGNATURE:
