@@ -8,6 +8,8 @@ import pytest
 from tests.unit.signature_cases import K, check_line_case, ids
 
 LINE_CASES_MORE: list[tuple[str, str, dict[str, str]]] = [
+    ("node1:22671:22795 [1] transport/p2p.cu:431 WARN failed to open CUDA IPC handle : 30 unknown error",
+     "nccl-cuda-ipc-open-failed", {}),
     # application, launcher, OOM
     ("  Warning  UnexpectedAdmissionError  13s   kubelet  Allocate failed due to rpc error: code = Unknown desc = "
      "request for 'nvidia.com/gpu: 2' too large: maximum request size for shared resources is 1, which is "
