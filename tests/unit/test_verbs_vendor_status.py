@@ -26,6 +26,8 @@ def forms(status: WcStatus) -> dict[str, str]:
         "nccl-old": (f"gpu-a12:4121:4188 [3] NCCL WARN NET/IB : Got completion with error {status.code}, "
                      "opcode 1, len 0, vendor err 129"),
         "name": f"rdma_poll: completion failed: {status.name} (wr_id 17)",
+        "ucx-verbs": (f"[clx-orion-097:26451:0:26451] rc_verbs_iface.c:63   FATAL: send completion with error: "
+                      f"{status.message}"),
     }
     if status.ucx and status.syndrome is not None:
         out["ucx"] = (f"[cn12:2811:0:2840] ib_mlx5_log.c:171  {status.ucx} on mlx5_0:1/IB "

@@ -11,6 +11,7 @@ one alike; here `data/vendor/ibv-wc-status.toml` gives each status its documente
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Any
 
@@ -24,6 +25,8 @@ TABLE_FILE = "ibv-wc-status.toml"
 NCCL_PREFIX = r"NET/IB ?: Got completion (?:from peer (?P<peer>[^\s<]+?)(?:%\w+)?<\d+> )?with (?:status=|error )"
 # UCX's mlx5 report: `<words> on <device>:<port>/<IB|RoCE> (synd 0x<syndrome> ...`.
 UCX_DEVICE = r" on [\w.-]{1,32}:\d{1,3}/\w{1,8} \(synd "
+# UCX's verbs transports (rc_verbs, ud_verbs): `send completion with error: <ibv_wc_status_str>`.
+VERBS_COMPLETION = r"[Cc]ompletion with error: "
 
 
 class WcStatus(VendorCode):
@@ -47,14 +50,16 @@ class WcStatus(VendorCode):
         return f", mlx5 syndrome 0x{self.syndrome:02x}" if self.syndrome is not None else ""
 
     def pattern(self) -> str:
-        """NCCL's number, the status's name anywhere, and UCX's words with the matching syndrome."""
-        forms = [rf"{NCCL_PREFIX}(?P<code>{self.code})\b", rf"\b{self.name}\b"]
+        """NCCL's number, the status's name anywhere, its `ibv_wc_status_str` message after UCX's verbs
+        transports' words, and UCX's mlx5 words with the matching syndrome."""
+        forms = [rf"{NCCL_PREFIX}(?P<code>{self.code})\b", rf"\b{self.name}\b",
+                 VERBS_COMPLETION + re.escape(self.message)]
         if self.ucx and self.syndrome is not None:
             forms.append(rf"{self.ucx}{UCX_DEVICE}0x0?{self.syndrome:x}\b")
         return "|".join(forms)
 
     def literals(self) -> tuple[str, ...]:
-        return ("Got completion", self.name) + ((self.ucx,) if self.ucx else ())
+        return ("Got completion", self.name, self.message) + ((self.ucx,) if self.ucx else ())
 
 
 @cache
