@@ -151,11 +151,12 @@ RANKS_BEHIND = Signature(
 
 
 def _progress_of(m: Match) -> tuple[str, int] | None:
-    enqueued = _LAST_ENQUEUED.search(utf8(m.text))
+    data = utf8(m.text)
+    enqueued = _LAST_ENQUEUED.search(data)
     value = bounded_int(enqueued.group(1), max_digits=12) if enqueued else None
     if value is None:
         return None
-    pg = _PROGRESS_PG.search(utf8(m.text))
+    pg = _PROGRESS_PG.search(data)
     return (pg.group(1) or "") if pg else "", value
 
 

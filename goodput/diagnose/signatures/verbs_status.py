@@ -20,11 +20,10 @@ from pydantic import Field, model_validator
 from goodput.diagnose.signatures.readings import CodeTable, VendorCode, code_signatures, load_code_table
 
 TABLE_FILE = "ibv-wc-status.toml"
-# NCCL's IB transport: `NET/IB : Got completion from peer <addr><port> with status=N` (older NCCL:
-# `with error N`); the hand-written NCCL rules use the same prefix.
-NCCL_PREFIX = r"NET/IB ?: Got completion (?:from peer (?P<peer>[^\s<]+?)(?:%\w+)?<\d+> )?with (?:status=|error )"
-# UCX's mlx5 report: `<words> on <device>:<port>/<IB|RoCE> (synd 0x<syndrome> ...`.
-UCX_DEVICE = r" on [\w.-]{1,32}:\d{1,3}/\w{1,8} \(synd "
+# Catalogue fragments (catalogue.toml), shared with the hand-written IB rules: NCCL's completion
+# line up to the status's number, and UCX's mlx5 report between a syndrome's words and its number.
+NCCL_PREFIX = "{nccl_ib_completion}"
+UCX_SYNDROME = "{ucx_synd}"
 # UCX's verbs transports (rc_verbs, ud_verbs): `send completion with error: <ibv_wc_status_str>`.
 VERBS_COMPLETION = r"[Cc]ompletion with error: "
 
@@ -55,7 +54,7 @@ class WcStatus(VendorCode):
         forms = [rf"{NCCL_PREFIX}(?P<code>{self.code})\b", rf"\b{self.name}\b",
                  VERBS_COMPLETION + re.escape(self.message)]
         if self.ucx and self.syndrome is not None:
-            forms.append(rf"{self.ucx}{UCX_DEVICE}0x0?{self.syndrome:x}\b")
+            forms.append(rf"{self.ucx}{UCX_SYNDROME}0?{self.syndrome:x}\b")
         return "|".join(forms)
 
     def literals(self) -> tuple[str, ...]:
