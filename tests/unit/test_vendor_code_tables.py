@@ -1,0 +1,80 @@
+"""The vendors' RDMA code tables (libibverbs' completion statuses, EFA's codes), each row in each
+spelling a log uses: it reaches the row's rule (its own, or the generated one) and the reading's
+verdict, and a hand-written rule a row names agrees with the reading. CUDA's table weighs its own
+rules differently (they keep the code's category and drain only): `test_cuda_vendor_errors`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from goodput.diagnose.classify import classify_lines
+from goodput.diagnose.signatures import default_catalogue, efa_errors, verbs_status
+from goodput.diagnose.signatures.efa_errors import DISTINCT_MESSAGE, EfaError
+from goodput.diagnose.signatures.readings import CodeTable
+from goodput.diagnose.signatures.verbs_status import WcStatus
+
+CAT = default_catalogue()
+BY_ID = {s.id: s for s in CAT.signatures}
+
+
+def verbs_spellings(status: WcStatus) -> dict[str, str]:
+    out = {
+        "nccl": (f"gpu-a12:4121:4188 [3] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer "
+                 f"10.3.0.17<52113> with status={status.code} opcode=1 len=0 vendor err 129 (Send) localGid "
+                 "::ffff:10.3.0.12 remoteGids::ffff:10.3.0.17 hca mlx5_4"),
+        "nccl-old": (f"gpu-a12:4121:4188 [3] NCCL WARN NET/IB : Got completion with error {status.code}, "
+                     "opcode 1, len 0, vendor err 129"),
+        "name": f"rdma_poll: completion failed: {status.name} (wr_id 17)",
+        "ucx-verbs": (f"[clx-orion-097:26451:0:26451] rc_verbs_iface.c:63   FATAL: send completion with error: "
+                      f"{status.message}"),
+    }
+    if status.ucx and status.syndrome is not None:
+        out["ucx"] = (f"[cn12:2811:0:2840] ib_mlx5_log.c:171  {status.ucx} on mlx5_0:1/IB "
+                      f"(synd 0x{status.syndrome:x} vend 0x81 hw_synd 0/0)")
+    return out
+
+
+def efa_spellings(error: EfaError) -> dict[str, str]:
+    out = {
+        "aws-ofi-nccl": (f"[2026-01-01 12:08:32] node-0-0:194:710 [0] int cm_req_handle_error_entry(...):46 NCCL WARN "
+                         f"NET/OFI Request 0x7f456c222f60 completed with error. RC: 103. Error: {error.code} "
+                         f"({error.message}) My EFA addr: fi_addr_efa://[fe80::c55:2eff:fe44:db5]:0:142160333"),
+        "name": f"libfabric:4242:1700000000::efa:cq:efa_cq_handle_error(): prov_errno {error.name}",
+    }
+    if len(error.message) >= DISTINCT_MESSAGE:
+        out["message"] = f"rank 3: transfer failed: {error.message}"
+    return out
+
+
+# id prefix of the generated rules -> (table, how a log spells its rows)
+TABLES: dict[str, tuple[CodeTable[Any], Any]] = {
+    "ibv-wc": (verbs_status.load_table(), verbs_spellings),
+    "efa-error": (efa_errors.load_table(), efa_spellings),
+}
+CASES = [(prefix, row, form, line) for prefix, (table, spell) in TABLES.items()
+         for row in table.rows for form, line in spell(row).items()]
+
+
+@pytest.mark.parametrize(("prefix", "row", "form", "line"), CASES,
+                         ids=[f"{p}-{r.code}-{f}" for p, r, f, _ in CASES])
+def test_every_row_reaches_its_reading_in_every_spelling(prefix: str, row: Any, form: str, line: str) -> None:
+    table = TABLES[prefix][0]
+    reading = table.readings[row.reading]
+    rule = row.signature or f"{prefix}-{row.code}"
+    hits = {m.signature.id for m in CAT.match_line(line, 1)}
+    assert rule in hits, (form, hits)
+    v = classify_lines([line])
+    assert (str(v.category), v.restart, v.drain) == (str(reading.category), reading.restart, reading.drain), (
+        form, v.signatures)
+
+
+@pytest.mark.parametrize("prefix", list(TABLES))
+def test_a_rule_of_its_own_agrees_with_the_reading(prefix: str) -> None:
+    table = TABLES[prefix][0]
+    for row in table.rows:
+        if row.signature:
+            own, reading = BY_ID[row.signature], table.readings[row.reading]
+            assert (own.category, own.restart, own.drain) == (reading.category, reading.restart, reading.drain), (
+                row.code)
