@@ -50,6 +50,9 @@ def test_progress_in_another_process_group_is_not_compared() -> None:
 def test_a_number_no_counter_reaches_is_ignored() -> None:
     log = [TIMEOUT.format(r=1, seq=200), DUMP.format(r=3, pg=0, enq="9" * 40, done=1)]
     assert "nccl-ranks-behind" not in classify_lines(log).signatures
+    # Nor a sequence number of thousands of digits, which would make every rank look behind.
+    log = [TIMEOUT.format(r=1, seq="9" * 5000), DUMP.format(r=3, pg=0, enq=12, done=12)]
+    assert "nccl-ranks-behind" not in classify_lines(log).signatures
 
 
 def test_one_timed_out_group_is_not_compared_with_another_groups_progress() -> None:

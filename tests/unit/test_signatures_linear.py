@@ -90,6 +90,11 @@ PATHOLOGICAL = [
     ("NCCL WARN ", []),
     ("srun: error: node1: tasks 0,", []),
     ("[1, 2, 3, " * 10, []),
+    # The vendor code tables: a CUDA wrapper's words before a message, UCX's words before a syndrome,
+    # the OFI plugin's code before an EFA message, none of them ever completed.
+    ("Cuda failure 217 'peer access is not supported ", []),
+    ("Transport retry count exceeded on mlx5_0:1/IB (synd ", []),
+    ("Error: 5 (Local memory registration is invalid, ", []),
 ]
 
 
@@ -120,6 +125,9 @@ def test_the_real_xid_154_line_after_a_pathological_one() -> None:
     "  exitcode  : -{n} (pid: {n})",
     "NVRM: Xid (PCI:0000:3b:00): {n}, pid={n}, name=python3, GPU has fallen off the bus.",
     "SXid (PCI:0000:3b:00.0): {n}, Non-fatal, Link 12",
+    "[rank{n}]:[E623 ProcessGroupNCCL.cpp:1827] [PG ID {n} PG GUID 0(default_pg) Rank {n}] Received a dump signal "
+    "due to a collective timeout from  rank {n} and we will try our best to dump the debug info. Last enqueued NCCL "
+    "work: {n}, last completed NCCL work: {n}.",
 ])
 @pytest.mark.parametrize("digits", [5000, 19])
 def test_huge_numbers_in_fields_never_raise_and_are_never_taken(line: str, digits: int) -> None:
