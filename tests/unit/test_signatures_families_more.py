@@ -87,6 +87,8 @@ LINE_CASES_MORE: list[tuple[str, str, dict[str, str]]] = [
     ("slurmstepd: error: *** STEP 77.0 ON hx-1 FAILED (non-zero exit code or other failure mode) ***",
      "slurm-failed-banner", {}),
     ("srun: Job step aborted: Waiting up to 32 seconds for job step to finish.", "srun-step-aborted", {}),
+    ("srun: Job 81234 step creation still disabled, retrying (Requested nodes are busy)",
+     "srun-step-creation-retrying", {}),
     ("srun: error: Node failure on hx-9", "slurm-node-failure", {"host": "hx-9"}),
     ("slurmstepd: error: *** JOB 77 ON hx-1 CANCELLED AT 2026-11-29T01:02:03 DUE TO PREEMPTION ***",
      "slurm-preempted", {}),

@@ -91,10 +91,14 @@ PATHOLOGICAL = [
     ("srun: error: node1: tasks 0,", []),
     ("[1, 2, 3, " * 10, []),
     # The vendor code tables: a CUDA wrapper's words before a message, UCX's words before a syndrome,
-    # the OFI plugin's code before an EFA message, none of them ever completed.
+    # the OFI plugin's code before an EFA message, a Slurm client's words before a message, none of
+    # them ever completed.
     ("Cuda failure 217 'peer access is not supported ", []),
     ("Transport retry count exceeded on mlx5_0:1/IB (synd ", []),
     ("Error: 5 (Local memory registration is invalid, ", []),
+    ("srun: error: Unable to create step for job 81234: Memory required by task is not ", []),
+    ("slurm_load_jobs error: slurm_load_jobs error: Unable to contact slurm ", []),
+    ("Job 81234 step creation temporarily disabled, retrying (Requested nodes are ", ["srun-step-creation-retrying"]),
 ]
 
 

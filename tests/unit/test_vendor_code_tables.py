@@ -1,7 +1,7 @@
-"""The vendors' RDMA code tables (libibverbs' completion statuses, EFA's codes), each row in each
-spelling a log uses: it reaches the row's rule (its own, or the generated one) and the reading's
-verdict, and a hand-written rule a row names agrees with the reading. CUDA's table weighs its own
-rules differently (they keep the code's category and drain only): `test_cuda_vendor_errors`."""
+"""The vendors' code tables (libibverbs' completion statuses, EFA's codes, Slurm's errors), each row in
+each spelling a log uses: it reaches the row's rule (its own, or the generated one) and the
+reading's verdict, and a hand-written rule a row names agrees with the reading. CUDA's table weighs
+its own rules differently (they keep the code's category and drain only): `test_cuda_vendor_errors`."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from goodput.diagnose.classify import classify_lines
-from goodput.diagnose.signatures import default_catalogue, efa_errors, verbs_status
+from goodput.diagnose.signatures import default_catalogue, efa_errors, slurm_errors, verbs_status
 from goodput.diagnose.signatures.efa_errors import DISTINCT_MESSAGE, EfaError
 from goodput.diagnose.signatures.readings import CodeTable
+from goodput.diagnose.signatures.slurm_errors import SlurmError
 from goodput.diagnose.signatures.verbs_status import WcStatus
 
 CAT = default_catalogue()
@@ -48,10 +49,27 @@ def efa_spellings(error: EfaError) -> dict[str, str]:
     return out
 
 
+def slurm_spellings(error: SlurmError) -> dict[str, str]:
+    out = {"name": f"pyslurm.core.error.RPCError: the request failed ({error.name})"}
+    for i, message in enumerate(error.messages()):
+        tag = "" if i == 0 else f"-older{i}"
+        out |= {
+            f"srun-step{tag}": f"srun: error: Unable to create step for job 81234: {message}",
+            f"srun-alloc{tag}": f"srun: error: Unable to allocate resources: {message}",
+            f"sbatch{tag}": f"sbatch: error: Batch job submission failed: {message}",
+            f"salloc{tag}": f"salloc: error: Job submit/allocate failed: {message}",
+            f"api{tag}": f"slurm_load_jobs error: {message}",
+        }
+        if len(message) >= slurm_errors.DISTINCT_MESSAGE:
+            out[f"slurmctld{tag}"] = f"[2026-12-05T10:11:12.123] _slurm_rpc_submit_batch_job: {message}"
+    return out
+
+
 # id prefix of the generated rules -> (table, how a log spells its rows)
 TABLES: dict[str, tuple[CodeTable[Any], Any]] = {
     "ibv-wc": (verbs_status.load_table(), verbs_spellings),
     "efa-error": (efa_errors.load_table(), efa_spellings),
+    "slurm-error": (slurm_errors.load_table(), slurm_spellings),
 }
 CASES = [(prefix, row, form, line) for prefix, (table, spell) in TABLES.items()
          for row in table.rows for form, line in spell(row).items()]
@@ -78,3 +96,27 @@ def test_a_rule_of_its_own_agrees_with_the_reading(prefix: str) -> None:
             own, reading = BY_ID[row.signature], table.readings[row.reading]
             assert (own.category, own.restart, own.drain) == (reading.category, reading.restart, reading.drain), (
                 row.code)
+
+
+SHORT_SLURM = [row for row in slurm_errors.load_table().rows if len(row.message) < slurm_errors.DISTINCT_MESSAGE]
+
+
+@pytest.mark.parametrize("row", SHORT_SLURM, ids=[f"slurm-error-{r.code}" for r in SHORT_SLURM])
+def test_a_short_slurm_message_is_read_only_after_a_clients_words(row: SlurmError) -> None:
+    """`Invalid qos specification` or `Requested nodes are busy` in a program's own output is not
+    Slurm's refusal; after `sbatch: error: Batch job submission failed: ` it is."""
+    alone = f"[rank0]: ValueError: {row.message}"
+    assert f"slurm-error-{row.code}" not in {m.signature.id for m in CAT.match_line(alone, 1)}
+
+
+SLURM_ROWS = slurm_errors.load_table().rows
+
+
+@pytest.mark.parametrize("row", SLURM_ROWS, ids=[f"slurm-error-{r.code}" for r in SLURM_ROWS])
+def test_srun_waiting_for_a_step_is_no_failure_whatever_slurm_answered(row: SlurmError) -> None:
+    """srun prints `retrying (<message>)` while it waits for its allocation's resources; only its
+    `Unable to create step` ends the step (platform-026 of the corpus is a log of nothing else)."""
+    line = f"srun: Job 81234 step creation temporarily disabled, retrying ({row.message})"
+    assert {m.signature.id for m in CAT.match_line(line, 1)} == {"srun-step-creation-retrying"}
+    v = classify_lines([line, line.replace("temporarily", "still"), "srun: Step created for StepId=81234.1"])
+    assert (str(v.category), v.restart, v.drain) == ("unknown", False, False)
