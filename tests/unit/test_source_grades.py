@@ -86,6 +86,10 @@ def test_nvsentinel_is_graded_by_its_recommended_action(action: str, level: str)
     ("Not responding", "slurm-node-not-responding", "high"),
     ("Node unexpectedly rebooted", "slurm-node-rebooted", "high"),
     ("Kill task failed", "slurm-unkillable-step", "high"),
+    # slurmctld's own reasons whose cause the reason leaves open (hardware or configuration; a node
+    # or its power-up): Slurm's rule names them, and they stay medium.
+    ("Low RealMemory (reported:512000 < 100.00% of configured:1031000)", "slurm-node-resources-low", "medium"),
+    ("ResumeTimeout reached", "slurm-node-resume-failed", "medium"),
     ("bad psu, ticket 42", "", "medium"),
     ("", "", "medium"),
 ])
