@@ -59,6 +59,7 @@ def slurm_spellings(error: SlurmError) -> dict[str, str]:
             f"sbatch{tag}": f"sbatch: error: Batch job submission failed: {message}",
             f"salloc{tag}": f"salloc: error: Job submit/allocate failed: {message}",
             f"api{tag}": f"slurm_load_jobs error: {message}",
+            f"plugin{tag}": f"srun: error: Couldn't load specified plugin name for mpi/pmix: {message}",
         }
         if len(message) >= slurm_errors.DISTINCT_MESSAGE:
             out[f"slurmctld{tag}"] = f"[2026-12-05T10:11:12.123] _slurm_rpc_submit_batch_job: {message}"
