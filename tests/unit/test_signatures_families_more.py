@@ -28,6 +28,7 @@ LINE_CASES_MORE: list[tuple[str, str, dict[str, str]]] = [
     ("  exitcode  : -6 (pid: 4242)", "elastic-sigabrt", {}),
     (" [2026] iteration 9/ 10 | lm loss: NAN | loss scale: 1.0 |", "loss-nan", {}),
     ("[rank3]: ValueError: too many values to unpack (expected 2)", "python-exception", {"detail": "ValueError"}),
+    ("[rank3]: MemoryError", "python-memory-error", {}),
     ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "elastic-child-failed", {}),
     ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 88 got signal: 15",
      "elastic-signal-exception", {"code": "15"}),

@@ -99,6 +99,8 @@ PATHOLOGICAL = [
     ("srun: error: Unable to create step for job 81234: Memory required by task is not ", []),
     ("slurm_load_jobs error: slurm_load_jobs error: Unable to contact slurm ", []),
     ("Job 81234 step creation temporarily disabled, retrying (Requested nodes are ", ["srun-step-creation-retrying"]),
+    ("OSError: [Errno 12] Cannot allocate ", ["python-exception"]),
+    ("(errno: 113 - No route to ", []),
 ]
 
 

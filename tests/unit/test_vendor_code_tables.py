@@ -1,7 +1,8 @@
-"""The vendors' code tables (libibverbs' completion statuses, EFA's codes, Slurm's errors), each row in
-each spelling a log uses: it reaches the row's rule (its own, or the generated one) and the
-reading's verdict, and a hand-written rule a row names agrees with the reading. CUDA's table weighs
-its own rules differently (they keep the code's category and drain only): `test_cuda_vendor_errors`."""
+"""The vendors' code tables (libibverbs' completion statuses, EFA's codes, Slurm's errors, the
+system's errno and getaddrinfo codes), each row in each spelling a log uses: it reaches the row's
+rule (its own, or the generated one) and the reading's verdict, and a hand-written rule a row
+names agrees with the reading. CUDA's table weighs its own rules differently (they keep the code's
+category and drain only): `test_cuda_vendor_errors`."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import Any
 import pytest
 
 from goodput.diagnose.classify import classify_lines
-from goodput.diagnose.signatures import default_catalogue, efa_errors, slurm_errors, verbs_status
+from goodput.diagnose.signatures import default_catalogue, efa_errors, errno_codes, slurm_errors, verbs_status
 from goodput.diagnose.signatures.efa_errors import DISTINCT_MESSAGE, EfaError
+from goodput.diagnose.signatures.errno_codes import OsErrorCode
 from goodput.diagnose.signatures.readings import CodeTable
 from goodput.diagnose.signatures.slurm_errors import SlurmError
 from goodput.diagnose.signatures.verbs_status import WcStatus
@@ -66,22 +68,37 @@ def slurm_spellings(error: SlurmError) -> dict[str, str]:
     return out
 
 
+def errno_spellings(error: OsErrorCode) -> dict[str, str]:
+    out = {"name": f"connect to the rendezvous failed: {error.name}"}
+    for i, message in enumerate(error.messages()):
+        tag = "" if i == 0 else f"-older{i}"
+        out |= {
+            f"python{tag}": f"OSError: [Errno {error.code}] {message}",
+            f"c10d{tag}": (f"[W socket.cpp:601] [c10d] The client socket has failed to connect to [node01]:29500 "
+                           f"(errno: {error.code} - {message})."),
+        }
+        if error.alone:
+            out[f"alone{tag}"] = f"ssh: connect to host node01 port 22: {message}"
+    return out
+
+
 # id prefix of the generated rules -> (table, how a log spells its rows)
 TABLES: dict[str, tuple[CodeTable[Any], Any]] = {
     "ibv-wc": (verbs_status.load_table(), verbs_spellings),
     "efa-error": (efa_errors.load_table(), efa_spellings),
     "slurm-error": (slurm_errors.load_table(), slurm_spellings),
+    "errno": (errno_codes.load_table(), errno_spellings),
 }
 CASES = [(prefix, row, form, line) for prefix, (table, spell) in TABLES.items()
          for row in table.rows for form, line in spell(row).items()]
 
 
 @pytest.mark.parametrize(("prefix", "row", "form", "line"), CASES,
-                         ids=[f"{p}-{r.code}-{f}" for p, r, f, _ in CASES])
+                         ids=[f"{p}-{r.key()}-{f}" for p, r, f, _ in CASES])
 def test_every_row_reaches_its_reading_in_every_spelling(prefix: str, row: Any, form: str, line: str) -> None:
     table = TABLES[prefix][0]
     reading = table.readings[row.reading]
-    rule = row.signature or f"{prefix}-{row.code}"
+    rule = row.signature or f"{prefix}-{row.key()}"
     hits = {m.signature.id for m in CAT.match_line(line, 1)}
     assert rule in hits, (form, hits)
     v = classify_lines([line])
@@ -121,3 +138,21 @@ def test_srun_waiting_for_a_step_is_no_failure_whatever_slurm_answered(row: Slur
     assert {m.signature.id for m in CAT.match_line(line, 1)} == {"srun-step-creation-retrying"}
     v = classify_lines([line, line.replace("temporarily", "still"), "srun: Step created for StepId=81234.1"])
     assert (str(v.category), v.restart, v.drain) == ("unknown", False, False)
+
+
+SHORT_ERRNO = [row for row in errno_codes.load_table().rows if not row.alone and not row.signature]
+
+
+@pytest.mark.parametrize("row", SHORT_ERRNO, ids=[row.name for row in SHORT_ERRNO])
+def test_a_common_errno_phrase_is_read_only_with_its_number(row: OsErrorCode) -> None:
+    """`Permission denied (publickey)` or a tool's own `Connection timed out` is not the errno's word."""
+    alone = f"node01: {row.message} (publickey,password)."
+    assert f"errno-{row.key()}" not in {m.signature.id for m in CAT.match_line(alone, 1)}
+
+
+def test_python_memory_error_is_host_memory_and_cudas_is_not_it() -> None:
+    host = classify_lines(["Traceback (most recent call last):", "numpy.core._exceptions._ArrayMemoryError: "
+                           "Unable to allocate 3.2 GiB for an array with shape (430000, 1000)"])
+    assert (str(host.category), host.restart, "python-memory-error" in host.signatures) == ("oom", False, True)
+    gpu = classify_lines(["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"])
+    assert "python-memory-error" not in gpu.signatures

@@ -56,6 +56,10 @@ class VendorCode(Frozen):
         """The code's names, as the explanation and the source give them."""
         raise NotImplementedError
 
+    def key(self) -> str:
+        """What follows the table's prefix in the generated rule's id (the code by default)."""
+        return str(self.code)
+
     def pattern(self) -> str:
         raise NotImplementedError
 
@@ -88,8 +92,8 @@ def parse_code_table(doc: Mapping[str, Any], row_type: type[Row], rows_key: str)
     table: CodeTable[Row] = CodeTable(
         document=meta["document"], url=meta["url"], version=str(meta["version"]),
         readings={k: Reading.model_validate(v) for k, v in dict(doc["reading"]).items()}, rows=rows)
-    codes = [r.code for r in rows]
-    if len(set(codes)) != len(codes):
+    keys = [r.key() for r in rows]
+    if len(set(keys)) != len(keys):
         raise ValueError(f"a code appears twice in the table of {rows_key}s")
     unweighed = sorted({r.reading for r in rows if not r.signature} - table.readings.keys())
     if unweighed:
@@ -110,7 +114,7 @@ def code_signatures(table: CodeTable[Row], *, id_prefix: str, family: str, kind:
             continue
         reading = table.readings[row.reading]
         out.append({
-            "id": f"{id_prefix}-{row.code}",
+            "id": f"{id_prefix}-{row.key()}",
             "family": family,
             **reading.weighing(),
             "pattern": row.pattern(),
