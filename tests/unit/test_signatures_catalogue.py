@@ -35,7 +35,14 @@ def test_packaged_catalogue_is_versioned_and_covers_every_category_it_needs() ->
 def test_every_signature_is_exercised_by_an_example_line() -> None:
     # A rule no example reaches is either dead (its literal never occurs where its regex matches)
     # or untested; both are bugs in the catalogue.
-    from goodput.diagnose.signatures import cuda_errors, efa_errors, errno_codes, slurm_errors, verbs_status
+    from goodput.diagnose.signatures import (
+        cuda_errors,
+        efa_errors,
+        errno_codes,
+        nvml_errors,
+        slurm_errors,
+        verbs_status,
+    )
     from goodput.diagnose.signatures.vendor import load_table
     from tests.unit.test_signatures_families import LINE_CASES
     from tests.unit.test_signatures_families_more import LINE_CASES_MORE
@@ -61,6 +68,8 @@ def test_every_signature_is_exercised_by_an_example_line() -> None:
     lines += [f"sbatch: error: Batch job submission failed: {e.message}" for e in slurm_errors.load_table().rows]
     # One per system error code, as Python prints it.
     lines += [f"OSError: [Errno {e.code}] {e.message}" for e in errno_codes.load_table().rows]
+    # One per NVML code, as pynvml raises it.
+    lines += [f"pynvml.NVMLError_{e.pynvml}: {e.message}" for e in nvml_errors.load_table().rows]
     reached = {m.signature.id for line in lines for m in CAT.match_line(line, 1)}
     assert sorted(s.id for s in CAT.signatures if s.id not in reached) == []
 
