@@ -178,3 +178,10 @@ def test_python_memory_error_is_host_memory_and_cudas_is_not_it() -> None:
     assert (str(host.category), host.restart, "python-memory-error" in host.signatures) == ("oom", False, True)
     gpu = classify_lines(["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"])
     assert "python-memory-error" not in gpu.signatures
+
+
+def test_a_pods_tolerations_are_not_a_node_that_went_away() -> None:
+    """Every pod's `kubectl describe` lists the not-ready and unreachable taints it tolerates."""
+    v = classify_lines(["Tolerations:     node.kubernetes.io/not-ready:NoExecute op=Exists for 300s",
+                        "                 node.kubernetes.io/unreachable:NoExecute op=Exists for 300s"])
+    assert (str(v.category), v.restart, v.drain, v.signatures) == ("unknown", False, False, ())
