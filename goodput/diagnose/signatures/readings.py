@@ -1,4 +1,5 @@
-"""Vendors' code tables (CUDA's errors, libibverbs' statuses, EFA's codes) and how goodput weighs them.
+"""Vendors' code tables (CUDA's and NVML's errors, libibverbs' statuses, EFA's, Slurm's and the
+system's codes) and how goodput weighs them.
 
 Each table is facts (a code, its names, its message) pointing at one *reading*: what the vendor's
 description makes of the code (the program's call, the fabric's configuration, the link or the
