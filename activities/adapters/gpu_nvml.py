@@ -33,7 +33,8 @@ _DEFAULTS: dict[str, int] = {
     "NVML_MEMORY_ERROR_TYPE_CORRECTED": 0, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED": 1,
     "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS": 0,
     "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR": 1, "NVML_ERROR_TIMEOUT": 10,
-    "NVML_ERROR_GPU_IS_LOST": 15, "NVML_ERROR_FUNCTION_NOT_FOUND": 13, "NVML_SUCCESS": 0,
+    "NVML_ERROR_GPU_IS_LOST": 15, "NVML_ERROR_RESET_REQUIRED": 16, "NVML_ERROR_FUNCTION_NOT_FOUND": 13,
+    "NVML_SUCCESS": 0,
     "nvmlEventTypeXidCriticalError": 0x8,
     "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION": 230,
     "NVML_NVLINK_MAX_LINKS": 18, "NVML_FEATURE_ENABLED": 1, "NVML_NVLINK_ERROR_DL_REPLAY": 0,
@@ -187,6 +188,8 @@ class NvmlCollector:
                 errors.append(f"{label}: {self._text(err)}")
                 if self._is(err, "NVML_ERROR_GPU_IS_LOST"):
                     out["gpu_lost"] = True
+                elif self._is(err, "NVML_ERROR_RESET_REQUIRED"):
+                    out["gpu_reset_required"] = True
                 return None
 
         c = self._const

@@ -131,6 +131,9 @@ class GpuSample(Frozen):
     recovery_action: GpuRecoveryAction | None = None
     gpu_lost: bool = False
     """NVML answered "GPU is lost" (fallen off the bus): every other field is then unknown."""
+    gpu_reset_required: bool = False
+    """NVML answered "GPU requires restart" (NVML_ERROR_RESET_REQUIRED): nothing runs on the GPU
+    until it is reset."""
     last_xid: int | None = None
     xid_events: tuple[XidEvent, ...] = ()
     errors: tuple[str, ...] = ()

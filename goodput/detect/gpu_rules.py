@@ -85,6 +85,9 @@ def sample_findings(sample: GpuSample, previous: GpuSample | None = None) -> lis
     if sample.gpu_lost:
         found.append(_finding(sample, "gpu-lost", fault, hw, Severity.CRITICAL,
                               "NVML reports the GPU is lost (fallen off the bus)"))
+    if sample.gpu_reset_required:
+        found.append(_finding(sample, "reset-required", fault, hw, Severity.CRITICAL,
+                              "NVML reports the GPU requires a reset before it can be used again"))
     if sample.ecc_volatile_uncorrected:
         found.append(_finding(sample, "ecc-uncorrectable", fault, hw, Severity.CRITICAL,
                               f"{sample.ecc_volatile_uncorrected} uncorrectable ECC errors"

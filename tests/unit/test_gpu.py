@@ -83,6 +83,7 @@ def test_aggregate_ecc_counts_only_when_it_grows() -> None:
     ({"clock_event_reasons": ("hw-power-brake-slowdown",)}, "clock-slowdown", Category.STRAGGLER,
      Severity.WARNING),
     ({"gpu_lost": True}, "gpu-lost", Category.GPU_HARDWARE, Severity.CRITICAL),
+    ({"gpu_reset_required": True}, "reset-required", Category.GPU_HARDWARE, Severity.CRITICAL),
 ])
 def test_single_gpu_rules(fields: dict[str, Any], rule: str, category: Category, severity: Severity) -> None:
     [finding] = sample_findings(gpu(**fields))

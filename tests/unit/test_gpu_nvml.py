@@ -274,6 +274,18 @@ def test_a_lost_gpu_still_yields_a_named_sample() -> None:
     assert finding.category is Category.GPU_HARDWARE and finding.uuid == devices[2].uuid
 
 
+def test_a_gpu_that_needs_a_reset_is_flagged_and_found() -> None:
+    """NVML_ERROR_RESET_REQUIRED on a query: the GPU is unusable until reset (NVML's reference), as
+    the same code in a job's log is read (data/vendor/nvml-errors.toml)."""
+    devices = [FakeDevice(0), FakeDevice(1, fail={"util": pynvml.NVML_ERROR_RESET_REQUIRED})]
+    with collector(FakeNvml(devices)) as nv:
+        samples = nv.sample()
+    assert samples[1].gpu_reset_required and not samples[1].gpu_lost and not samples[0].gpu_reset_required
+    assert samples[1].errors == ("utilisation: GPU requires restart",)
+    [finding] = [f for f in evaluate(samples) if f.rule == "reset-required"]
+    assert finding.uuid == devices[1].uuid and finding.category is Category.GPU_HARDWARE
+
+
 def test_no_handle_for_an_index_is_a_lost_gpu_not_a_crash() -> None:
     devices = [FakeDevice(0), FakeDevice(1, fail={"handle": pynvml.NVML_ERROR_GPU_IS_LOST})]
     with collector(FakeNvml(devices)) as nv:
