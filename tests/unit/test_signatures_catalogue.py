@@ -39,6 +39,7 @@ def test_every_signature_is_exercised_by_an_example_line() -> None:
         cuda_errors,
         efa_errors,
         errno_codes,
+        mpi_errors,
         nvml_errors,
         slurm_errors,
         verbs_status,
@@ -70,6 +71,8 @@ def test_every_signature_is_exercised_by_an_example_line() -> None:
     lines += [f"OSError: [Errno {e.code}] {e.message}" for e in errno_codes.load_table().rows]
     # One per NVML code, as pynvml raises it.
     lines += [f"pynvml.NVMLError_{e.pynvml}: {e.message}" for e in nvml_errors.load_table().rows]
+    # One per MPI error class, as Open MPI aborts with it.
+    lines += [f"*** {e.message}" for e in mpi_errors.load_table().rows]
     reached = {m.signature.id for line in lines for m in CAT.match_line(line, 1)}
     assert sorted(s.id for s in CAT.signatures if s.id not in reached) == []
 

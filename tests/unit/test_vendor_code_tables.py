@@ -1,8 +1,8 @@
 """The vendors' code tables (libibverbs' completion statuses, EFA's codes, Slurm's errors, NVML's
-codes, the system's errno and getaddrinfo codes), each row in each spelling a log uses: it reaches the row's
-rule (its own, or the generated one) and the reading's verdict, and a hand-written rule a row
-names agrees with the reading. CUDA's table weighs its own rules differently (they keep the code's
-category and drain only): `test_cuda_vendor_errors`."""
+codes, MPI's error classes, the system's errno and getaddrinfo codes), each row in each spelling a
+log uses: it reaches the row's rule (its own, or the generated one) and the reading's verdict, and
+a hand-written rule a row names agrees with the reading. CUDA's table weighs its own rules
+differently (they keep the code's category and drain only): `test_cuda_vendor_errors`."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from goodput.diagnose.signatures import (
     default_catalogue,
     efa_errors,
     errno_codes,
+    mpi_errors,
     nvml_errors,
     slurm_errors,
     verbs_status,
@@ -22,6 +23,7 @@ from goodput.diagnose.signatures import (
 from goodput.diagnose.signatures.efa_errors import DISTINCT_MESSAGE, EfaError
 from goodput.diagnose.signatures.errno_codes import OsErrorCode
 from goodput.diagnose.signatures.model import Role
+from goodput.diagnose.signatures.mpi_errors import MpiError
 from goodput.diagnose.signatures.nvml_errors import NvmlError
 from goodput.diagnose.signatures.readings import CodeTable
 from goodput.diagnose.signatures.slurm_errors import SlurmError
@@ -101,6 +103,13 @@ def nvml_spellings(error: NvmlError) -> dict[str, str]:
     }
 
 
+def mpi_spellings(error: MpiError) -> dict[str, str]:
+    return {
+        "open-mpi": f"[nid001234:4242] *** {error.message}",
+        "mpi4py": f"mpi4py.MPI.Exception: {error.message}",
+    }
+
+
 # id prefix of the generated rules -> (table, how a log spells its rows)
 TABLES: dict[str, tuple[CodeTable[Any], Any]] = {
     "ibv-wc": (verbs_status.load_table(), verbs_spellings),
@@ -108,6 +117,7 @@ TABLES: dict[str, tuple[CodeTable[Any], Any]] = {
     "slurm-error": (slurm_errors.load_table(), slurm_spellings),
     "errno": (errno_codes.load_table(), errno_spellings),
     "nvml-error": (nvml_errors.load_table(), nvml_spellings),
+    "mpi-error": (mpi_errors.load_table(), mpi_spellings),
 }
 CASES = [(prefix, row, form, line) for prefix, (table, spell) in TABLES.items()
          for row in table.rows for form, line in spell(row).items()]
