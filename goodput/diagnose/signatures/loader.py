@@ -3,29 +3,21 @@
 The rules are data so that they can be reviewed, versioned and extended without touching the
 matcher. Shared regex pieces (`{xid}`, `{hostname}`) are written once in `catalogue.toml` and
 expanded here; a reference to an unknown fragment or a duplicate id is a load error. NVIDIA's Xid
-catalogue, CUDA's error codes, NVML's, libibverbs' completion statuses, the EFA provider's codes,
-Slurm's error codes, MPI's error classes and the system's (errno, getaddrinfo) (`data/vendor/`) are
-tables, not rules: `vendor`, `cuda_errors`, `nvml_errors`, `verbs_status`, `efa_errors`,
-`slurm_errors`, `mpi_errors` and `errno_codes` turn them into signatures here.
+catalogue and the other vendors' code tables (`data/vendor/`: CUDA's, NVML's, libibverbs', EFA's,
+Slurm's, MPI's and the system's codes) are tables, not rules: `vendor` and the modules
+`code_tables` lists turn them into signatures here.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from typing import Any
 
-from goodput.diagnose.signatures import (
-    cuda_errors,
-    efa_errors,
-    errno_codes,
-    mpi_errors,
-    nvml_errors,
-    slurm_errors,
-    verbs_status,
-)
+from goodput.diagnose.signatures import code_tables
 from goodput.diagnose.signatures.model import Signature
 from goodput.diagnose.signatures.vendor import TABLE_FILE, load_table, signature_entries
 
@@ -86,18 +78,11 @@ def load_packaged() -> tuple[int, tuple[Signature, ...]]:
     families: list[tuple[str, Mapping[str, Any]]] = [
         (f.name, tomllib.loads(f.read_text(encoding="utf-8"))) for f in files]
     # Each vendor table generates its own family: NVIDIA's Xid catalogue (one signature per Xid in
-    # use, and the decode rules); CUDA's and NVML's error codes, libibverbs' completion statuses,
-    # the EFA provider's codes, Slurm's, MPI's and the system's (one signature per code that no
-    # hand-written rule reads).
+    # use, and the decode rules), and every table `code_tables` lists (one signature per code that
+    # no hand-written rule reads).
     tables: list[tuple[str, Callable[[], list[dict[str, Any]]]]] = [
         (TABLE_FILE, lambda: signature_entries(load_table())),
-        (cuda_errors.TABLE_FILE, lambda: cuda_errors.signature_entries(cuda_errors.load_table())),
-        (verbs_status.TABLE_FILE, lambda: verbs_status.signature_entries(verbs_status.load_table())),
-        (efa_errors.TABLE_FILE, lambda: efa_errors.signature_entries(efa_errors.load_table())),
-        (slurm_errors.TABLE_FILE, lambda: slurm_errors.signature_entries(slurm_errors.load_table())),
-        (errno_codes.TABLE_FILE, lambda: errno_codes.signature_entries(errno_codes.load_table())),
-        (nvml_errors.TABLE_FILE, lambda: nvml_errors.signature_entries(nvml_errors.load_table())),
-        (mpi_errors.TABLE_FILE, lambda: mpi_errors.signature_entries(mpi_errors.load_table())),
+        *((m.TABLE_FILE, functools.partial(code_tables.generated, m)) for m in code_tables.MODULES),
     ]
     for name, generate in tables:
         try:
