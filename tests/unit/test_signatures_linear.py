@@ -101,6 +101,7 @@ PATHOLOGICAL = [
     ("Job 81234 step creation temporarily disabled, retrying (Requested nodes are ", ["srun-step-creation-retrying"]),
     ("OSError: [Errno 12] Cannot allocate ", ["python-exception"]),
     ("(errno: 113 - No route to ", []),
+    ("(gai error: -3 - Temporary failure in name ", []),
 ]
 
 

@@ -2,7 +2,7 @@
 
 Much of what ends a training job reaches its log as a system error inside a Python exception or a
 PyTorch message: `OSError: [Errno 12] Cannot allocate memory`, `socket.gaierror: [Errno -2] Name
-or service not known`, `(errno: 113 - No route to host)`. The code says more than the exception:
+or service not known`, `OSError: [Errno 113] No route to host`. The code says more than the exception:
 host memory refused, a per-process limit, a read-only mount, a network without a route, a name the
 resolver does not know. Before this table the storage codes and a lost connection had rules and
 the rest were read as the program's own exception. `data/vendor/linux-errno.toml` gives each code
@@ -20,6 +20,9 @@ from pydantic import Field
 from goodput.diagnose.signatures.readings import CodeTable, VendorCode, code_signatures, load_code_table
 
 TABLE_FILE = "linux-errno.toml"
+# A message read alone must not follow `- ` (c10d's `errno: N - <message>`): the start of the line,
+# or a character other than a dash before a space, or a character that is neither.
+NOT_AFTER_C10D_DASH = r"(?:^|[^-]\s|[^\s-])"
 
 
 class OsErrorCode(VendorCode):
@@ -42,15 +45,13 @@ class OsErrorCode(VendorCode):
         return (self.message, *self.older)
 
     def pattern(self) -> str:
-        """Python's `[Errno N] <message>`, c10d's `errno: N - <message>`, the name, and the message
-        alone where the row says so."""
+        """Python's `[Errno N] <message>`, the name, and the message alone where the row says so;
+        never after c10d's `N - ` (`errno: 113 - No route to host`, `gai error: -3 - ...`), which
+        c10d prints as a warning while it retries."""
         forms = [rf"\b{self.name}\b"]
         for message in self.messages():
             escaped = re.escape(message)
-            if self.alone:
-                forms.append(escaped)
-            else:
-                forms += [rf"\[Errno {self.code}\] {escaped}", rf"errno: {self.code} - {escaped}"]
+            forms.append(NOT_AFTER_C10D_DASH + escaped if self.alone else rf"\[Errno {self.code}\] {escaped}")
         return "|".join(forms)
 
     def literals(self) -> tuple[str, ...]:
