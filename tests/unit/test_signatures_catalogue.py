@@ -35,20 +35,13 @@ def test_packaged_catalogue_is_versioned_and_covers_every_category_it_needs() ->
 def test_every_signature_is_exercised_by_an_example_line() -> None:
     # A rule no example reaches is either dead (its literal never occurs where its regex matches)
     # or untested; both are bugs in the catalogue.
-    from goodput.diagnose.signatures import (
-        cuda_errors,
-        efa_errors,
-        errno_codes,
-        mpi_errors,
-        nvml_errors,
-        slurm_errors,
-        verbs_status,
-    )
+    from goodput.diagnose.signatures import cuda_errors
     from goodput.diagnose.signatures.vendor import load_table
     from tests.unit.test_signatures_families import LINE_CASES
     from tests.unit.test_signatures_families_more import LINE_CASES_MORE
     from tests.unit.test_signatures_reasons import REASON_LINES
     from tests.unit.test_signatures_xid import XID, XID_CASES
+    from tests.unit.test_vendor_code_tables import CASES as VENDOR_TABLE_CASES
 
     lines = [line for line, _, _ in LINE_CASES + LINE_CASES_MORE + REASON_LINES] + [
         XID.format(code=c[0], tail=c[1]) for c in XID_CASES]
@@ -61,18 +54,8 @@ def test_every_signature_is_exercised_by_an_example_line() -> None:
     lines += [XID.format(code=45, tail=f"Ch 00000010, caused by previous Xid {code}") for code in (74, 79)]
     # One line per code of CUDA's error table, as PyTorch prints it.
     lines += [f"RuntimeError: CUDA error: {e.message}" for e in cuda_errors.load_table().rows]
-    # One per libibverbs completion status, by its name.
-    lines += [f"completion failed: {s.name}" for s in verbs_status.load_table().rows]
-    # One per EFA provider code, by its name.
-    lines += [f"prov_errno {e.name}" for e in efa_errors.load_table().rows]
-    # One per Slurm error code, as sbatch prints it.
-    lines += [f"sbatch: error: Batch job submission failed: {e.message}" for e in slurm_errors.load_table().rows]
-    # One per system error code, as Python prints it.
-    lines += [f"OSError: [Errno {e.code}] {e.message}" for e in errno_codes.load_table().rows]
-    # One per NVML code, as pynvml raises it.
-    lines += [f"pynvml.NVMLError_{e.pynvml}: {e.message}" for e in nvml_errors.load_table().rows]
-    # One per MPI error class, as Open MPI aborts with it.
-    lines += [f"*** {e.message}" for e in mpi_errors.load_table().rows]
+    # Every row of the other vendor tables, in every spelling their own test sends through.
+    lines += [line for *_, line in VENDOR_TABLE_CASES]
     reached = {m.signature.id for line in lines for m in CAT.match_line(line, 1)}
     assert sorted(s.id for s in CAT.signatures if s.id not in reached) == []
 

@@ -20,12 +20,12 @@ from goodput.diagnose.signatures import (
     slurm_errors,
     verbs_status,
 )
-from goodput.diagnose.signatures.efa_errors import DISTINCT_MESSAGE, EfaError
+from goodput.diagnose.signatures.efa_errors import EfaError
 from goodput.diagnose.signatures.errno_codes import OsErrorCode
 from goodput.diagnose.signatures.model import Role
 from goodput.diagnose.signatures.mpi_errors import MpiError
 from goodput.diagnose.signatures.nvml_errors import NvmlError
-from goodput.diagnose.signatures.readings import CodeTable
+from goodput.diagnose.signatures.readings import DISTINCT_MESSAGE, CodeTable
 from goodput.diagnose.signatures.slurm_errors import SlurmError
 from goodput.diagnose.signatures.verbs_status import WcStatus
 
@@ -74,7 +74,7 @@ def slurm_spellings(error: SlurmError) -> dict[str, str]:
             f"api{tag}": f"slurm_load_jobs error: {message}",
             f"plugin{tag}": f"srun: error: Couldn't load specified plugin name for mpi/pmix: {message}",
         }
-        if len(message) >= slurm_errors.DISTINCT_MESSAGE:
+        if len(message) >= DISTINCT_MESSAGE:
             out[f"slurmctld{tag}"] = f"[2026-12-05T10:11:12.123] _slurm_rpc_submit_batch_job: {message}"
     return out
 
@@ -144,7 +144,7 @@ def test_a_rule_of_its_own_agrees_with_the_reading(prefix: str) -> None:
                 row.code)
 
 
-SHORT_SLURM = [row for row in slurm_errors.load_table().rows if len(row.message) < slurm_errors.DISTINCT_MESSAGE]
+SHORT_SLURM = [row for row in slurm_errors.load_table().rows if len(row.message) < DISTINCT_MESSAGE]
 
 
 @pytest.mark.parametrize("row", SHORT_SLURM, ids=[f"slurm-error-{r.code}" for r in SHORT_SLURM])

@@ -17,12 +17,17 @@ from typing import Any
 
 from pydantic import Field
 
-from goodput.diagnose.signatures.readings import CodeTable, VendorCode, code_signatures, load_code_table
+from goodput.diagnose.signatures.readings import (
+    DISTINCT_MESSAGE,
+    CodeTable,
+    VendorCode,
+    code_signatures,
+    load_code_table,
+)
 
 TABLE_FILE = "efa-errors.toml"
-# A message this long is a fixed sentence of libfabric's and is read alone; a shorter one ("Message
-# too long") only after the OFI plugin's `Error: <code> (`.
-DISTINCT_MESSAGE = 40
+# A message of DISTINCT_MESSAGE characters or more is read alone; a shorter one ("Message too
+# long") only after the OFI plugin's `Error: <code> (`.
 
 
 class EfaError(VendorCode):

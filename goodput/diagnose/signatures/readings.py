@@ -22,6 +22,11 @@ from pydantic import Field
 from goodput.diagnose.signatures.model import Role
 from goodput.models import Category, CulpritKind, Frozen
 
+# A vendor's message this long is a fixed sentence of its own and a table may read it alone; a
+# shorter one ("Message too long", "Invalid qos specification") is a phrase other software prints
+# too, read only after the words the vendor's tools put before it.
+DISTINCT_MESSAGE = 40
+
 
 class Reading(Frozen):
     """One kind of documented meaning and the verdict goodput gives it."""

@@ -17,15 +17,19 @@ from typing import Any
 
 from pydantic import Field
 
-from goodput.diagnose.signatures.readings import CodeTable, VendorCode, code_signatures, load_code_table
+from goodput.diagnose.signatures.readings import (
+    DISTINCT_MESSAGE,
+    CodeTable,
+    VendorCode,
+    code_signatures,
+    load_code_table,
+)
 
 TABLE_FILE = "slurm-errors.toml"
 # The catalogue fragment (catalogue.toml) for a Slurm client's words before a message.
 WRAPPER_FRAGMENT = "{slurm_said}"
-# A message this long is a fixed sentence of Slurm's and is read alone as well (slurmctld's log
-# repeats it after an RPC's name); a shorter one ("Invalid qos specification") only after a client's
-# words.
-DISTINCT_MESSAGE = 40
+# A message of DISTINCT_MESSAGE characters or more is read alone as well (slurmctld's log repeats it
+# after an RPC's name); a shorter one ("Invalid qos specification") only after a client's words.
 
 
 class SlurmError(VendorCode):
