@@ -242,3 +242,31 @@ def test_a_table_pasted_under_a_shell_prompt_belongs_to_the_prompts_host() -> No
     # broke/before: hang with no culprit.
     v = classify_lines(["[root@gpu-b07 ~]# nvidia-smi", *smi_table([100, 100, 0, 100]), STUCK.format(r=0)])
     assert (v.culprit_kind, v.culprit, v.drain) == (CulpritKind.GPU, "gpu-b07 GPU 0000:38:00.0", False)
+
+
+HOROVOD_WARNING = ("[1,0]<stderr>:[2021-04-10 21:28:20.658706: W horovod/common/stall_inspector.cc:105] One or "
+                   "more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are "
+                   "waiting for remainder of ranks for more than 60 seconds. This may indicate that different ranks "
+                   "are trying to submit different tensors or that only subset of ranks is submitting tensors, "
+                   "which will cause deadlock. ")
+HOROVOD_SHUTDOWN = ('[1,0]<stderr>:One or more rank (marked by "!") is stalled for longer than 120 seconds. '
+                    "Will shutdown.")
+
+
+def test_horovods_stall_warning_alone_decides_nothing() -> None:
+    # A lagging rank raises it too, and it clears by itself.
+    v = classify_lines([HOROVOD_WARNING, "[1,0]<stderr>:Stalled ranks:", "[1,0]<stderr>:1: [HorovodAllreduce_grad_0]"])
+    assert (v.category, v.restart, v.drain) == (Category.UNKNOWN, False, False)
+    assert "horovod-stall-warning" in v.signatures
+
+
+def test_horovods_stall_shutdown_is_the_programs_deadlock() -> None:
+    v = classify_lines([HOROVOD_WARNING, "[1,0]<stderr>:Stalled ranks:", "[1,0]<stderr>:1!: [HorovodAllreduce_grad_0]",
+                        HOROVOD_SHUTDOWN])
+    assert (v.category, v.culprit_kind, v.restart, v.drain) == (Category.HANG, CulpritKind.APP, False, False)
+
+
+def test_a_ranks_own_error_outranks_horovods_stall_shutdown() -> None:
+    v = classify_lines([HOROVOD_WARNING, HOROVOD_SHUTDOWN,
+                        "[1,1]<stderr>:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"])
+    assert v.category is Category.OOM

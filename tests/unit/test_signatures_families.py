@@ -75,6 +75,11 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     # Hangs and stragglers (hang.toml): rows that stalls.py reads together
     ("[Rank 0]: Ranks 1, 5 failed to pass monitoredBarrier in 2000 ms", "monitored-barrier-failed",
      {"ranks": "1, 5"}),
+    ("[1,0]<stderr>:[2020-07-04 19:23:57.817885: W horovod/common/stall_inspector.cc:105] One or more tensors "
+     "were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of "
+     "ranks for more than 60 seconds.", "horovod-stall-warning", {}),
+    ('One or more rank (marked by "!") is stalled for longer than 120 seconds. Will shutdown.',
+     "horovod-stall-shutdown", {}),
     ('  File "/opt/torch/distributed/distributed_c10d.py", line 3230 in barrier', "stack-frame-faulthandler",
      {"detail": "barrier"}),
     ("    all_reduce (torch/distributed/distributed_c10d.py:2501)", "stack-frame-py-spy", {"detail": "all_reduce"}),
