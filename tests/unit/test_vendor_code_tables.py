@@ -206,6 +206,11 @@ def test_a_pods_tolerations_are_not_a_node_that_went_away() -> None:
     "timed out).",
     "[W socket.cpp:663] [c10d] The client socket has failed to connect to [node01]:29500 (errno: 113 - No route to "
     "host).",
+    # The one errno the table does not read: dist-connection-lost read it and restarted a job that ran.
+    "[W socket.cpp:663] [c10d] The client socket has failed to connect to [node01]:29500 (errno: 111 - Connection "
+    "refused).",
+    "[W1203 10:00:00.000000 1 torch/csrc/distributed/c10d/socket.cpp:752] [c10d] The client socket has failed to "
+    "connect to [node01]:29500 (errno: 104 - Connection reset by peer).",
 ])
 def test_c10ds_retry_warnings_on_a_job_that_runs_decide_nothing(warning: str) -> None:
     """c10d warns while it tries each address of the master or retries a connection; the job then
@@ -213,3 +218,13 @@ def test_c10ds_retry_warnings_on_a_job_that_runs_decide_nothing(warning: str) ->
     v = classify_lines([warning, "iteration 100/1000 | lm loss 2.31 | elapsed time per iteration (ms): 812.4"])
     assert not any(s.startswith("errno-") for s in v.signatures), v.signatures
     assert (v.restart, v.drain) == (False, False)
+
+
+def test_c10ds_connect_ends_with_its_own_error_not_with_a_retry_warning() -> None:
+    v = classify_lines([
+        "[W socket.cpp:663] [c10d] The client socket has failed to connect to [node01]:29500 (errno: 111 - "
+        "Connection refused).",
+        "torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of "
+        "(node01, 29500). The client socket has failed to connect to [node01]:29500 (errno: 111 - Connection "
+        "refused)."])
+    assert "c10d-store-connect-failed" in v.signatures
