@@ -83,3 +83,10 @@ def test_an_actor_whose_node_was_preempted_is_the_platforms_decision() -> None:
 def test_the_application_error_that_killed_the_worker_outranks_the_crash_report() -> None:
     v = classify_lines([RAY_LINES[8][0], "ValueError: shapes (3,4) and (5,6) not aligned"])
     assert v.category is Category.APP_ERROR
+
+
+def test_ray_and_xla_texts_that_leave_the_cause_open_never_decide_a_high_verdict() -> None:
+    from tests.unit.test_classify_jax import JAX_LINES
+
+    for line in (MARKED_DEAD, RAY_LINES[3][0], JAX_LINES[15][0], JAX_LINES[18][0]):
+        assert classify_lines([line]).confidence != "high", line
