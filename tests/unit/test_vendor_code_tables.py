@@ -1,5 +1,5 @@
 """The vendors' code tables (libibverbs' completion statuses, EFA's codes, Slurm's errors, NVML's
-codes, MPI's error classes, the system's errno and getaddrinfo codes), each row in each spelling a
+and DCGM's codes, MPI's error classes, the system's errno and getaddrinfo codes), each row in each spelling a
 log uses: it reaches the row's rule (its own, or the generated one) and the reading's verdict, and
 a hand-written rule a row names agrees with the reading. CUDA's table weighs its own rules
 differently (they keep the code's category and drain only): `test_cuda_vendor_errors`."""
@@ -12,6 +12,7 @@ import pytest
 
 from goodput.diagnose.classify import classify_lines
 from goodput.diagnose.signatures import (
+    dcgm_errors,
     default_catalogue,
     efa_errors,
     errno_codes,
@@ -20,6 +21,7 @@ from goodput.diagnose.signatures import (
     slurm_errors,
     verbs_status,
 )
+from goodput.diagnose.signatures.dcgm_errors import DcgmError
 from goodput.diagnose.signatures.efa_errors import EfaError
 from goodput.diagnose.signatures.errno_codes import OsErrorCode
 from goodput.diagnose.signatures.model import Role
@@ -106,6 +108,26 @@ def mpi_spellings(error: MpiError) -> dict[str, str]:
     }
 
 
+# What DCGM's printf fields print in these tests (DCGM's own formats; dcgm_errors reads them back).
+DCGM_FIELDS = {"u": "3", "d": "2", "i": "2", "x": "1f", "X": "1F", "f": "1.5", "e": "1.20e-05", "E": "1.20E-05",
+               "g": "1.5", "s": "CRC FLIT", "c": "x", "%": "%"}
+
+
+def dcgm_filled(fmt: str) -> str:
+    return dcgm_errors._CONVERSION.sub(lambda m: DCGM_FIELDS[m.group(3)] if "#" not in m.group(1) else "0x1f", fmt)
+
+
+def dcgm_spellings(error: DcgmError) -> dict[str, str]:
+    out = {"name": f'  "errorCode": "{error.name}",',
+           "nvsentinel": f"HealthEvent GPU 3 check GpuMemWatch isFatal=true errorCode=[{error.name}]"}
+    out |= {f"alias{i}": f"dcgm health: {alias}" for i, alias in enumerate(error.aliases)}
+    for i, message in enumerate(error.messages()):
+        tag = "" if i == 0 else f"-older{i}"
+        out[f"health{tag}"] = f"|                           | {dcgm_filled(message)} |"
+        out[f"diag{tag}"] = f"Error: {dcgm_filled(message)}"
+    return out
+
+
 # id prefix of the generated rules -> (table, how a log spells its rows)
 TABLES: dict[str, tuple[CodeTable[Any], Any]] = {
     "ibv-wc": (verbs_status.load_table(), verbs_spellings),
@@ -114,6 +136,7 @@ TABLES: dict[str, tuple[CodeTable[Any], Any]] = {
     "errno": (errno_codes.load_table(), errno_spellings),
     "nvml-error": (nvml_errors.load_table(), nvml_spellings),
     "mpi-error": (mpi_errors.load_table(), mpi_spellings),
+    "dcgm-error": (dcgm_errors.load_table(), dcgm_spellings),
 }
 CASES = [(prefix, row, form, line) for prefix, (table, spell) in TABLES.items()
          for row in table.rows for form, line in spell(row).items()]
@@ -228,3 +251,30 @@ def test_c10ds_connect_ends_with_its_own_error_not_with_a_retry_warning() -> Non
         "(node01, 29500). The client socket has failed to connect to [node01]:29500 (errno: 111 - Connection "
         "refused)."])
     assert "c10d-store-connect-failed" in v.signatures
+
+
+def test_dcgms_formats_read_back_what_they_print_and_only_that() -> None:
+    from goodput.untrusted_text import LinearRegex
+
+    rx = LinearRegex(dcgm_errors.format_pattern("Detected %ld %s NvLink errors on GPU %u's NVLink which exceeds "
+                                                "threshold of %u"))
+    assert rx.search_spans(b"Detected 12 CRC FLIT NvLink errors on GPU 3's NVLink which exceeds threshold of 100")
+    assert rx.search_spans(b"Detected twelve CRC FLIT NvLink errors on GPU 3's NVLink which exceeds threshold "
+                           b"of 100") is None
+    # A string at either end adds nothing: the phrase between is what names the code.
+    assert dcgm_errors.format_pattern("%s met or exceeded the threshold of %lu per second: %lu at %.1f seconds "
+                                      "into the test.").startswith("met\\ or\\ exceeded")
+    assert dcgm_errors.longest_phrase("GPU %u had memory errors and row remappings are pending") == (
+        "had memory errors and row remappings are pending")
+
+
+@pytest.mark.parametrize("line", [
+    "Persistence mode for GPU 0 is disabled.",
+    "Error: The Diagnostic test is skipped.",
+    '  "errorCode": "DCGM_FR_PERSISTENCE_MODE",',
+    "Found CUDA performance-limiting environment variable 'CUDA_LAUNCH_BLOCKING'.",
+])
+def test_dcgms_findings_about_the_diagnostic_itself_decide_nothing(line: str) -> None:
+    """DCGM's CONFIG codes are about the test run (its settings, its access), not a GPU."""
+    v = classify_lines([line])
+    assert (str(v.category), v.restart, v.drain) == ("unknown", False, False), v.signatures

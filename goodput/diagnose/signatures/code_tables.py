@@ -1,6 +1,6 @@
 """The vendors' code tables the catalogue generates signatures from, listed once.
 
-Each table module (CUDA's and NVML's errors, libibverbs' statuses, EFA's, Slurm's, MPI's and the
+Each table module (CUDA's, NVML's and DCGM's errors, libibverbs' statuses, EFA's, Slurm's, MPI's and the
 system's codes) reads its TOML file from `data/vendor/` and turns its rows into raw catalogue
 entries through `readings`; the loader asks each of them here, so adding a table is one line.
 NVIDIA's Xid catalogue is not among them: it carries decode rules beside its rows (`vendor`).
@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from goodput.diagnose.signatures import (
     cuda_errors,
+    dcgm_errors,
     efa_errors,
     errno_codes,
     mpi_errors,
@@ -31,7 +32,7 @@ class CodeTableModule(Protocol):
 
 
 MODULES: tuple[CodeTableModule, ...] = (
-    cuda_errors, verbs_status, efa_errors, slurm_errors, errno_codes, nvml_errors, mpi_errors)
+    cuda_errors, verbs_status, efa_errors, slurm_errors, errno_codes, nvml_errors, mpi_errors, dcgm_errors)
 
 
 def generated(module: CodeTableModule) -> list[dict[str, Any]]:
