@@ -167,3 +167,16 @@ def test_a_container_interface_is_named_as_one_nccl_picks_by_default() -> None:
     v = classify_lines([sockets, "RuntimeError: NCCL error: remote process exited or there was a network error"])
     assert not v.restart
     assert "br-5d1e0c9a77f2" in v.explanation and "does not exclude by default" in v.explanation
+
+
+def test_a_truncated_socket_message_is_the_ranks_disagreeing_never_high() -> None:
+    """NCCL's own reading (net_socket.cc): unless the network is broken, the ranks disagree on a
+    collective's size or on NCCL_PROTO / NCCL_ALGO."""
+    v = classify_lines([
+        "node1:41:59 [0] transport/net_socket.cc:636 NCCL WARN NET/Socket : peer 10.0.0.2<43521> message truncated : "
+        "receiving 1048576 bytes instead of 65536. If you believe your socket network is in a healthy state, there "
+        "may be a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks",
+        "node1:41:59 [0] NCCL INFO transport/net.cc:1214 -> 5",
+        "RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)"])
+    assert (str(v.category), v.restart, v.drain) == ("app-error", False, False)
+    assert v.confidence != "high"

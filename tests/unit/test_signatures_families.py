@@ -75,6 +75,12 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     # Hangs and stragglers (hang.toml): rows that stalls.py reads together
     ("[Rank 0]: Ranks 1, 5 failed to pass monitoredBarrier in 2000 ms", "monitored-barrier-failed",
      {"ranks": "1, 5"}),
+    ("node1:41:59 [0] transport/net_socket.cc:636 NCCL WARN NET/Socket : peer 10.0.0.2<43521> message truncated : "
+     "receiving 1048576 bytes instead of 65536. If you believe your socket network is in a healthy state, there may "
+     "be a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks",
+     "nccl-socket-message-truncated", {}),
+    ("node1:41:59 [0] NCCL WARN NET/Socket : message truncated : receiving 1048576 bytes instead of 65536",
+     "nccl-socket-message-truncated", {}),
     ("[1,0]<stderr>:[2020-07-04 19:23:57.817885: W horovod/common/stall_inspector.cc:105] One or more tensors "
      "were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of "
      "ranks for more than 60 seconds.", "horovod-stall-warning", {}),
