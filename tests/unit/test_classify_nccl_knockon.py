@@ -180,3 +180,16 @@ def test_a_truncated_socket_message_is_the_ranks_disagreeing_never_high() -> Non
         "RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)"])
     assert (str(v.category), v.restart, v.drain) == ("app-error", False, False)
     assert v.confidence != "high"
+
+
+def test_nccls_configuration_refusals_restart_nothing_and_drain_nothing() -> None:
+    """Mismatched NCCL versions across ranks, NICs of two link layers joined, a multi-node NVLink
+    domain without its IMEX channel: each fails the same way on every attempt (NCCL's own texts)."""
+    for line in ("node1:41:59 [0] init.cc:1043 NCCL WARN Mismatched NCCL version detected : rank 0 version 22304 "
+                 "rank 3 version 22105",
+                 "node1:41:59 [0] NCCL WARN NET/IB : Attempted to connect incompatible devices: [0]mlx5_0:1/IB and "
+                 "[1]mlx5_4:1/RoCE. Try selecting NICs of only one link type using NCCL_IB_HCA",
+                 "node1:41:59 [0] NCCL WARN MNNVL (cliqueSize 18) is available but not working on this system. Check "
+                 "the IMEX channel configuration (/dev/nvidia-caps-imex-channels)."):
+        v = classify_lines([line, "RuntimeError: NCCL error: unhandled system error"])
+        assert (v.restart, v.drain) == (False, False), (line, v.signatures)

@@ -75,6 +75,21 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     # Hangs and stragglers (hang.toml): rows that stalls.py reads together
     ("[Rank 0]: Ranks 1, 5 failed to pass monitoredBarrier in 2000 ms", "monitored-barrier-failed",
      {"ranks": "1, 5"}),
+    ("node1:41:59 [0] init.cc:1043 NCCL WARN Mismatched NCCL version detected : rank 0 version 22304 rank 3 "
+     "version 22105", "nccl-version-mismatch", {}),
+    ("node1:41:59 [0] NCCL WARN NCCL version mismatch with remote peer 10.0.0.2<28028> (local: 2.27.3, remote 2.26.2)",
+     "nccl-version-mismatch", {}),
+    ("NCCL WARN NCCL library is too old. This application was compiled with NCCL version 2.29.1, but is running with "
+     "NCCL library version 2.28.3.", "nccl-version-mismatch", {}),
+    ("node1:41:59 [0] NCCL WARN Multiple Ranks are using the same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 to "
+     "enable this configuration.", "nccl-usage-check", {}),
+    ("node1:41:59 [0] NCCL WARN NET/IB : Attempted to connect incompatible devices: [0]mlx5_0:1/IB and "
+     "[1]mlx5_4:1/RoCE. Try selecting NICs of only one link type using NCCL_IB_HCA", "nccl-ib-mixed-link-layers", {}),
+    ("node1:41:59 [0] NCCL WARN NET/IB : Remote RoCE device is incompatible with the local [0]mlx5_0:1/IB. Try "
+     "selecting NICs of only one link type using NCCL_IB_HCA", "nccl-ib-mixed-link-layers", {}),
+    ("node1:41:59 [0] NCCL WARN MNNVL (cliqueSize 18) is available but not working on this system. Check the IMEX "
+     "channel configuration (/dev/nvidia-caps-imex-channels). Set NCCL_MNNVL_ENABLE=0 to ignore this issue.",
+     "nccl-mnnvl-unavailable", {}),
     ("node1:41:59 [0] transport/net_socket.cc:636 NCCL WARN NET/Socket : peer 10.0.0.2<43521> message truncated : "
      "receiving 1048576 bytes instead of 65536. If you believe your socket network is in a healthy state, there may "
      "be a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks",
