@@ -85,6 +85,8 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
      "enable this configuration.", "nccl-usage-check", {}),
     ("node1:41:59 [0] NCCL WARN NET/IB : Attempted to connect incompatible devices: [0]mlx5_0:1/IB and "
      "[1]mlx5_4:1/RoCE. Try selecting NICs of only one link type using NCCL_IB_HCA", "nccl-ib-mixed-link-layers", {}),
+    ("node1:41:59 [0] NCCL WARN NET/IB : Attempted to merge incompatible devices: [0]mlx5_0:1/IB and "
+     "[1]mlx5_4:1/RoCE. Try selecting NICs of only one link type using NCCL_IB_HCA", "nccl-ib-mixed-link-layers", {}),
     ("node1:41:59 [0] NCCL WARN NET/IB : Remote RoCE device is incompatible with the local [0]mlx5_0:1/IB. Try "
      "selecting NICs of only one link type using NCCL_IB_HCA", "nccl-ib-mixed-link-layers", {}),
     ("node1:41:59 [0] NCCL WARN MNNVL (cliqueSize 18) is available but not working on this system. Check the IMEX "
