@@ -1,6 +1,8 @@
-"""The host's own HCA in the Linux mlx5 driver's words (events.c, health.c, cmd.c): a failing
-cable or module and a fatal HCA drain the node whose kernel log it is; warnings, a firmware reset
-in progress and a recovery are reported only; the HCA's PCI address is never taken for a GPU's."""
+"""What the node's kernel says about its HCA (the Linux mlx5 driver: events.c, health.c, cmd.c) and
+its network filesystems (sunrpc, Lustre). A failing cable or module and a fatal HCA drain the node
+whose kernel log it is; warnings, a firmware reset in progress and a recovery are reported only; the
+HCA's PCI address is never taken for a GPU's. A filesystem that fails the I/O restarts the job and
+drains nothing; one that waits decides nothing."""
 
 from __future__ import annotations
 
@@ -73,3 +75,15 @@ def test_a_command_timeout_restarts_without_draining() -> None:
 def test_what_the_driver_does_not_call_a_fault_is_none(line: str) -> None:
     v = classify_lines([line])
     assert (v.drain, v.restart) == (False, False), v.signatures
+
+
+def test_a_network_filesystem_that_fails_the_io_restarts_and_one_that_waits_decides_nothing() -> None:
+    """Lustre and NFS say themselves whether the I/O in flight fails (eviction, a soft mount's
+    timeout) or waits for the server; neither drains the compute node that saw it."""
+    failed = classify_lines(["LustreError: 167-0: scratch-OST0004-osc-ffff9d6153c91000: This client was evicted by "
+                             "scratch-OST0004; in progress operations using this service will fail.",
+                             "OSError: [Errno 5] Input/output error: '/lustre/ckpt/step_1200/model.pt'"])
+    assert (str(failed.category), failed.restart, failed.drain) == ("storage", True, False)
+    waited = classify_lines(["gpu-b07 kernel: nfs: server nas01 not responding, still trying",
+                             "gpu-b07 kernel: nfs: server nas01 OK"])
+    assert (str(waited.category), waited.restart, waited.drain) == ("unknown", False, False)

@@ -131,3 +131,4 @@ def test_classify_file_gives_the_verdict_of_its_lines(tmp_path: Path) -> None:
     with path.open("rb") as stream:
         want = classify.verdict_json(str(path), classify.classify_lines(classify.iter_lines(stream)))
     assert classify.verdict_json(str(path), classify.classify_file(str(path))) == want
+

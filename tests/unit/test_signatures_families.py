@@ -75,6 +75,16 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     # Hangs and stragglers (hang.toml): rows that stalls.py reads together
     ("[Rank 0]: Ranks 1, 5 failed to pass monitoredBarrier in 2000 ms", "monitored-barrier-failed",
      {"ranks": "1, 5"}),
+    ("Dec  5 10:00:01 gpu-b07 kernel: nfs: server nas01 not responding, timed out", "netfs-io-fails", {}),
+    ("LustreError: 167-0: scratch-OST0004-osc-ffff9d6153c91000: This client was evicted by scratch-OST0004; in "
+     "progress operations using this service will fail.", "netfs-io-fails", {}),
+    ("LustreError: 166-1: MGC10.130.93.11@o2ib: Connection to MGS (at 10.130.93.10@o2ib) was lost; in progress "
+     "operations using this service will fail", "netfs-io-fails", {}),
+    ("Dec  5 10:00:01 gpu-b07 kernel: nfs: server nas01 not responding, still trying", "netfs-io-waits", {}),
+    ("[87885.624991] Lustre: scratch-OST0004-osc-ffff9d6153c91000: Connection to scratch-OST0004 (at 10.1.0.7@o2ib) "
+     "was lost; in progress operations using this service will wait for recovery to complete", "netfs-io-waits", {}),
+    ("Lustre: capstor-OST003a-osc-ffff3000ef06c000: Connection restored to  (at 172.28.1.43@tcp)",
+     "netfs-io-waits", {}),
     ("node1:41:59 [0] init.cc:1043 NCCL WARN Mismatched NCCL version detected : rank 0 version 22304 rank 3 "
      "version 22105", "nccl-version-mismatch", {}),
     ("node1:41:59 [0] NCCL WARN NCCL version mismatch with remote peer 10.0.0.2<28028> (local: 2.27.3, remote 2.26.2)",
