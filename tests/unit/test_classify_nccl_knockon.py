@@ -193,3 +193,24 @@ def test_nccls_configuration_refusals_restart_nothing_and_drain_nothing() -> Non
                  "the IMEX channel configuration (/dev/nvidia-caps-imex-channels)."):
         v = classify_lines([line, "RuntimeError: NCCL error: unhandled system error"])
         assert (v.restart, v.drain) == (False, False), (line, v.signatures)
+
+
+def test_pytorch_names_the_rank_whose_error_the_others_abort_for() -> None:
+    """The watchdog's remote-error signal and the ncclUniqueId broadcast both name the rank that
+    failed first (ProcessGroupNCCL.cpp); the ranks that print it are its knock-ons."""
+    remote = classify_lines([f"[rank{r}]:[E1203 10:00:00.000000 41 ProcessGroupNCCL.cpp:1690] [PG ID 0 PG GUID "
+                             f"0(default_pg) Rank {r}]  remote error detected from rank: 5" for r in (0, 1, 2)])
+    assert (remote.culprit_kind, remote.rank, remote.restart, remote.drain) == ("rank", 5, True, False)
+    root = classify_lines(["torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving "
+                           "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: "
+                           "wait timeout after 600000ms, keys: /default_pg//0"])
+    assert (root.rank, root.restart) == (0, True)
+
+
+def test_a_store_barrier_that_times_out_is_a_worker_that_never_joined_not_the_program() -> None:
+    v = classify_lines(["Traceback (most recent call last):",
+                        "torch.distributed.DistStoreError: Timed out initializing process group in store based barrier "
+                        "on rank 3, for key: store_based_barrier_key:1 (world_size=16, num_workers_joined=15, "
+                        "timeout=0:30:00, error=Wait timeout)"])
+    assert (str(v.category), v.restart, v.drain) == ("node-failure", True, False)
+    assert v.confidence != "high"

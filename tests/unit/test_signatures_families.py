@@ -75,6 +75,19 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     # Hangs and stragglers (hang.toml): rows that stalls.py reads together
     ("[Rank 0]: Ranks 1, 5 failed to pass monitoredBarrier in 2000 ms", "monitored-barrier-failed",
      {"ranks": "1, 5"}),
+    ("[rank3]: [Rank 3] Work WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, "
+     "Timeout(ms)=600000) timed out in blocking wait.", "nccl-blocking-wait-timeout",
+     {"code": "812", "op": "ALLREDUCE"}),
+    ("[rank3]:[E1203 10:00:00.000000 41 ProcessGroupNCCL.cpp:1690] [PG ID 0 PG GUID 0(default_pg) Rank 3]  remote "
+     "error detected from rank: 5", "torch-remote-error-rank", {"rank": "5"}),
+    ("torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] "
+     "via c10d key-value store by key '0', but store->get('0') got error: wait timeout after 600000ms, keys: "
+     "/default_pg//0", "torch-nccl-id-wait-failed", {"rank": "0"}),
+    ("torch.distributed.DistStoreError: Timed out initializing process group in store based barrier on rank 3, for "
+     "key: store_based_barrier_key:1 (world_size=16, num_workers_joined=15, timeout=0:30:00, error=Wait timeout)",
+     "torch-store-barrier-timeout", {}),
+    ("[E1203 10:15:01.000000 9 TCPStore.cpp:366] Timed out after 901 seconds waiting for clients. 15/16 clients "
+     "joined.", "torch-store-barrier-timeout", {}),
     ("Dec  5 10:00:01 gpu-b07 kernel: nfs: server nas01 not responding, timed out", "netfs-io-fails", {}),
     ("LustreError: 167-0: scratch-OST0004-osc-ffff9d6153c91000: This client was evicted by scratch-OST0004; in "
      "progress operations using this service will fail.", "netfs-io-fails", {}),

@@ -87,7 +87,8 @@ def test_reason_lines(line: str, sig_id: str, groups: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("line", NEAR_MISSES)
 def test_reason_near_misses(line: str) -> None:
-    assert CAT.match_line(line, 1) == []
+    # An NFS server that does not answer is the storage's, reported (netfs-io-waits), never Slurm's node.
+    assert [m.signature.id for m in CAT.match_line(line, 1) if m.signature.id != "netfs-io-waits"] == []
 
 
 def test_every_new_rule_names_its_vendor_document() -> None:
