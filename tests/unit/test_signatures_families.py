@@ -88,6 +88,11 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
      "torch-store-barrier-timeout", {}),
     ("[E1203 10:15:01.000000 9 TCPStore.cpp:366] Timed out after 901 seconds waiting for clients. 15/16 clients "
      "joined.", "torch-store-barrier-timeout", {}),
+    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for "
+     "recv operation to complete", "gloo-collective-timeout", {}),
+    ("RuntimeError: Rank 3 successfully reached monitoredBarrier, but received errors while waiting for send/recv "
+     "from rank 0. Please check rank 0 logs for faulty rank.", "gloo-monitored-barrier-peer", {"rank": "0"}),
+    ("RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!", "cuda-no-device-visible", {}),
     ("Dec  5 10:00:01 gpu-b07 kernel: nfs: server nas01 not responding, timed out", "netfs-io-fails", {}),
     ("LustreError: 167-0: scratch-OST0004-osc-ffff9d6153c91000: This client was evicted by scratch-OST0004; in "
      "progress operations using this service will fail.", "netfs-io-fails", {}),
