@@ -1,6 +1,7 @@
-"""The NVIDIA kernel driver's own words when a GPU or the driver cannot come up (nv.c, nv-pci.c,
+"""What a node says when it cannot start the job's work. The NVIDIA kernel driver (nv.c, nv-pci.c,
 the RM's GSP boot; 535 and 595 wordings): each is the node's, drained and rerun elsewhere, and the
-line that says why outranks the probe's summary."""
+line that says why outranks the probe's summary. slurmstepd (task.c, jobacct_gather.c): a program
+that cannot be executed is the job's, the batch script gone from the spool is the node's."""
 
 from __future__ import annotations
 
@@ -58,3 +59,16 @@ def test_the_reason_outranks_the_probes_summary() -> None:
 def test_missing_gsp_firmware_is_the_nodes_installation_not_the_gpu() -> None:
     v = classify_lines([NVRM_LINES[4][0], NVRM_LINES[5][0]])
     assert v.category is Category.NODE_FAILURE
+
+
+def test_slurmstepds_own_failures_to_start_a_task_are_told_apart() -> None:
+    """task.c: a program the job named that cannot be executed is the job's; the batch script gone
+    from the node's spool is the node's (slurmstepd-script-missing outranks on its own line)."""
+    program = classify_lines(["slurmstepd: error: execve(): train.sh: No such file or directory"])
+    assert (program.category, program.restart, program.drain) == (Category.APP_ERROR, False, False)
+    spool = classify_lines(["slurmstepd: error: execve(): /var/spool/slurmd/job04242/slurm_script: No such file or "
+                            "directory"])
+    assert (spool.category, spool.drain) == (Category.NODE_FAILURE, True)
+    limit = classify_lines(["slurmstepd: error: StepId=4242.0 exceeded memory limit (68719476736 > 68719476736), "
+                            "being killed"])
+    assert (limit.category, limit.restart, limit.drain) == (Category.OOM, False, False)

@@ -93,6 +93,12 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
     ("RuntimeError: Rank 3 successfully reached monitoredBarrier, but received errors while waiting for send/recv "
      "from rank 0. Please check rank 0 logs for faulty rank.", "gloo-monitored-barrier-peer", {"rank": "0"}),
     ("RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!", "cuda-no-device-visible", {}),
+    ("slurmstepd: error: execve(): train.sh: No such file or directory", "slurmstepd-exec-failed", {}),
+    ("slurmstepd: error: couldn't chdir to `/scratch/u1/run': No such file or directory: going to /tmp instead",
+     "slurmstepd-workdir-missing", {}),
+    ("slurmstepd: error: StepId=4242.0 exceeded memory limit (68719476736 > 68719476736), being killed",
+     "slurm-memory-limit-exceeded", {}),
+    ("srun: error: gpu-b07: task 0: Exceeded job memory limit", "slurm-memory-limit-exceeded", {}),
     ("Dec  5 10:00:01 gpu-b07 kernel: nfs: server nas01 not responding, timed out", "netfs-io-fails", {}),
     ("LustreError: 167-0: scratch-OST0004-osc-ffff9d6153c91000: This client was evicted by scratch-OST0004; in "
      "progress operations using this service will fail.", "netfs-io-fails", {}),
