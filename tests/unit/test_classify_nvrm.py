@@ -72,3 +72,13 @@ def test_slurmstepds_own_failures_to_start_a_task_are_told_apart() -> None:
     limit = classify_lines(["slurmstepd: error: StepId=4242.0 exceeded memory limit (68719476736 > 68719476736), "
                             "being killed"])
     assert (limit.category, limit.restart, limit.drain) == (Category.OOM, False, False)
+
+
+@pytest.mark.parametrize("line", [
+    "ahci 0000:00:17.0: Cannot configure the device for DMA",
+    "pcieport 0000:00:01.0: Fatal Error while attempting to resize PCIe BARs",
+    "fwupd: FSP boot command failed",
+])
+def test_generic_phrases_are_the_nvidia_drivers_only_on_its_own_lines(line: str) -> None:
+    v = classify_lines([line])
+    assert (v.drain, v.restart) == (False, False), v.signatures

@@ -111,8 +111,6 @@ LINE_CASES: list[tuple[str, str, dict[str, str]]] = [
      "netfs-io-waits", {}),
     ("node1:41:59 [0] init.cc:1043 NCCL WARN Mismatched NCCL version detected : rank 0 version 22304 rank 3 "
      "version 22105", "nccl-version-mismatch", {}),
-    ("node1:41:59 [0] NCCL WARN NCCL version mismatch with remote peer 10.0.0.2<28028> (local: 2.27.3, remote 2.26.2)",
-     "nccl-version-mismatch", {}),
     ("NCCL WARN NCCL library is too old. This application was compiled with NCCL version 2.29.1, but is running with "
      "NCCL library version 2.28.3.", "nccl-version-mismatch", {}),
     ("node1:41:59 [0] NCCL WARN Multiple Ranks are using the same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 to "
