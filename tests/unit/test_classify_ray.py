@@ -1,5 +1,6 @@
 """Ray's own words about a worker, an actor or a node that went away, in the wordings of Ray 2.3 to
-2.60: who is named, what is an echo, and that nothing here drains a node."""
+2.60, and vLLM's about a dead worker or engine: who is named, what is an echo, and that nothing
+here drains a node."""
 
 from __future__ import annotations
 
@@ -90,3 +91,36 @@ def test_ray_and_xla_texts_that_leave_the_cause_open_never_decide_a_high_verdict
 
     for line in (MARKED_DEAD, RAY_LINES[3][0], JAX_LINES[15][0], JAX_LINES[18][0]):
         assert classify_lines([line]).confidence != "high", line
+
+
+VLLM_LINES: list[tuple[str, str, dict[str, str]]] = [
+    ("(VllmWorker rank=0 pid=4242) ERROR 05-30 22:22:26 [multiproc_executor.py:140] Worker proc VllmWorker-3 died "
+     "unexpectedly, shutting down executor.", "vllm-worker-died", {"rank": "3"}),
+    ("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root "
+     "cause.", "vllm-engine-dead", {}),
+    ("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore_0': 1}",
+     "vllm-engine-dead", {}),
+    ("vllm.engine.async_llm_engine.AsyncEngineDeadError: Task finished unexpectedly. This should never happen!",
+     "vllm-engine-dead", {}),
+    ("(EngineCore pid=...) INFO [shm_broadcast.py:705] No available shared memory broadcast block found in 60 "
+     "seconds.", "vllm-shm-broadcast-wait", {}),
+]
+
+
+@pytest.mark.parametrize(("line", "sig_id", "groups"), VLLM_LINES,
+                         ids=[f"{c[1]}-{i}" for i, c in enumerate(VLLM_LINES)])
+def test_vllm_lines(line: str, sig_id: str, groups: dict[str, str]) -> None:
+    check_line_case(line, sig_id, groups)
+
+
+def test_a_dead_vllm_worker_is_named_and_the_error_before_it_decides() -> None:
+    alone = classify_lines([VLLM_LINES[0][0], VLLM_LINES[1][0]])
+    assert (alone.rank, alone.restart, alone.drain) == (3, True, False)
+    oom = classify_lines(["(VllmWorker rank=3 pid=4245) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                          "2.00 GiB", VLLM_LINES[0][0], VLLM_LINES[1][0]])
+    assert oom.category is Category.OOM
+
+
+def test_vllms_waiting_notice_alone_decides_nothing() -> None:
+    v = classify_lines([VLLM_LINES[4][0]] * 3)
+    assert (v.category, v.restart, v.drain) == (Category.UNKNOWN, False, False)
