@@ -114,7 +114,8 @@ DCGM_FIELDS = {"u": "3", "d": "2", "i": "2", "x": "1f", "X": "1F", "f": "1.5", "
 
 
 def dcgm_filled(fmt: str) -> str:
-    return dcgm_errors._CONVERSION.sub(lambda m: DCGM_FIELDS[m.group(3)] if "#" not in m.group(1) else "0x1f", fmt)
+    return dcgm_errors.PRINTF_CONVERSION.sub(
+        lambda m: DCGM_FIELDS[m.group(3)] if "#" not in m.group(1) else "0x1f", fmt)
 
 
 def dcgm_spellings(error: DcgmError) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """The vendors' code tables the catalogue generates signatures from, listed once.
 
-Each table module (CUDA's, NVML's and DCGM's errors, libibverbs' statuses, EFA's, Slurm's, MPI's and the
-system's codes) reads its TOML file from `data/vendor/` and turns its rows into raw catalogue
+Each table module (CUDA's, NVML's and DCGM's errors, libibverbs' statuses, EFA's, Slurm's, MPI's and
+the system's codes) reads its TOML file from `data/vendor/` and turns its rows into raw catalogue
 entries through `readings`; the loader asks each of them here, so adding a table is one line.
 NVIDIA's Xid catalogue is not among them: it carries decode rules beside its rows (`vendor`).
 """

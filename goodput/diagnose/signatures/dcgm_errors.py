@@ -17,13 +17,13 @@ from typing import Any
 
 from pydantic import Field
 
-from goodput.diagnose.signatures.readings import CodeTable, VendorCode, code_signatures, load_code_table
+from goodput.diagnose.signatures.readings import CodeTable, RewordedCode, code_signatures, load_code_table
 
 TABLE_FILE = "dcgm-errors.toml"
 
 # printf conversions in DCGM's formats and what each prints, bounded: integers, floats (%.2e too),
 # a hex mask, a string. A string at either end of a message adds nothing a reader needs.
-_CONVERSION = re.compile(r"%([-#0-9.]*)(hh|h|ll|l|z|L)?([diuxXfeEgsc%])")
+PRINTF_CONVERSION = re.compile(r"%([-#0-9.]*)(hh|h|ll|l|z|L)?([diuxXfeEgsc%])")
 _FIELD = {"d": r"-?\d{1,20}", "i": r"-?\d{1,20}", "u": r"\d{1,20}", "x": r"(?:0x)?[0-9a-fA-F]{1,16}",
           "X": r"(?:0x)?[0-9a-fA-F]{1,16}", "f": r"-?[\d.]{1,24}", "e": r"-?[\d.]{1,24}[eE][-+]?\d{1,4}",
           "E": r"-?[\d.]{1,24}[eE][-+]?\d{1,4}", "g": r"-?[\d.eE+-]{1,24}", "s": r".{1,200}?", "c": r".",
@@ -34,7 +34,7 @@ def format_pattern(fmt: str) -> str:
     """A DCGM printf format as a linear-time regex of what it prints (ends trimmed of `%s`)."""
     fmt = re.sub(r"^%s\s*|\s*%s\s*$", "", fmt.strip().rstrip("."))
     out, at = [], 0
-    for m in _CONVERSION.finditer(fmt):
+    for m in PRINTF_CONVERSION.finditer(fmt):
         out += [re.escape(fmt[at:m.start()]), _FIELD[m.group(3)]]
         at = m.end()
     out.append(re.escape(fmt[at:]))
@@ -43,26 +43,21 @@ def format_pattern(fmt: str) -> str:
 
 def longest_phrase(fmt: str) -> str:
     """The longest fixed stretch of a format: the prefilter's literal for it."""
-    return max((part.strip() for part in _CONVERSION.split(fmt)[::4]), key=len)
+    return max((part.strip() for part in PRINTF_CONVERSION.split(fmt)[::4]), key=len)
 
 
-class DcgmError(VendorCode):
+class DcgmError(RewordedCode):
     """One dcgmError_t with DCGM's severity and category and, where it is the code's own, its message."""
 
     name: str = Field(pattern=r"^DCGM_FR_[A-Z0-9_]+$")
     aliases: tuple[str, ...] = ()
     severity: str = Field(pattern=r"^(ISOLATE|RESET|MONITOR|TRIAGE)$")
     dcgm_category: str = Field(pattern=r"^[A-Z_]+$")
-    # The format DCGM 4.6 prints (empty: read by name only) and the wordings of DCGM 2.4.7 and 3.3.9.
-    message: str = ""
-    older: tuple[str, ...] = ()
+    # `message`: the format DCGM 4.6 prints (empty: read by name only); `older`: 2.4.7's and 3.3.9's.
     note: str = ""
 
     def label(self) -> str:
         return self.name
-
-    def messages(self) -> tuple[str, ...]:
-        return (self.message, *self.older) if self.message else ()
 
     def source_note(self) -> str:
         graded = f", severity DCGM_ERROR_{self.severity}, category DCGM_FR_EC_{self.dcgm_category}"

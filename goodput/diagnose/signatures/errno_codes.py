@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import Field
 
-from goodput.diagnose.signatures.readings import CodeTable, VendorCode, code_signatures, load_code_table
+from goodput.diagnose.signatures.readings import CodeTable, RewordedCode, code_signatures, load_code_table
 
 TABLE_FILE = "linux-errno.toml"
 # A message read alone must not follow `- ` (c10d's `errno: N - <message>`): the start of the line,
@@ -25,13 +25,12 @@ TABLE_FILE = "linux-errno.toml"
 NOT_AFTER_C10D_DASH = r"(?:^|[^-]\s|[^\s-])"
 
 
-class OsErrorCode(VendorCode):
+class OsErrorCode(RewordedCode):
     """One errno (positive) or getaddrinfo error (negative, as glibc numbers them)."""
 
     code: int = Field(ge=-99, le=4095)
     name: str = Field(pattern=r"^E(?:AI_)?[A-Z0-9]+$")
     message: str = Field(min_length=3)
-    older: tuple[str, ...] = ()
     # The message is a sentence only this code's strerror produces, so it is read without a number.
     alone: bool = False
 
@@ -40,9 +39,6 @@ class OsErrorCode(VendorCode):
 
     def label(self) -> str:
         return self.name
-
-    def messages(self) -> tuple[str, ...]:
-        return (self.message, *self.older)
 
     def pattern(self) -> str:
         """Python's `[Errno N] <message>`, the name, and the message alone where the row says so;

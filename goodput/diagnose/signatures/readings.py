@@ -77,6 +77,18 @@ class VendorCode(Frozen):
         return ""
 
 
+class RewordedCode(VendorCode):
+    """A code whose message the vendor has worded differently over releases (Slurm's, the system's,
+    DCGM's): `older` keeps the earlier wordings, which logs of older releases still print."""
+
+    message: str = ""
+    older: tuple[str, ...] = ()
+
+    def messages(self) -> tuple[str, ...]:
+        """Every wording a log may show, the current one first; none where the row has no message."""
+        return (self.message, *self.older) if self.message else ()
+
+
 Row = TypeVar("Row", bound=VendorCode)
 
 

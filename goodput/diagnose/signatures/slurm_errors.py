@@ -20,7 +20,7 @@ from pydantic import Field
 from goodput.diagnose.signatures.readings import (
     DISTINCT_MESSAGE,
     CodeTable,
-    VendorCode,
+    RewordedCode,
     code_signatures,
     load_code_table,
 )
@@ -32,20 +32,15 @@ WRAPPER_FRAGMENT = "{slurm_said}"
 # after an RPC's name); a shorter one ("Invalid qos specification") only after a client's words.
 
 
-class SlurmError(VendorCode):
+class SlurmError(RewordedCode):
     """One of Slurm's error codes (slurm_errno.h) with slurm_strerror's message."""
 
     name: str = Field(pattern=r"^E?SLURM(?:CTLD)?_[A-Z0-9_]+$")
     message: str = Field(min_length=3)
-    # The message as an earlier release spelled it, still in the field.
-    older: tuple[str, ...] = ()
     since: str = Field(default="22.05", pattern=r"^\d{2}\.\d{2}$")
 
     def label(self) -> str:
         return self.name
-
-    def messages(self) -> tuple[str, ...]:
-        return (self.message, *self.older)
 
     def pattern(self) -> str:
         """The code's name anywhere; each message after a client's words; a long message alone."""
