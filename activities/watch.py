@@ -23,6 +23,7 @@ from goodput.detect.live import LiveLogDetector, LiveState
 from goodput.detect.log_marks import merge, replays
 from goodput.detect.logtail import LogLine, LogTailer
 from goodput.detect.nvrx_cycles import TAG as NVRX_TAG
+from goodput.detect.scan_memory import MAX_REMEMBERED, of_scan
 from goodput.detect.scheduler_watch import Snapshot, changes, new_running, snapshot
 from goodput.detect.watch import (
     AnomalySink,
@@ -164,7 +165,7 @@ class WatchActivities:
     async def watch_scheduler(self, request: WatchClusterInput) -> None:
         resumed = _details(ClusterCheckpoint)
         checkpoint = resumed if isinstance(resumed, ClusterCheckpoint) else ClusterCheckpoint()
-        previous = checkpoint.previous
+        previous = checkpoint.last_scan()
         scans = checkpoint.scans
         while True:
             try:
@@ -187,7 +188,13 @@ class WatchActivities:
                 await self._launcher.launch(WatchJobInput(
                     cluster=request.cluster, job=job, started_at=now, poll_interval_s=request.log_poll_interval_s,
                     hang=request.hang))
-            previous, scans = current, scans + 1
-            checkpoint = ClusterCheckpoint(previous=previous, scans=scans)
+            # What a retry would resume from, also used here: one behaviour, retried or not.
+            memory = of_scan(current, watched)
+            if memory is None and scans == 0:
+                log.warning("the cluster watcher of %s keeps its scans in memory only: more than %d watched "
+                            "or ended jobs and dead nodes; a retry starts from a fresh baseline",
+                            request.cluster, MAX_REMEMBERED)
+            previous, scans = (current if memory is None else memory.snapshot()), scans + 1
+            checkpoint = ClusterCheckpoint(memory=memory, scans=scans)
             activity.heartbeat(checkpoint)
             await _pause(request.poll_interval_s)

@@ -16,6 +16,7 @@ from pydantic import Field
 from goodput.detect.hang import DEFAULT_HANG_CONFIG, HangConfig
 from goodput.detect.live import LiveState
 from goodput.detect.logtail import TailCursor
+from goodput.detect.scan_memory import ScanMemory
 from goodput.detect.scheduler_watch import Snapshot
 from goodput.models import Anomaly, Frozen, IncidentKey, LogMark
 from goodput.scheduler import JobInfo
@@ -83,10 +84,17 @@ class WatchClusterInput(Frozen):
 
 
 class ClusterCheckpoint(Frozen):
-    """Heartbeat details of the cluster watcher: its last snapshot, so a retry does not re-report."""
+    """Heartbeat details of the cluster watcher: what it kept of its last scan, so a retry does not
+    re-report (goodput.detect.scan_memory)."""
 
+    memory: ScanMemory | None = None
+    # The whole last scan, as workers before `memory` heartbeated it: read, never written.
     previous: Snapshot | None = None
     scans: int = 0
+
+    def last_scan(self) -> Snapshot | None:
+        """The scan the next one is compared with; None before the first."""
+        return self.memory.snapshot() if self.memory is not None else self.previous
 
 
 class AnomalySink(Protocol):
