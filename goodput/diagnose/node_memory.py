@@ -27,6 +27,12 @@ from goodput.scheduler import JobInfo
 # decision) never add suspicion; everything else without a named culprit implicates the allocation.
 _NOT_ABOUT_NODES = frozenset({Category.APP_ERROR, Category.OOM, Category.SCHEDULER_POLICY, Category.STORAGE})
 MAX_OBSERVATIONS = 5_000
+# The memory is its workflow's state and goes whole into each continue-as-new input, which Temporal
+# refuses past 2 MB (the workflow task fails, again and again, and every consult waits on it). An
+# observation names its job's every node: 5,000 of 64-node jobs are 4.7 MB of JSON. So the oldest
+# go once the kept ones pass this, measured as `_json_bytes` reckons them (a little over the truth).
+MAX_STATE_BYTES = 1024 * 1024
+_OBSERVATION_JSON_BYTES = 160  # its keys, flags and timestamp, with no names in it (130 measured)
 MAX_PENDING = 8  # nodes one job may have pending for its next restart
 
 
@@ -132,7 +138,23 @@ def remember(state: NodeMemoryState, observation: Observation, now: datetime,
         pending = tuple(dict.fromkeys((*earlier, *observation.pending)))[:MAX_PENDING]
         observation = observation.model_copy(update={"pending": pending})
     kept.append(observation)
-    return NodeMemoryState(observations=tuple(kept[-MAX_OBSERVATIONS:]))
+    return NodeMemoryState(observations=newest_within_bytes(kept[-MAX_OBSERVATIONS:]))
+
+
+def _json_bytes(observation: Observation) -> int:
+    names = (*observation.nodes, *observation.suspects, *observation.pending)
+    return (_OBSERVATION_JSON_BYTES + len(observation.incident_id) + len(observation.job_id) + len(observation.user)
+            + sum(len(name) + 3 for name in names))
+
+
+def newest_within_bytes(observations: Sequence[Observation], budget: int = MAX_STATE_BYTES) -> tuple[Observation, ...]:
+    """The newest of `observations` (oldest first) whose JSON fits `budget`; the newest one always."""
+    total = 0
+    for index in range(len(observations) - 1, -1, -1):
+        total += _json_bytes(observations[index])
+        if total > budget and index < len(observations) - 1:
+            return tuple(observations[index + 1:])
+    return tuple(observations)
 
 
 def _weight(observation: Observation, now: datetime, policy: NodeMemoryPolicy) -> float:

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from temporalio.contrib.pydantic import pydantic_data_converter
+
 from goodput.diagnose.node_memory import (
+    MAX_STATE_BYTES,
     LocalNodeMemory,
     NodeMemoryPolicy,
     NodeMemoryState,
     Observation,
     consult,
+    newest_within_bytes,
     observation_of,
+    remember,
     standing,
     with_memory,
 )
@@ -114,3 +119,26 @@ async def test_local_memory_keeps_one_state_per_cluster() -> None:
     assert verdict.suspects == ()  # another cluster's n1 is another node
     verdict = await memory.consult("a", seen(job("2", "alice", "n1")), POLICY)
     assert [s.node for s in verdict.suspects] == ["n1"]
+
+
+def test_the_memory_stays_within_what_temporal_carries_into_its_next_run() -> None:
+    # 5,000 ambiguous failures of 64-node jobs would be 4.7 MB of state; Temporal refuses a
+    # continue-as-new input past 2 MB. The oldest go; the newest and every recent one stay.
+    def failed(index: int) -> Observation:
+        nodes = tuple(f"gpu-{(index * 64 + k) % 10_000:05d}" for k in range(64))
+        return seen(job(str(100_000 + index), f"user{index % 300}", *nodes), index / 60)
+
+    state = NodeMemoryState(observations=tuple(failed(index) for index in range(4_999)))
+    state = remember(state, failed(4_999), T0, POLICY)
+    encoded = len(pydantic_data_converter.payload_converter.to_payloads([state])[0].data)
+    assert MAX_STATE_BYTES * 0.9 < encoded <= MAX_STATE_BYTES
+    assert state.observations[-1].job_id == "104999" and len(state.observations) < 5_000
+    ages = [o.at for o in state.observations]
+    assert ages == sorted(ages)  # what went is the oldest
+
+
+def test_one_observation_past_the_budget_is_still_kept_alone() -> None:
+    huge = seen(job("7", "ann", *(f"node{i:06d}" for i in range(100_000))))
+    state = remember(NodeMemoryState(observations=(seen(job("6", "bob", "a")),)), huge, T0, POLICY)
+    assert [o.job_id for o in state.observations] == ["7"]
+    assert newest_within_bytes([]) == ()
