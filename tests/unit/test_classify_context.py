@@ -93,10 +93,11 @@ PLACED: list[Row] = [
                                         "*** STEP 5.0 ON nid8 CANCELLED AT 2026-04-29T23:36:37 DUE TO TASK "
                                         "FAILURE ***"],
      Category.APP_ERROR, CulpritKind.APP, None, False, False),
-    ("deepspeed-launcher-names-the-local-rank", [
+    # launch.py quotes the last spawned child's command, not the dead one's (DeepSpeed v0.6.0-v0.19.5).
+    ("deepspeed-launcher-names-no-rank", [
         "[ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', '--local_rank=2', "
         "'--zero_stage', '2'] exits with return code = -9"],
-     Category.OOM, CulpritKind.APP, "rank 2", False, False),
+     Category.OOM, CulpritKind.APP, None, False, False),
     ("a-line-naming-the-stalled-rank-beats-every-ranks-monitor", [
         "[train] rank 1 stalls at iteration 5",
         "[2026-12-01 06:41:41,000] [WARNING] [RankMonServer25302@vm:0] Did not get subsequent heartbeat. Waited 5.00 "

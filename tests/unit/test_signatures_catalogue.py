@@ -37,6 +37,7 @@ def test_every_signature_is_exercised_by_an_example_line() -> None:
     # or untested; both are bugs in the catalogue.
     from goodput.diagnose.signatures import cuda_errors
     from goodput.diagnose.signatures.vendor import load_table
+    from tests.unit.test_classify_frameworks import FRAMEWORK_LINES
     from tests.unit.test_classify_hca import HCA_LINES
     from tests.unit.test_classify_jax import JAX_LINES
     from tests.unit.test_classify_nvrm import NVRM_LINES
@@ -47,7 +48,8 @@ def test_every_signature_is_exercised_by_an_example_line() -> None:
     from tests.unit.test_signatures_xid import XID, XID_CASES
     from tests.unit.test_vendor_code_tables import CASES as VENDOR_TABLE_CASES
 
-    cases = LINE_CASES + LINE_CASES_MORE + REASON_LINES + JAX_LINES + RAY_LINES + HCA_LINES + NVRM_LINES + VLLM_LINES
+    cases = (LINE_CASES + LINE_CASES_MORE + REASON_LINES + JAX_LINES + RAY_LINES + HCA_LINES + NVRM_LINES + VLLM_LINES
+             + FRAMEWORK_LINES)
     lines = [line for line, _, _ in cases] + [XID.format(code=c[0], tail=c[1]) for c in XID_CASES]
     lines.append(XID.format(code=31, tail="MMU Fault: UNRECOGNIZED_CLIENT"))
     # One line per Xid of NVIDIA's table, one per row of its NVLink5 decode sheet, one per Xid 45 rule.

@@ -194,7 +194,7 @@ LINE_CASES_MORE: list[tuple[str, str, dict[str, str]]] = [
     ("WARNING:torch.distributed.elastic.agent.server.api:Received 2 death signal, shutting down workers",
      "launcher-sigint", {}),
     ("[ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', '--local_rank=3', '--zero', "
-     "'2'] exits with return code = -9", "deepspeed-exit-sigkill", {"detail": "3"}),
+     "'2'] exits with return code = -9", "deepspeed-exit-sigkill", {}),
     ("RuntimeError: write(): fd 29 failed with Input/output error", "storage-write-eio", {}),
     # Round 3, application (diag-app).
     ("142.76 MiB already allocated; 6.32 GiB free; 158.00 MiB reserved in total by PyTorch)",

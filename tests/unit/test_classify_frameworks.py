@@ -1,0 +1,77 @@
+"""Megatron-LM's rerun state machine and Lightning's SLURM integration, in their own words and
+their wordings across versions: a result another GPU reproduces is the application's, one the same
+GPU does not is a transient fault named by rank and host (never a drain), a Lightning job that
+requeued itself is not requeued again, and a Trainer that disagrees with its allocation is the job's."""
+
+from __future__ import annotations
+
+import pytest
+
+from goodput.diagnose.classify import classify_lines
+from goodput.models import Category
+from tests.unit.signature_cases import check_line_case
+
+FRAMEWORK_LINES: list[tuple[str, str, dict[str, str]]] = [
+    # Megatron core_v0.16+ (with the iteration) and core_v0.10-0.15 (without it).
+    ("Rank 12, node dgx-b07, device 4, iteration #1201: Correct result (but possible Application error) "
+     "(found NaN in local forward loss calculation)!", "megatron-rerun-correct-result", {}),
+    ("[NeMo E 2026-03-02 10:11:12 rerun_state_machine:512] Rank 3, node gpu-a1, device 3: Correct result (but "
+     "possible Application error) (Spiky loss)!", "megatron-rerun-correct-result", {}),
+    ("Rank 12, node dgx-b07, device 4, iteration #1201: Possible transient error!!",
+     "megatron-rerun-transient-error", {"rank": "12", "host": "dgx-b07"}),
+    ("Rank 7, node ip-10-1-2-3, device 7: Possible transient error!!", "megatron-rerun-transient-error",
+     {"rank": "7", "host": "ip-10-1-2-3"}),
+    ("Requeued SLURM job: 4242", "lightning-auto-requeued", {}),
+    ("requeued exp 4242_7", "lightning-auto-requeued", {}),
+    ("ValueError: You set `devices=8` in Lightning, but the number of tasks per node configured in SLURM "
+     "`--ntasks-per-node=4` does not match. HINT: Set `devices=4`.", "lightning-slurm-config-mismatch", {}),
+    ("ValueError: You set `num_nodes=2` in Lightning, but the number of nodes configured in SLURM `--nodes=4` "
+     "does not match. HINT: Set `num_nodes=4`.", "lightning-slurm-config-mismatch", {}),
+    ("RuntimeError: You set `--ntasks=16` in your SLURM bash script, but this variable is not supported. HINT: Use "
+     "`--ntasks-per-node=16` instead.", "lightning-slurm-config-mismatch", {}),
+    ("ValueError: You set `devices=8` and `num_nodes=2` in Lightning, but the product (8 * 2) does not match the "
+     "world size (8).", "lightning-slurm-config-mismatch", {}),
+]
+
+
+@pytest.mark.parametrize(("line", "sig_id", "groups"), FRAMEWORK_LINES,
+                         ids=[f"{c[1]}-{i}" for i, c in enumerate(FRAMEWORK_LINES)])
+def test_framework_lines(line: str, sig_id: str, groups: dict[str, str]) -> None:
+    check_line_case(line, sig_id, groups)
+
+
+def test_megatrons_transient_error_restarts_on_the_named_host_without_a_drain() -> None:
+    verdict = classify_lines([
+        "Rank 12, node dgx-b07, device 4, iteration #1201: Unexpected result tensor(nan, device='cuda:4') on "
+        "rank 12 at iteration #1201 invocation #1 (message='found NaN in local forward loss calculation')",
+        "Rank 12, node dgx-b07, device 4, iteration #1201: First rerun: unexpected result is not reproducible "
+        "within the tolerance (tensor(2.31, device='cuda:4') != tensor(nan, device='cuda:4'))!",
+        "Rank 12, node dgx-b07, device 4, iteration #1201: Possible transient error!!",
+        "Exiting now. The job can be resumed from a previous checkpoint",
+    ])
+    assert (verdict.category, verdict.restart, verdict.drain) == (Category.GPU_HARDWARE, True, False)
+    assert (verdict.rank, verdict.host) == (12, "dgx-b07")
+    assert verdict.confidence != "high"
+
+
+def test_a_self_requeued_lightning_job_is_not_requeued_again() -> None:
+    verdict = classify_lines([
+        "SLURM auto-requeueing enabled. Setting signal handlers.",
+        "Epoch 3:  41%|####      | 410/1000 [1:58:01<2:49:50, 17.27s/it, v_num=0]",
+        "Handling auto-requeue signal: 10",
+        "requeing job 4242...",
+        "Requeued SLURM job: 4242",
+        "slurmstepd: error: *** JOB 4242 ON gpu-a1 CANCELLED AT 2026-03-02T10:11:12 DUE TO JOB REQUEUE ***",
+    ])
+    assert (verdict.category, verdict.restart, verdict.drain) == (Category.SCHEDULER_POLICY, False, False)
+
+
+def test_deepspeeds_exit_line_names_no_rank() -> None:
+    # launch.py quotes the command of the last child it spawned, whichever child died.
+    verdict = classify_lines([
+        "[INFO] [launch.py:428:sigkill_handler] Killing subprocess 13266",
+        "[INFO] [launch.py:428:sigkill_handler] Killing subprocess 13267",
+        "[ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', '--local_rank=1'] exits with "
+        "return code = -9",
+    ])
+    assert verdict.category is Category.OOM and verdict.rank is None
