@@ -21,6 +21,13 @@ FRAMEWORK_LINES: list[tuple[str, str, dict[str, str]]] = [
      "megatron-rerun-transient-error", {"rank": "12", "host": "dgx-b07"}),
     ("Rank 7, node ip-10-1-2-3, device 7: Possible transient error!!", "megatron-rerun-transient-error",
      {"rank": "7", "host": "ip-10-1-2-3"}),
+    ("Rank 12, node dgx-c11, device 1, iteration #1201: Possible persistent error!!",
+     "megatron-rerun-persistent-error", {}),
+    ("Rank 12, node dgx-b07, device 4, iteration #1201: First rerun: unexpected result is reproducible within the "
+     "tolerance (tensor(nan, device='cuda:4') = tensor(nan, device='cuda:4')). Need to rerun on a different GPU to "
+     "verify correctness.!", "megatron-rerun-suspect", {"host": "dgx-b07"}),
+    ("Got rescheduled on the same GPU. Need to resume again from the same checkpoint (node: dgx-b07, gpu: 4)",
+     "megatron-rerun-suspect", {"peer": "dgx-b07"}),
     ("Requeued SLURM job: 4242", "lightning-auto-requeued", {}),
     ("requeued exp 4242_7", "lightning-auto-requeued", {}),
     ("ValueError: You set `devices=8` in Lightning, but the number of tasks per node configured in SLURM "
@@ -52,6 +59,42 @@ def test_megatrons_transient_error_restarts_on_the_named_host_without_a_drain() 
     assert (verdict.category, verdict.restart, verdict.drain) == (Category.GPU_HARDWARE, True, False)
     assert (verdict.rank, verdict.host) == (12, "dgx-b07")
     assert verdict.confidence != "high"
+
+
+FIRST_RUN = [
+    "Rank 12, node dgx-b07, device 4, iteration #1201: Unexpected result tensor(nan, device='cuda:4') on rank 12 at "
+    "iteration #1201 invocation #1 (message='found NaN in local forward loss calculation')",
+    "Rank 12, node dgx-b07, device 4, iteration #1201: First rerun: unexpected result is reproducible within the "
+    "tolerance (tensor(nan, device='cuda:4') = tensor(nan, device='cuda:4')). Need to rerun on a different GPU to "
+    "verify correctness.!",
+    "Saving a checkpoint and exiting now. Please resume the job from the checkpoint to rerun the last iteration and "
+    "establish a diagnostic",
+]
+SECOND_RUN = [
+    "Second rerun: unexpected result is not reproducible on a different GPU, therefore was likely incorrect "
+    "(tensor(2.31, device='cuda:1') != tensor(nan, device='cuda:4'))",
+    "Rank 12, node dgx-c11, device 1, iteration #1201: Possible persistent error!!",
+    "Exiting now. A checkpoint at the last iteration already exists if further examination is needed",
+]
+
+
+RESCHEDULED = "Got rescheduled on the same GPU. Need to resume again from the same checkpoint (node: dgx-b07, gpu: 4)"
+
+
+@pytest.mark.parametrize("suspect", [FIRST_RUN[1], RESCHEDULED])
+def test_megatrons_persistent_error_drains_the_suspect_not_the_host_that_printed_it(suspect: str) -> None:
+    verdict = classify_lines([suspect, *SECOND_RUN])
+    assert (verdict.category, verdict.drain, verdict.restart, verdict.host) == (
+        Category.GPU_HARDWARE, True, True, "dgx-b07")
+    assert verdict.confidence != "high"
+
+
+def test_megatrons_persistent_error_without_its_suspect_drains_nothing() -> None:
+    verdict = classify_lines(SECOND_RUN)
+    assert (verdict.category, verdict.drain, verdict.restart) == (Category.GPU_HARDWARE, False, True)
+    assert verdict.host != "dgx-c11"
+    # The first run alone has not concluded: nothing is decided from it.
+    assert classify_lines(FIRST_RUN).category is Category.UNKNOWN
 
 
 def test_a_self_requeued_lightning_job_is_not_requeued_again() -> None:

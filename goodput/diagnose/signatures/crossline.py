@@ -264,9 +264,9 @@ _LAUNCHER_EXITS = frozenset({"elastic-worker-failed", "elastic-worker-exit-statu
 
 
 def single_node_local_rank(hits: Iterable[Match]) -> int | None:
-    """The local rank torchrun (`failed (exitcode: N) local_rank: L`) or the DeepSpeed launcher (the
-    child's `--local_rank=L`) reports as failed, when the log shows one host at most: on a single
-    node the local rank is the global rank."""
+    """The local rank torchrun (`failed (exitcode: N) local_rank: L`) reports as failed, when the log
+    shows one host at most: on a single node the local rank is the global rank. (DeepSpeed's exit
+    line quotes the last spawned child's `--local_rank`, not the dead one's: not read.)"""
     for m in sorted(hits, key=lambda m: m.line_no):
         if m.signature.id in _LAUNCHER_EXITS:
             local = bounded_int(m.groups.get("detail"), max_digits=MAX_RANK_DIGITS)
@@ -282,3 +282,36 @@ def driver_hang(stuck: list[Match], driver_frames: list[int]) -> Match | None:
             return Match(signature=DRIVER_HANG, line_no=m.line_no, text=m.text, groups=dict(m.groups),
                          context=m.context)
     return None
+
+
+# Megatron-LM's rerun state machine prints its final verdict from the rank's *new* GPU; the GPU it
+# convicts is the one it named as suspect before (megatron-rerun-suspect, in frameworks.toml).
+_PERSISTENT_ID = "megatron-rerun-persistent-error"
+RERUN_SUSPECT_ID = "megatron-rerun-suspect"
+PERSISTENT_ON_SUSPECT = Signature(
+    id="megatron-persistent-error-on-suspect", family="megatron", category=Category.GPU_HARDWARE,
+    culprit_kind=CulpritKind.GPU, precedence=31, pattern=r"Possible persistent error",
+    literals=("Possible persistent error",), restart=True, drain=True, settles=False,
+    source=("NVIDIA Megatron-LM, megatron/core/rerun_state_machine.py (core_v0.10.0 to core_v0.19.0): "
+            "RerunDiagnostic.PERSISTENT_ERROR, 'could be reproduced on the same GPU, but not on a different "
+            "GPU', on the GPU stored as suspicious_node / suspicious_device when the first rerun reproduced it"),
+    explanation=("Megatron's rerun state machine convicted a GPU: it reproduced an unexpected result (NaN, "
+                 "Inf, a spike) on its own, and a different GPU did not. That GPU computes wrongly (silent "
+                 "data corruption): drain its node for diagnostics and resume the job from its last "
+                 "checkpoint elsewhere."))
+
+
+def megatron_persistent_suspect(hits: Iterable[Match], suspects: Iterable[Match]) -> Match | None:
+    """Megatron's persistent-error verdict, re-labelled to drain the host it last named as suspect
+    before it; None without both (the verdict's own line names the rank's new host, never the suspect)."""
+    verdicts = [m for m in hits if m.signature.id == _PERSISTENT_ID]
+    if not verdicts:
+        return None
+    verdict = max(verdicts, key=lambda m: m.line_no)
+    named = [m.groups.get("host") or m.groups.get("peer")
+             for m in sorted(suspects, key=lambda m: m.line_no) if m.line_no < verdict.line_no]
+    suspect = next((h for h in reversed(named) if h), None)
+    if suspect is None:
+        return None
+    return Match(signature=PERSISTENT_ON_SUSPECT, line_no=verdict.line_no, text=verdict.text,
+                 groups={"host": suspect}, context=LineContext())

@@ -23,8 +23,10 @@ from collections.abc import Iterable
 from goodput.diagnose.signatures.circumstances import Circumstances
 from goodput.diagnose.signatures.confidence import Confidence, Ingredients, grade
 from goodput.diagnose.signatures.crossline import (
+    RERUN_SUSPECT_ID,
     collective_mismatch,
     driver_hang,
+    megatron_persistent_suspect,
     ranks_behind,
     recurring_app_xid,
     same_host_peer,
@@ -105,6 +107,8 @@ class VerdictBuilder:
         # Kernel reports of stuck tasks and lines of NVIDIA driver frames (locators, bounded).
         self._stuck: list[Match] = []
         self._driver_frames: list[int] = []
+        # GPUs Megatron's rerun state machine named as suspect (locators, bounded).
+        self._rerun_suspects: list[Match] = []
 
     def add(self, match: Match) -> None:
         match = self.locator.observe(match)
@@ -118,6 +122,8 @@ class VerdictBuilder:
             self._stuck.append(match)
         elif sig.id == _DRIVER_FRAME_ID and len(self._driver_frames) < MAX_TIMEOUTS:
             self._driver_frames.append(match.line_no)
+        elif sig.id == RERUN_SUSPECT_ID and len(self._rerun_suspects) < MAX_HITS_PER_SIGNATURE:
+            self._rerun_suspects.append(match)
         if sig.role is Role.LOCATOR:
             return
         if sig.id == _TIMEOUT_ID and len(self._timeouts) < MAX_TIMEOUTS:
@@ -154,7 +160,8 @@ class VerdictBuilder:
             self._hits.append(mismatch)
         behind = ranks_behind(self._timeouts, self._progress, reporting_rank) if mismatch is None else None
         for synthesized in (recurring_app_xid(self._hits), driver_hang(self._stuck, self._driver_frames),
-                            same_host_peer(self._hits, self.locator.name_of), behind):
+                            same_host_peer(self._hits, self.locator.name_of), behind,
+                            megatron_persistent_suspect(self._hits, self._rerun_suspects)):
             if synthesized is not None:
                 self._hits.append(synthesized)
         self._hits += self.circumstances.synthesize(self._hits, self._timeouts, reporting_rank)
