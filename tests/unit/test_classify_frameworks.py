@@ -28,6 +28,10 @@ FRAMEWORK_LINES: list[tuple[str, str, dict[str, str]]] = [
      "verify correctness.!", "megatron-rerun-suspect", {"host": "dgx-b07"}),
     ("Got rescheduled on the same GPU. Need to resume again from the same checkpoint (node: dgx-b07, gpu: 4)",
      "megatron-rerun-suspect", {"peer": "dgx-b07"}),
+    ("[rank: 3] Child process with PID 81234 terminated with code -9. Forcefully terminating all other processes "
+     "to avoid zombies \N{ZOMBIE}", "lightning-child-sigkill", {"detail": "3"}),
+    ("[rank: 2] Child process with PID 81233 terminated with code 1. Forcefully terminating all other processes "
+     "to avoid zombies \N{ZOMBIE}", "lightning-child-terminated", {"detail": "2", "exitcode": "1"}),
     ("Requeued SLURM job: 4242", "lightning-auto-requeued", {}),
     ("requeued exp 4242_7", "lightning-auto-requeued", {}),
     ("ValueError: You set `devices=8` in Lightning, but the number of tasks per node configured in SLURM "
@@ -118,3 +122,12 @@ def test_deepspeeds_exit_line_names_no_rank() -> None:
         "return code = -9",
     ])
     assert verdict.category is Category.OOM and verdict.rank is None
+
+
+def test_lightnings_launcher_names_the_local_rank_of_a_single_node_log() -> None:
+    verdict = classify_lines([
+        "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4",
+        "[rank: 3] Child process with PID 81234 terminated with code -9. Forcefully terminating all other "
+        "processes to avoid zombies \N{ZOMBIE}",
+    ])
+    assert (verdict.category, verdict.restart, verdict.drain, verdict.rank) == (Category.OOM, False, False, 3)

@@ -260,13 +260,15 @@ def collective_mismatch(timeouts: Iterable[Match], signature: Signature,
 
 
 _LAUNCHER_EXITS = frozenset({"elastic-worker-failed", "elastic-worker-exit-status", "torchrun-exit-sigkill",
-                             "deepspeed-exit-sigkill", "native-segfault", "bus-error-exit"})
+                             "native-segfault", "bus-error-exit", "lightning-child-sigkill",
+                             "lightning-child-terminated"})
 
 
 def single_node_local_rank(hits: Iterable[Match]) -> int | None:
-    """The local rank torchrun (`failed (exitcode: N) local_rank: L`) reports as failed, when the log
-    shows one host at most: on a single node the local rank is the global rank. (DeepSpeed's exit
-    line quotes the last spawned child's `--local_rank`, not the dead one's: not read.)"""
+    """The local rank torchrun (`failed (exitcode: N) local_rank: L`) or Lightning's launcher
+    (`[rank: L] Child process … terminated`) reports as failed, when the log shows one host at most:
+    on a single node the local rank is the global rank. (DeepSpeed's exit line quotes the last
+    spawned child's `--local_rank`, not the dead one's: not read.)"""
     for m in sorted(hits, key=lambda m: m.line_no):
         if m.signature.id in _LAUNCHER_EXITS:
             local = bounded_int(m.groups.get("detail"), max_digits=MAX_RANK_DIGITS)
