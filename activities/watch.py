@@ -170,7 +170,7 @@ class WatchActivities:
         while True:
             try:
                 jobs = await self._scheduler.list_jobs()
-                nodes = await self._scheduler.list_nodes()
+                nodes = await self._scheduler.list_dead_nodes()
             except SchedulerError as err:
                 log.warning("scheduler scan of %s failed (will retry): %s", request.cluster, err)
                 activity.heartbeat(checkpoint)

@@ -108,6 +108,12 @@ def with_status(job: JobInfo, status: JobStatus) -> JobInfo:
                                   "restart_count": status.restart_count, "held": status.held})
 
 
+# Slurm's words for a node that is out (DOWN, FAIL, FAILING) and for one that stopped answering
+# (the NOT_RESPONDING flag, sinfo's `*`), as prefixes of its state and flags.
+NODE_DOWN_WORDS = ("DOWN", "FAIL")
+NODE_NO_ANSWER_WORDS = ("NOT_RESPONDING", "NO_RESPOND")
+
+
 class NodeInfo(Frozen):
     """One Slurm node: its state and flags, and why (and by whom) it is drained or down."""
 
@@ -122,6 +128,16 @@ class NodeInfo(Frozen):
     def drained(self) -> bool:
         """Draining or drained, whether the flag or the state says so."""
         return "DRAIN" in self.flags or self.state.upper() in {"DRAINED", "DRAINING", "DRAIN"}
+
+    def says(self, prefixes: Sequence[str]) -> bool:
+        """Whether its state or one of its flags starts with one of `prefixes`."""
+        words = {self.state.upper(), *(f.upper() for f in self.flags)}
+        return any(w.startswith(p) for w in words for p in prefixes)
+
+    @property
+    def dead(self) -> bool:
+        """Slurm calls it DOWN, FAIL or not responding (however briefly)."""
+        return self.says((*NODE_DOWN_WORDS, *NODE_NO_ANSWER_WORDS))
 
 
 class ReservationInfo(Frozen):
@@ -216,6 +232,11 @@ class Scheduler(Protocol):
     async def list_nodes(self, partition: str = "") -> Sequence[NodeInfo]:
         """Every node of the cluster; only those of `partition` (a comma-separated list) when given,
         so that what an incident reads does not grow with the cluster (issue #29)."""
+        ...
+
+    async def list_dead_nodes(self) -> Sequence[NodeInfo]:
+        """The nodes Slurm calls DOWN, FAIL or not responding, and no others: what the cluster watcher
+        compares, read without listing the whole cluster where the backend can (issue #29)."""
         ...
 
     async def topology(self) -> Sequence[SlurmSwitch]:

@@ -246,6 +246,13 @@ class SlurmCliBackend(SlurmReservations):
                 raise PermanentSchedulerError(f"sinfo for partition {partition}: {err}") from None
         return parse_sinfo_json((await self._run(commands.sinfo_json())).stdout)
 
+    async def list_dead_nodes(self) -> Sequence[NodeInfo]:
+        # text, filtered by sinfo itself: a line per troubled node, not the whole cluster in JSON
+        try:
+            return [n for n in batch.parse_dead_nodes((await self._run(batch.sinfo_dead_nodes())).stdout) if n.dead]
+        except ValueError as err:
+            raise PermanentSchedulerError(f"sinfo of the dead nodes: {err}") from None
+
     async def topology(self) -> Sequence[SlurmSwitch]:
         return parse_topology((await self._run(commands.show_topology())).stdout)
 

@@ -219,6 +219,10 @@ class PyslurmBackend:
 
         return [node_info(node) for node in _each(await self._call("Nodes.load", self._m.Nodes.load)) if kept(node)]
 
+    async def list_dead_nodes(self) -> Sequence[NodeInfo]:
+        # pyslurm loads every node; the filter only narrows what the watcher holds
+        return [node for node in await self.list_nodes() if node.dead]
+
     # -- node actions ---------------------------------------------------------------------
 
     async def _update_node(self, name: str, **changes: str) -> None:

@@ -247,6 +247,10 @@ class SlurmRestBackend:
         return [node_from_json(node) for node in entries(document, "nodes")
                 if wanted is None or wanted & _partitions(node)]
 
+    async def list_dead_nodes(self) -> Sequence[NodeInfo]:
+        # slurmrestd's node list takes no state filter either: the whole list comes, filtered here
+        return [node for node in await self.list_nodes() if node.dead]
+
     # -- node actions ---------------------------------------------------------------------
 
     async def drain_node(self, name: str, reason: str) -> ActionResult:

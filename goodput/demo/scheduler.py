@@ -150,6 +150,9 @@ class FakeScheduler(FakeReservations):
         del partition  # the fake cluster is one partition
         return self._read(lambda s: list(s.nodes.values()))
 
+    async def list_dead_nodes(self) -> Sequence[NodeInfo]:
+        return [node for node in await self.list_nodes() if node.dead]
+
     async def topology(self) -> Sequence[SlurmSwitch]:
         """The switches set on `self.switches` (none by default: a cluster without a topology)."""
         return tuple(self.switches)
@@ -307,6 +310,12 @@ class FakeScheduler(FakeReservations):
     def add_job(self, job: JobInfo) -> None:
         def apply(s: FakeClusterState) -> None:
             s.jobs[job.job_id] = job
+        self._read(apply)
+
+    def set_node_state(self, name: str, state: str, *, flags: tuple[str, ...] = (), reason: str = "") -> None:
+        """What an operator's `scontrol update State=…` or slurmctld's own verdict would leave."""
+        def apply(s: FakeClusterState) -> None:
+            s.nodes[name] = node_in(s, name).model_copy(update={"state": state, "flags": flags, "reason": reason})
         self._read(apply)
 
     def _set_job(self, job_id: str, op: str, *, held: bool) -> ActionResult:

@@ -23,7 +23,7 @@ from datetime import datetime
 
 from goodput.diagnose.source_grades import slurm_job_grade, slurm_node_grade
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Frozen, RestartEffect
-from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo, JobState, NodeInfo
+from goodput.scheduler import ACTIVE_JOB_STATES, NODE_DOWN_WORDS, NODE_NO_ANSWER_WORDS, JobInfo, JobState, NodeInfo
 
 # Terminal job states that deserve an incident, and what each means on its own.
 _JOB_ENDINGS: dict[JobState, tuple[AnomalyKind, Category | None]] = {
@@ -34,9 +34,8 @@ _JOB_ENDINGS: dict[JobState, tuple[AnomalyKind, Category | None]] = {
     JobState.OUT_OF_MEMORY: (AnomalyKind.OOM, Category.OOM),
     JobState.BOOT_FAIL: (AnomalyKind.NODE_FAILURE, Category.NODE_FAILURE),
 }
-_NODE_DOWN = ("DOWN", "FAIL")
-_NO_ANSWER = ("NOT_RESPONDING", "NO_RESPOND")
-_NODE_DEAD = (*_NODE_DOWN, *_NO_ANSWER)
+_NODE_DOWN = NODE_DOWN_WORDS
+_NO_ANSWER = NODE_NO_ANSWER_WORDS
 NOT_RESPONDING_HOLD_S = 30.0
 """How long a node must stay NOT_RESPONDING (not DOWN) before a running job's node counts as dead:
 longer than a busy slurmd takes to answer again (seconds, MessageTimeout is 10 s by default), well
@@ -65,8 +64,7 @@ def snapshot(jobs: Sequence[JobInfo], nodes: Sequence[NodeInfo], *, at: datetime
 
 
 def _words_in(node: NodeInfo, prefixes: Sequence[str]) -> bool:
-    words = {node.state.upper(), *(f.upper() for f in node.flags)}
-    return any(w.startswith(d) for w in words for d in prefixes)
+    return node.says(prefixes)
 
 
 def node_down(node: NodeInfo) -> bool:
@@ -76,7 +74,7 @@ def node_down(node: NodeInfo) -> bool:
 
 def node_dead(node: NodeInfo) -> bool:
     """Slurm says the node is DOWN, FAIL or not responding (any of them, however briefly)."""
-    return _words_in(node, _NODE_DEAD)
+    return node.dead
 
 
 def silent_for(scan: Snapshot, name: str) -> float | None:

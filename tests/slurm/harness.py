@@ -86,6 +86,11 @@ class Harness(Protocol):
 
     async def admin_drain(self, node: str, reason: str) -> None: ...
 
+    async def admin_down(self, node: str, reason: str) -> None:
+        """The node set DOWN by an administrator (its jobs end); `admin_resume` brings it back."""
+
+    async def admin_resume(self, node: str) -> None: ...
+
     async def others_job(self, comment: str) -> JobInfo:
         """A pending or running job of another user (goodput-mallory) carrying `comment`."""
         ...
@@ -166,6 +171,12 @@ class FakeHarness:
     async def admin_drain(self, node: str, reason: str) -> None:
         await self.fake.drain_node(node, reason)  # any reason without goodput's prefix
 
+    async def admin_down(self, node: str, reason: str) -> None:
+        self.fake.set_node_state(node, "DOWN", reason=reason)
+
+    async def admin_resume(self, node: str) -> None:
+        self.fake.set_node_state(node, "IDLE")
+
     async def dependent_job(self, dependency: str) -> JobInfo:
         job = JobInfo(job_id=str(next(self._ids)), name="after", state=JobState.PENDING, partition="debug",
                       comment=MARKER, dependency=dependency, state_reason="Dependency", user="root", user_id=0)
@@ -214,6 +225,12 @@ class PyslurmHarness:
 
     async def admin_drain(self, node: str, reason: str) -> None:
         self.ctl.update_node(node, "DRAIN", reason, user="admin")
+
+    async def admin_down(self, node: str, reason: str) -> None:
+        self.ctl.update_node(node, "DOWN", reason, user="admin")
+
+    async def admin_resume(self, node: str) -> None:
+        self.ctl.update_node(node, "RESUME", None, user="admin")
 
     async def others_job(self, comment: str) -> JobInfo:
         desc = self.ctl.module.JobSubmitDescription(name="claim", script="#!/bin/sh\nsleep 300\n", comment=comment,
@@ -288,6 +305,12 @@ class SlurmCliHarness:
 
     async def admin_drain(self, node: str, reason: str) -> None:
         self.lab.run("scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}")
+
+    async def admin_down(self, node: str, reason: str) -> None:
+        self.lab.run("scontrol", "update", f"NodeName={node}", "State=DOWN", f"Reason={reason}")
+
+    async def admin_resume(self, node: str) -> None:
+        self.lab.run("scontrol", "update", f"NodeName={node}", "State=RESUME")
 
     async def others_job(self, comment: str) -> JobInfo:
         job_id = self.lab.sbatch_as(MALLORY, f"--comment={comment}", "--hold", "--output=/dev/null",

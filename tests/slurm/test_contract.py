@@ -17,6 +17,7 @@ rule, the test is an xfail(strict) naming the gap.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -118,6 +119,27 @@ async def test_lists_nodes_with_gpus_and_the_running_job(harness: Harness) -> No
     jobs = {j.job_id: j for j in await harness.backend.list_jobs()}
     assert jobs[job.job_id].state is JobState.RUNNING
     assert jobs[job.job_id].nodes == job.nodes
+
+
+async def test_the_dead_nodes_are_the_listings_dead_nodes(harness: Harness) -> None:
+    # The watcher reads only these (sinfo filters them on the CLI): the same nodes as the whole
+    # listing's dead ones, on every backend and Slurm version (an unknown state word would fail here).
+    # A busy slurmd can be flagged not responding for a second: compare two reads taken together.
+    for _ in range(5):
+        listed = {n.name for n in await harness.backend.list_nodes() if n.dead}
+        dead = await harness.backend.list_dead_nodes()
+        if {n.name for n in dead} == listed:
+            break
+        await asyncio.sleep(1)
+    assert {n.name for n in dead} == listed and all(n.dead for n in dead)
+    node = harness.node_names[-1]
+    await harness.admin_down(node, "admin: PSU | fan")
+    try:
+        down = {n.name: n for n in await harness.backend.list_dead_nodes()}
+        assert node in down and down[node].state == "DOWN" and down[node].reason == "admin: PSU | fan"
+        assert set(down) == listed | {node}
+    finally:
+        await harness.admin_resume(node)
 
 
 async def test_job_detail(harness: Harness) -> None:

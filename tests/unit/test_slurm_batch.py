@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,15 @@ from activities.adapters.slurm_cli import REQUEUE, SlurmCliBackend
 from activities.adapters.slurm_runner import CommandResult
 from goodput.identifiers import InvalidIdentifierError
 from goodput.scheduler import ActionResult, TransientSchedulerError, UnknownJobError
-from goodput.slurm.batch import batchable_job, job_list, node_line, parse_partition_nodes, sinfo_partition
+from goodput.slurm.batch import (
+    batchable_job,
+    job_list,
+    node_line,
+    parse_dead_nodes,
+    parse_partition_nodes,
+    sinfo_dead_nodes,
+    sinfo_partition,
+)
 from tests.unit.slurm_cli_helpers import HELD, RUNNING
 from tests.unit.slurm_cli_helpers import node_line as recorded_node
 
@@ -229,3 +238,28 @@ async def test_exclusions_join_only_jobs_whose_lists_are_equal_and_a_bad_job_fai
     assert isinstance(results[3], UnknownJobError), results
     assert all(isinstance(r, ActionResult) and r.changed for r in results[:3]), results
     assert "one of 3" in str(results[0]) and "one of" not in str(results[2])
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+
+
+def test_the_dead_nodes_as_sinfo_22_05_prints_them() -> None:
+    down = parse_dead_nodes((FIXTURES / "sinfo-dead-nodes-22.05.txt").read_text())
+    assert [(n.name, n.state, n.flags, n.reason, n.dead) for n in down] == [
+        ("node2", "DOWN", (), "admin: PSU | fan", True),  # a `|` in the reason stays in it
+        ("node3", "IDLE", ("FAIL",), "hw check", True),
+        ("node4", "MIXED", ("FAIL",), "failing under a job", True)]
+    later = parse_dead_nodes((FIXTURES / "sinfo-dead-nodes-down-22.05.txt").read_text())
+    assert (later[0].name, later[0].state, later[0].flags, later[0].reason) == (
+        "node1", "DOWN", ("NOT_RESPONDING",), "Not responding")
+    [silent] = parse_dead_nodes((FIXTURES / "sinfo-dead-nodes-not-responding-22.05.txt").read_text())
+    assert (silent.state, silent.flags, silent.reason, silent.dead) == ("IDLE", ("NOT_RESPONDING",), "", True)
+    assert parse_dead_nodes("") == []
+    assert sinfo_dead_nodes()[3:] == ["--states=down,fail,no_respond", "--Format=NodeList:|,StateComplete:|,Reason:|"]
+
+
+@pytest.mark.parametrize("hostile", ["node1|idle drain|x|\n", "-x|down|x|\n", "node1|down|no end\n", "node1\n",
+                                     "node1|down|" + "r" * 5000])
+def test_a_dead_node_line_that_is_not_sinfos_is_refused(hostile: str) -> None:
+    with pytest.raises((ValueError, InvalidIdentifierError)):
+        parse_dead_nodes(hostile)
