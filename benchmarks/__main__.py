@@ -18,6 +18,7 @@ BENCHMARKS = {
     "checkpoints": "benchmarks.checkpoint_cost",
     "console": "benchmarks.console_scale",
     "install-size": "benchmarks.install_size",
+    "scan-cost": "benchmarks.scan_cost",
 }
 
 
