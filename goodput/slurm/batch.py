@@ -53,6 +53,7 @@ _NOT_PLAIN = re.compile(r"[0-9]{1,12}[_+][^\n]*")  # an array task or het compon
 # squeue words a requeuehold's reason with spaces (`job requeued in held state`), scontrol with `_`
 _HELD_REASONS = HELD_REASONS | {"job requeued in held state"}
 STATUS_FIELDS = "--Format=JobID:|,State:|,Reason:|,RestartCnt:|,EligibleTime:|,NodeList:|"
+MAX_REASON = 512  # characters of a node's reason kept from sinfo's text
 _STATE_WORD = re.compile(r"[a-z_*~#!%$@^-]{1,32}(?:\+[a-z_*~#!%$@^-]{1,32}){0,8}")
 
 Argv = list[str]
@@ -189,24 +190,31 @@ def parse_partition_nodes(text: str) -> list[NodeInfo]:
 
     A node in two of the partitions is listed twice; it is returned once. A line that is not a
     node name and a state is refused rather than guessed at."""
+    return _sinfo_nodes(text, with_reason=False)
+
+
+def _sinfo_nodes(text: str, *, with_reason: bool) -> list[NodeInfo]:
+    """`name|state|` (or `name|state|reason|`) lines, each node once; anything else refused."""
     nodes: dict[str, NodeInfo] = {}
     for line in text.splitlines():
         if not line.strip():
             continue
         name, _, rest = line.strip().partition("|")
         state, _, tail = rest.partition("|")
-        if tail.strip() or not _STATE_WORD.fullmatch(state):
+        ended = tail.endswith("|") if with_reason else not tail.strip()
+        if not ended or not _STATE_WORD.fullmatch(state):
             raise ValueError(f"unexpected sinfo line {line[:80]!r}")
+        said = clean(tail[:-1])[:MAX_REASON] if with_reason else ""
         base, flags = node_state(state)
-        nodes.setdefault(validate_node_name(name), NodeInfo(name=name, state=base, flags=flags))
+        nodes.setdefault(validate_node_name(name), NodeInfo(name=name, state=base, flags=flags,
+                                                            reason="" if said == "none" else said))
     return list(nodes.values())
 
 
-# The states the cluster watcher compares (goodput.detect.scheduler_watch.node_dead): sinfo keeps
-# only nodes in them, so the watcher reads a line per troubled node instead of the whole cluster in
-# JSON (26 MB and 1.2 s of parsing at 10,000 nodes in 24.11's form, every scan; #29).
+# The states the cluster watcher compares (NodeInfo.dead): sinfo keeps only nodes in them, so the
+# watcher reads a line per troubled node instead of the whole cluster in JSON every scan (26 MB at
+# 10,000 nodes in 24.11's form; `python -m benchmarks scan-cost`, #29).
 DEAD_NODE_STATES = "down,fail,no_respond"
-MAX_REASON = 512
 
 
 def sinfo_dead_nodes() -> Argv:
@@ -220,16 +228,4 @@ def parse_dead_nodes(text: str) -> list[NodeInfo]:
 
     The reason comes last, so a `|` inside it (an operator's words) stays in it; name and state
     must be what sinfo prints for them, or the line is refused rather than guessed at."""
-    nodes: dict[str, NodeInfo] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        name, _, rest = line.strip().partition("|")
-        state, _, reason = rest.partition("|")
-        if not _STATE_WORD.fullmatch(state) or not reason.endswith("|"):
-            raise ValueError(f"unexpected sinfo line {line[:80]!r}")
-        base, flags = node_state(state)
-        said = clean(reason[:-1])[:MAX_REASON]
-        nodes.setdefault(validate_node_name(name), NodeInfo(name=name, state=base, flags=flags,
-                                                            reason="" if said == "none" else said))
-    return list(nodes.values())
+    return _sinfo_nodes(text, with_reason=True)
