@@ -64,7 +64,7 @@ clean:
 # Every benchmark, its JSON result saved under docs/results/, then the plots for docs/benchmarks.md.
 # `goodput` reads goodput's per-class latencies from benchmarks/goodput_latencies.json (each value
 # with its source): after a new `latency` run, update that table from docs/results/latency.json.
-BENCHES ?= classify diagnosis checkpoints temporal storm storm-lab watch latency goodput console
+BENCHES ?= classify diagnosis checkpoints temporal storm storm-lab watch scan-cost latency goodput console
 bench: $(STAMP)
 	mkdir -p docs/results
 	set -e; for b in $(BENCHES); do \
