@@ -16,10 +16,13 @@ def drain_noop(node: NodeInfo, reason: str) -> ActionResult | None:
 
     Already drained with this reason: done. Drained, down or failed for any other reason
     (an admin's, Slurm's "Not responding", another goodput incident's): theirs, left alone.
+    A reason on a node in service is not a claim: Slurm 24.11 and later keep the last reason after
+    `State=RESUME` (seen on the lab: DRAIN, then RESUME, leaves IDLE with `Reason=…`; 22.05
+    clears it), so an administrator's resumed node would otherwise never be drained again.
     """
     if node.drained and node.reason == reason:
         return ActionResult(changed=False, detail=f"{node.name} already drained: {reason}")
-    if node.drained or (node.reason and not is_goodput_reason(node.reason)):
+    if node.drained or (node.dead and node.reason and not is_goodput_reason(node.reason)):
         owner = "goodput" if is_goodput_reason(node.reason) else (node.reason_user or "someone else")
         return ActionResult(changed=False, detail=f"{node.name} already {node.state.lower()}"
                             f"{'+drain' if node.drained else ''} by {owner}: {node.reason}")

@@ -38,6 +38,22 @@ async def test_a_change_already_made_is_not_sent_again() -> None:
     assert node.acts == 0
 
 
+@pytest.mark.parametrize(("state", "flags", "reason", "drained"), [
+    ("DOWN", (), "admin: PSU", False),                      # an administrator's DOWN: theirs
+    ("IDLE", ("NOT_RESPONDING",), "Not responding", False),  # Slurm's own verdict: theirs
+    ("MIXED", ("FAIL",), "hw check", False),
+    ("IDLE", ("DRAIN",), "admin: bad fan", False),
+    ("IDLE", (), "admin: bad fan", True),   # resumed; Slurm 24.11+ keeps the reason: not a claim
+    ("ALLOCATED", (), "t3", True),
+])
+async def test_only_a_node_out_of_service_for_someone_else_is_left_alone(
+        state: str, flags: tuple[str, ...], reason: str, drained: bool) -> None:
+    node = Recorder(NodeInfo(name="n1", state=state, flags=flags, reason=reason))
+    result = await change_node("n1", "goodput:inc-1", read=node.read, noop=rules.drain_noop, act=node.act,
+                               done="drained")
+    assert (result.changed, node.acts) == (drained, int(drained))
+
+
 async def test_a_refusal_from_the_rules_stops_before_acting() -> None:
     node = Recorder(NodeInfo(name="n1", state="IDLE", flags=("DRAIN",), reason="admin: bad fan"))
     with pytest.raises(NotOwnedError):
