@@ -16,9 +16,10 @@ def drain_noop(node: NodeInfo, reason: str) -> ActionResult | None:
 
     Already drained with this reason: done. Drained, down or failed for any other reason
     (an admin's, Slurm's "Not responding", another goodput incident's): theirs, left alone.
-    A reason on a node in service is not a claim: Slurm 24.11 and later keep the last reason after
-    `State=RESUME` (seen on the lab: DRAIN, then RESUME, leaves IDLE with `Reason=…`; 22.05
-    clears it), so an administrator's resumed node would otherwise never be drained again.
+    A reason on a node in service is not a claim: Slurm 24.11 keeps the last reason after
+    `State=RESUME` (seen on the lab with 24.11.5: DRAIN, then RESUME, leaves IDLE with `Reason=…`;
+    22.05 and 26.05 clear it), so an administrator's resumed node would otherwise never be drained
+    again.
     """
     if node.drained and node.reason == reason:
         return ActionResult(changed=False, detail=f"{node.name} already drained: {reason}")

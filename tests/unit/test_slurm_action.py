@@ -43,7 +43,7 @@ async def test_a_change_already_made_is_not_sent_again() -> None:
     ("IDLE", ("NOT_RESPONDING",), "Not responding", False),  # Slurm's own verdict: theirs
     ("MIXED", ("FAIL",), "hw check", False),
     ("IDLE", ("DRAIN",), "admin: bad fan", False),
-    ("IDLE", (), "admin: bad fan", True),   # resumed; Slurm 24.11+ keeps the reason: not a claim
+    ("IDLE", (), "admin: bad fan", True),   # resumed; Slurm 24.11 keeps the reason: not a claim
     ("ALLOCATED", (), "t3", True),
 ])
 async def test_only_a_node_out_of_service_for_someone_else_is_left_alone(
