@@ -116,6 +116,7 @@ class NodeRecord:
     partitions: list[str] = field(default_factory=lambda: ["debug"])
     down: bool = False
     drain: bool = False
+    fail: bool = False
     reason: str | None = None
     reason_user: str | None = None
 
@@ -167,7 +168,7 @@ class Slurmctld:
     def node_state(self, node: NodeRecord) -> str:
         busy = any(node.name in j.nodes for j in self.jobs.values() if j.state == "RUNNING")
         base = "DOWN" if node.down else "ALLOCATED" if busy else "IDLE"
-        return base + ("+DRAIN" if node.drain else "")
+        return base + ("+DRAIN" if node.drain else "") + ("+FAIL" if node.fail else "")
 
     def add_job(self, record: JobRecord) -> JobRecord:
         """Test helper: put a job in any state without an RPC."""
@@ -240,15 +241,16 @@ class Slurmctld:
         if not names or any(n not in self.nodes for n in names):
             raise RPCError(ESLURM_INVALID_NODE_NAME)
         wanted = (state or "").upper()
-        if wanted in ("DRAIN", "DOWN") and not reason:
+        if wanted in ("DRAIN", "DOWN", "FAIL") and not reason:
             raise RPCError(ESLURM_INVALID_NODE_STATE, "You must specify a reason when DOWNING or DRAINING a node")
         for node in (self.nodes[n] for n in names):
-            if wanted in ("DRAIN", "DOWN"):
+            if wanted in ("DRAIN", "DOWN", "FAIL"):
                 node.drain = node.drain or wanted == "DRAIN"
                 node.down = node.down or wanted == "DOWN"
+                node.fail = node.fail or wanted == "FAIL"
                 node.reason, node.reason_user = reason, user or self.user
             elif wanted in ("RESUME", "UNDRAIN"):
-                node.drain, node.down = False, node.down and wanted == "UNDRAIN"
+                node.drain, node.down, node.fail = False, node.down and wanted == "UNDRAIN", False
                 node.reason = node.reason_user = None
             elif reason:
                 node.reason, node.reason_user = reason, user or self.user
@@ -261,7 +263,7 @@ class Slurmctld:
             if job.state != "PENDING" or job.priority == 0:
                 continue
             free = [n for n, r in self.nodes.items()
-                    if not (r.drain or r.down) and n not in busy and n not in job.excluded_nodes
+                    if not (r.drain or r.down or r.fail) and n not in busy and n not in job.excluded_nodes
                     and (not job.required_nodes or n in job.required_nodes)]
             if len(free) >= job.num_nodes:
                 job.state, job.nodes, job.state_reason = "RUNNING", tuple(free[:job.num_nodes]), None

@@ -86,8 +86,9 @@ class Harness(Protocol):
 
     async def admin_drain(self, node: str, reason: str) -> None: ...
 
-    async def admin_down(self, node: str, reason: str) -> None:
-        """The node set DOWN by an administrator (its jobs end); `admin_resume` brings it back."""
+    async def admin_fail(self, node: str, reason: str) -> None:
+        """The node set FAIL by an administrator; `admin_resume` brings it back. Not DOWN: the labs
+        run ReturnToService=2, which returns a DOWN node at its slurmd's next registration."""
 
     async def admin_resume(self, node: str) -> None: ...
 
@@ -171,8 +172,8 @@ class FakeHarness:
     async def admin_drain(self, node: str, reason: str) -> None:
         await self.fake.drain_node(node, reason)  # any reason without goodput's prefix
 
-    async def admin_down(self, node: str, reason: str) -> None:
-        self.fake.set_node_state(node, "DOWN", reason=reason)
+    async def admin_fail(self, node: str, reason: str) -> None:
+        self.fake.set_node_state(node, "IDLE", flags=("FAIL",), reason=reason)
 
     async def admin_resume(self, node: str) -> None:
         self.fake.set_node_state(node, "IDLE")
@@ -226,8 +227,8 @@ class PyslurmHarness:
     async def admin_drain(self, node: str, reason: str) -> None:
         self.ctl.update_node(node, "DRAIN", reason, user="admin")
 
-    async def admin_down(self, node: str, reason: str) -> None:
-        self.ctl.update_node(node, "DOWN", reason, user="admin")
+    async def admin_fail(self, node: str, reason: str) -> None:
+        self.ctl.update_node(node, "FAIL", reason, user="admin")
 
     async def admin_resume(self, node: str) -> None:
         self.ctl.update_node(node, "RESUME", None, user="admin")
@@ -306,8 +307,8 @@ class SlurmCliHarness:
     async def admin_drain(self, node: str, reason: str) -> None:
         self.lab.run("scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}")
 
-    async def admin_down(self, node: str, reason: str) -> None:
-        self.lab.run("scontrol", "update", f"NodeName={node}", "State=DOWN", f"Reason={reason}")
+    async def admin_fail(self, node: str, reason: str) -> None:
+        self.lab.run("scontrol", "update", f"NodeName={node}", "State=FAIL", f"Reason={reason}")
 
     async def admin_resume(self, node: str) -> None:
         self.lab.run("scontrol", "update", f"NodeName={node}", "State=RESUME")

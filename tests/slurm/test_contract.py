@@ -28,6 +28,7 @@ from goodput.ownership import drain_reason
 from goodput.scheduler import (
     ACTIVE_JOB_STATES,
     JobState,
+    NodeInfo,
     NotOwnedError,
     ResubmitRequest,
     UnknownJobError,
@@ -124,20 +125,24 @@ async def test_lists_nodes_with_gpus_and_the_running_job(harness: Harness) -> No
 async def test_the_dead_nodes_are_the_listings_dead_nodes(harness: Harness) -> None:
     # The watcher reads only these (sinfo filters them on the CLI): the same nodes as the whole
     # listing's dead ones, on every backend and Slurm version (an unknown state word would fail here).
-    # A busy slurmd can be flagged not responding for a second: compare two reads taken together.
-    for _ in range(5):
-        listed = {n.name for n in await harness.backend.list_nodes() if n.dead}
-        dead = await harness.backend.list_dead_nodes()
-        if {n.name for n in dead} == listed:
-            break
-        await asyncio.sleep(1)
-    assert {n.name for n in dead} == listed and all(n.dead for n in dead)
+    async def both() -> tuple[set[str], dict[str, NodeInfo]]:
+        # A busy slurmd can be flagged not responding for a second: retry until two reads agree.
+        for _ in range(5):
+            listed = {n.name for n in await harness.backend.list_nodes() if n.dead}
+            dead = {n.name: n for n in await harness.backend.list_dead_nodes()}
+            if set(dead) == listed:
+                break
+            await asyncio.sleep(1)
+        return listed, dead
+
+    listed, dead = await both()
+    assert set(dead) == listed and all(n.dead for n in dead.values())
     node = harness.node_names[-1]
-    await harness.admin_down(node, "admin: PSU | fan")
+    await harness.admin_fail(node, "admin: PSU | fan")
     try:
-        down = {n.name: n for n in await harness.backend.list_dead_nodes()}
-        assert node in down and down[node].state == "DOWN" and down[node].reason == "admin: PSU | fan"
-        assert set(down) == listed | {node}
+        listed, dead = await both()
+        assert set(dead) == listed and node in dead
+        assert "FAIL" in dead[node].flags and dead[node].reason == "admin: PSU | fan"
     finally:
         await harness.admin_resume(node)
 
