@@ -27,7 +27,6 @@ from pathlib import Path
 import re2
 from pydantic import BaseModel, ConfigDict, Field
 
-from goodput.detect.scheduler_watch import node_dead
 from goodput.diagnose.source_grades import Grade, slurm_node_grade
 from goodput.models import Anomaly, AnomalyKind, AnomalySource, Category, Frozen
 from goodput.scheduler import JobInfo, JobState, NodeInfo
@@ -255,7 +254,7 @@ def signals(suspect: Suspect, node: NodeInfo | None, output: JobOutput, now: dat
             config: LivenessConfig) -> list[str]:
     """The second signals for one job on a suspect node, as evidence lines (empty: none)."""
     out = []
-    if node is not None and node_dead(node):
+    if node is not None and node.dead:
         out.append(f"slurm: node {suspect.node} {node.state} {' '.join(node.flags)}".strip())
     written = output.written_at
     if written is None:
@@ -284,7 +283,7 @@ def loss_grade(node: NodeInfo | None) -> Grade:
     """A silent agent with Slurm saying the node is dead is graded by Slurm's reason for it; a silent
     agent with only the job's output or its peers' lines to back it is `medium` (the node may be
     alive behind a broken network), under its own rule."""
-    if node is not None and node_dead(node):
+    if node is not None and node.dead:
         return slurm_node_grade(node.reason)
     return Grade(confidence="medium", rule="node-loss")
 

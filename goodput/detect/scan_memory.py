@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime
 
-from goodput.detect.scheduler_watch import Snapshot, node_dead
+from goodput.detect.scheduler_watch import Snapshot
 from goodput.models import Frozen
 from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo, JobState, NodeInfo
 
@@ -58,7 +58,7 @@ def remembered(job: JobInfo, watched: Collection[str]) -> bool:
 def of_scan(scan: Snapshot, watched: Collection[str]) -> ScanMemory | None:
     """What the next scan needs of `scan`; None when that is more than `MAX_REMEMBERED` entries."""
     jobs = {i: (j.state, j.restart_count) for i, j in scan.jobs.items() if remembered(j, watched)}
-    dead = {n.name: (n.state, n.flags) for n in scan.nodes.values() if node_dead(n)}
+    dead = {n.name: (n.state, n.flags) for n in scan.nodes.values() if n.dead}
     if len(jobs) + len(dead) + len(scan.no_answer_since) > MAX_REMEMBERED:
         return None
     return ScanMemory(taken_at=scan.taken_at, jobs=jobs, dead_nodes=dead, no_answer_since=dict(scan.no_answer_since))

@@ -34,8 +34,6 @@ _JOB_ENDINGS: dict[JobState, tuple[AnomalyKind, Category | None]] = {
     JobState.OUT_OF_MEMORY: (AnomalyKind.OOM, Category.OOM),
     JobState.BOOT_FAIL: (AnomalyKind.NODE_FAILURE, Category.NODE_FAILURE),
 }
-_NODE_DOWN = NODE_DOWN_WORDS
-_NO_ANSWER = NODE_NO_ANSWER_WORDS
 NOT_RESPONDING_HOLD_S = 30.0
 """How long a node must stay NOT_RESPONDING (not DOWN) before a running job's node counts as dead:
 longer than a busy slurmd takes to answer again (seconds, MessageTimeout is 10 s by default), well
@@ -58,23 +56,14 @@ def snapshot(jobs: Sequence[JobInfo], nodes: Sequence[NodeInfo], *, at: datetime
     since: dict[str, datetime] = {}
     if at is not None:
         earlier = previous.no_answer_since if previous is not None else {}
-        since = {n.name: earlier.get(n.name, at) for n in nodes if _words_in(n, _NO_ANSWER) and not node_down(n)}
+        since = {n.name: earlier.get(n.name, at) for n in nodes if n.says(NODE_NO_ANSWER_WORDS) and not node_down(n)}
     return Snapshot(jobs={j.job_id: j for j in jobs}, nodes={n.name: n for n in nodes}, taken_at=at,
                     no_answer_since=since)
 
 
-def _words_in(node: NodeInfo, prefixes: Sequence[str]) -> bool:
-    return node.says(prefixes)
-
-
 def node_down(node: NodeInfo) -> bool:
     """Slurm's own verdict, DOWN or FAIL: the node is out of service until it returns."""
-    return _words_in(node, _NODE_DOWN)
-
-
-def node_dead(node: NodeInfo) -> bool:
-    """Slurm says the node is DOWN, FAIL or not responding (any of them, however briefly)."""
-    return node.dead
+    return node.says(NODE_DOWN_WORDS)
 
 
 def silent_for(scan: Snapshot, name: str) -> float | None:
@@ -87,7 +76,7 @@ def silent_for(scan: Snapshot, name: str) -> float | None:
 def node_failed(scan: Snapshot, name: str, hold_s: float = NOT_RESPONDING_HOLD_S) -> bool:
     """Dead for the jobs on it: DOWN or FAIL, or NOT_RESPONDING for at least `hold_s`."""
     node = scan.nodes.get(name)
-    if node is None or not node_dead(node):
+    if node is None or not node.dead:
         return False
     if node_down(node) or scan.taken_at is None:
         return True
@@ -125,7 +114,7 @@ def changes(previous: Snapshot, current: Snapshot, *, cluster: str, now: datetim
         # A job first seen already ended started and died between two scans: still ours.
         if ending and (before is None or before.state != job.state or before.restart_count != job.restart_count):
             kind, category = ending
-            dead = tuple(n for n in job.nodes if (node := current.nodes.get(n)) is not None and node_dead(node))
+            dead = tuple(n for n in job.nodes if (node := current.nodes.get(n)) is not None and node.dead)
             status = exit_status(job.exit_code) if job.state is JobState.FAILED else None
             never = status is not None and status in never_restart_exit_codes
             nodes = dead if category is Category.NODE_FAILURE else ()

@@ -310,10 +310,13 @@ def megatron_persistent_suspect(hits: Iterable[Match], suspects: Iterable[Match]
     if not verdicts:
         return None
     verdict = max(verdicts, key=lambda m: m.line_no)
-    named = [m.groups.get("host") or m.groups.get("peer")
-             for m in sorted(suspects, key=lambda m: m.line_no) if m.line_no < verdict.line_no]
-    suspect = next((h for h in reversed(named) if h), None)
-    if suspect is None:
+    before = [m for m in suspects if m.line_no < verdict.line_no]
+    if not before:
+        return None
+    # Each wording of the suspect line names its host in one group: `host`, or `peer` for the second.
+    named = max(before, key=lambda m: m.line_no).groups
+    host = named.get("host") or named.get("peer")
+    if not host:
         return None
     return Match(signature=PERSISTENT_ON_SUSPECT, line_no=verdict.line_no, text=verdict.text,
-                 groups={"host": suspect}, context=LineContext())
+                 groups={"host": host}, context=LineContext())
