@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.adapters.job_scan import JobScanner
 from activities.scheduler_calls import mapped
 from goodput.detect.hang import ProgressState
 from goodput.detect.live import LiveLogDetector, LiveState
@@ -167,9 +168,10 @@ class WatchActivities:
         checkpoint = resumed if isinstance(resumed, ClusterCheckpoint) else ClusterCheckpoint()
         previous = checkpoint.last_scan()
         scans = checkpoint.scans
+        scanner = JobScanner(self._scheduler, request.opt_in.admits, refresh_every_s=request.refresh_records_s)
         while True:
             try:
-                jobs = await self._scheduler.list_jobs()
+                scan = await scanner.scan()
                 nodes = await self._scheduler.list_dead_nodes()
             except SchedulerError as err:
                 log.warning("scheduler scan of %s failed (will retry): %s", request.cluster, err)
@@ -178,8 +180,8 @@ class WatchActivities:
                 continue
             now = datetime.now(UTC)
             # timed, so that a node only NOT_RESPONDING counts once it has stayed so (scheduler_watch)
-            current = snapshot(jobs, nodes, at=now, previous=previous)
-            watched = {j.job_id: j for j in jobs if request.opt_in.admits(j)}
+            current = snapshot(scan.jobs, nodes, at=now, previous=previous)
+            watched = scan.watched
             if previous is not None:
                 for anomaly in changes(previous, current, cluster=request.cluster, now=now, watched=watched,
                                        never_restart_exit_codes=request.never_restart_exit_codes):

@@ -94,12 +94,20 @@ class JobStatus(Frozen):
     # When Slurm lets it start (epoch seconds; None if not said): a requeued job waits out Slurm's
     # requeue delay, which a poller can sleep through instead of polling (issue #29).
     eligible_at: float | None = None
+    # Where it runs or waits (an admin's names; a pending job may list several): the cluster
+    # watcher's scan reads it for opt-in by partition. Empty where the read did not ask for it.
+    partition: str = Field(default="", max_length=1024)
 
 
 def status_of(job: JobInfo) -> JobStatus:
     """A full record's status fields (backends that read one job at a time)."""
     return JobStatus(job_id=job.job_id, state=job.state, state_reason=job.state_reason[:300], nodes=job.nodes,
-                     restart_count=job.restart_count, held=job.held)
+                     restart_count=job.restart_count, held=job.held, partition=job.partition[:1024])
+
+
+def statuses_of(jobs: Sequence[JobInfo], node: str = "") -> list[JobStatus]:
+    """`list_job_statuses` from whole records (backends whose every read loads them anyway)."""
+    return [status_of(job) for job in jobs if not node or node in job.nodes]
 
 
 def with_status(job: JobInfo, status: JobStatus) -> JobInfo:
@@ -223,6 +231,12 @@ class Scheduler(Protocol):
 
     async def list_jobs(self) -> Sequence[JobInfo]:
         """Every job the controller knows."""
+        ...
+
+    async def list_job_statuses(self, node: str = "") -> Sequence[JobStatus]:
+        """Every job the controller knows (only those on `node` when given), as id, state, restart
+        count, nodes and partition: the fields no job can write, without each job's whole record,
+        so that a scan every few seconds costs a line per job (issue #29)."""
         ...
 
     async def get_node(self, name: str) -> NodeInfo:

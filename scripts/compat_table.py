@@ -46,6 +46,7 @@ CELLS = {
 OPERATIONS = {
     "test_lists_nodes_with_gpus_and_the_running_job": "list jobs and nodes",
     "test_the_dead_nodes_are_the_listings_dead_nodes": "list the dead nodes (the cluster watcher)",
+    "test_the_job_lines_say_what_the_records_say": "scan the jobs as lines, ended ones included (the cluster watcher)",
     "test_job_detail": "read a job",
     "test_a_jobs_status_is_what_its_record_says": "read a job",
     "test_unknown_job_and_node_are_permanent": "unknown job / node is permanent",

@@ -34,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from activities.adapters.job_scan import JobScanner
 from goodput.detect.gpu_feed import GpuSampleStore
 from goodput.detect.node_liveness import (
     MAX_INTERVAL_S,
@@ -196,6 +197,8 @@ class LivenessMonitor:
         self.cluster, self._opt_in, self._clock = cluster, opt_in, clock
         self._jobs: list[JobInfo] = []
         self._jobs_at: datetime | None = None
+        # a line per job each refresh, the records of the jobs it may watch only when needed (#29)
+        self._scanner = JobScanner(scheduler, opt_in.admits)
         self._rhythms: dict[_Attempt, OutputRhythm] = {}
         self._sizes: dict[tuple[_Attempt, str], SizeHistory] = {}
         self._submitted: OrderedDict[str, None] = OrderedDict()
@@ -224,8 +227,7 @@ class LivenessMonitor:
         if self._jobs_at is not None and (now - self._jobs_at).total_seconds() < self.config.jobs_refresh_s:
             return
         self._jobs_at = now  # a failed list is retried at the next period, the last list kept meanwhile
-        self._jobs = [j for j in await self._scheduler.list_jobs()
-                      if j.state is JobState.RUNNING and self._opt_in.admits(j)]
+        self._jobs = [j for j in (await self._scanner.scan()).watched.values() if j.state is JobState.RUNNING]
         current = {(j.job_id, j.restart_count) for j in self._jobs}
         self._rhythms = {k: r for k, r in self._rhythms.items() if k in current}
         self._sizes = {k: h for k, h in self._sizes.items() if k[0] in current}

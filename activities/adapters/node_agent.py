@@ -25,6 +25,7 @@ from activities.adapters.agent_probe import probe_from
 from activities.adapters.gpu_feed import GpuFeedSender
 from activities.adapters.gpu_nvml import NvmlUnavailableError
 from activities.adapters.heartbeat import HeartbeatSender, read_token
+from activities.adapters.job_scan import JobScanner
 from activities.adapters.kernel_log import KernelLog
 from activities.adapters.stack_agent import StackResponder
 from goodput.detect.gpu import GpuProbe, GpuSample, XidEvent
@@ -126,6 +127,9 @@ class NodeAgent:
         self._pending_kernel: list[XidEvent] = []
         self._pending_cursor: TailCursor | None = None
         self._jobs: list[JobInfo] | None = None
+        # this node's jobs only, as lines, with a record read per new job (#29): every node's
+        # agent reading every job's record every 10 s would be the cluster's largest read
+        self._scanner = JobScanner(scheduler, opt_in.admits, node=self.node)
         self._jobs_task: asyncio.Task[Sequence[JobInfo]] | None = None
         self._next_refresh = 0.0
         # Loop times: when the list in hand was asked for, and when the oldest unstepped Xid was read.
@@ -283,14 +287,14 @@ class NodeAgent:
             jobs = task.result()
         except Exception as err:  # keep the last known list: a stale list beats forgetting every job
             self.stats.scheduler_errors += 1
-            self._errors.failed("scheduler list_jobs", err)
+            self._errors.failed("scheduler job scan", err)
             return
-        self._errors.ok("scheduler list_jobs")
+        self._errors.ok("scheduler job scan")
         self._jobs = [job for job in jobs if self.node in job.nodes]
         self._jobs_asked_at = self._list_started_at
 
     async def _list_jobs(self) -> Sequence[JobInfo]:
-        return await self._scheduler.list_jobs()
+        return (await self._scanner.scan()).jobs
 
     # -- output ---------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -42,7 +43,7 @@ from activities.adapters.slurm_owner import (
     owner_sbatch,
     owner_switch_failed,
 )
-from activities.adapters.slurm_runner import CommandResult, CommandRunner, LocalRunner
+from activities.adapters.slurm_runner import MAX_OUTPUT, CommandResult, CommandRunner, LocalRunner
 from goodput.identifiers import validate_job_id, validate_node_name
 from goodput.scheduler import (
     ActionResult,
@@ -54,6 +55,7 @@ from goodput.scheduler import (
     SlurmSwitch,
     UnknownNodeError,
     status_of,
+    statuses_of,
     with_status,
 )
 from goodput.slurm import batch, commands, rules
@@ -66,6 +68,8 @@ from goodput.slurm.resubmit import ResubmitKey, find_copy, merged_exclusions, op
 from goodput.slurm.submit_as import OwnerError, job_owner
 from goodput.slurm.topology import parse_topology
 from goodput.slurm.unambiguous import job_record, node_record
+
+log = logging.getLogger(__name__)
 
 JSON_SCONTROL = (23, 2, 0)
 # Job commands a storm's incidents share (activities/adapters/slurm_batch.py); ids are Slurm's own.
@@ -226,6 +230,16 @@ class SlurmCliBackend(SlurmReservations):
 
     async def list_jobs(self) -> Sequence[JobInfo]:
         return parse_squeue_json((await self._run(commands.squeue_json())).stdout)
+
+    async def list_job_statuses(self, node: str = "") -> Sequence[JobStatus]:
+        # a line per job, where `squeue --json` is every job's whole record: 54-115 MB at 20,000 jobs
+        answer = (await self._run(batch.squeue_scan(node))).stdout
+        try:
+            if len(answer) < MAX_OUTPUT:  # at the bound it may have been cut at a line's end
+                return batch.parse_scan(answer)
+        except ValueError as err:
+            log.warning("squeue's job lines could not be read, reading the jobs' records: %s", err)
+        return statuses_of(await self.list_jobs(), node)
 
     async def get_node(self, name: str) -> NodeInfo:
         validate_node_name(name)

@@ -63,6 +63,7 @@ from goodput.scheduler import (
     UnknownJobError,
     UnknownNodeError,
     status_of,
+    statuses_of,
 )
 from goodput.slurm import rules
 from goodput.slurm.commands import validate_environment
@@ -200,6 +201,10 @@ class PyslurmBackend:
 
     async def list_jobs(self) -> Sequence[JobInfo]:
         return [job_info(job) for job in _each(await self._call("Jobs.load", self._m.Jobs.load))]
+
+    async def list_job_statuses(self, node: str = "") -> Sequence[JobStatus]:
+        # pyslurm loads every job whole; only what is kept narrows
+        return statuses_of(await self.list_jobs(), node)
 
     async def get_node(self, name: str) -> NodeInfo:
         validate_node_name(name)

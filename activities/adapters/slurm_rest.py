@@ -43,6 +43,7 @@ from goodput.scheduler import (
     UnknownJobError,
     UnknownNodeError,
     status_of,
+    statuses_of,
 )
 from goodput.slurm import restapi, rules
 from goodput.slurm.errors import classify, is_pending_execution
@@ -220,6 +221,10 @@ class SlurmRestBackend:
             return await self._need_fallback("list jobs").list_jobs()
         document = await self._request("GET", restapi.jobs_path(await self.api_version()))
         return [job_from_json(job) for job in entries(document, "jobs")]
+
+    async def list_job_statuses(self, node: str = "") -> Sequence[JobStatus]:
+        # slurmrestd answers every job whole; only what is kept narrows
+        return statuses_of(await self.list_jobs(), node)
 
     async def get_node(self, name: str) -> NodeInfo:
         validate_node_name(name)

@@ -45,6 +45,7 @@ from goodput.scheduler import (
     ResubmitRequest,
     SlurmSwitch,
     status_of,
+    statuses_of,
 )
 from goodput.slurm import rules
 from goodput.slurm.commands import validate_environment
@@ -141,6 +142,9 @@ class FakeScheduler(FakeReservations):
 
     async def list_jobs(self) -> Sequence[JobInfo]:
         return self._read(lambda s: list(s.jobs.values()))
+
+    async def list_job_statuses(self, node: str = "") -> Sequence[JobStatus]:
+        return statuses_of(await self.list_jobs(), node)  # the fake keeps whole records
 
     async def get_node(self, name: str) -> NodeInfo:
         validate_node_name(name)

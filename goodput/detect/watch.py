@@ -14,6 +14,7 @@ from typing import Protocol
 from pydantic import Field
 
 from goodput.detect.hang import DEFAULT_HANG_CONFIG, HangConfig
+from goodput.detect.job_scan import REFRESH_EVERY_S
 from goodput.detect.live import LiveState
 from goodput.detect.logtail import TailCursor
 from goodput.detect.scan_memory import ScanMemory
@@ -81,6 +82,9 @@ class WatchClusterInput(Frozen):
     # A job that ends FAILED with one of these exit codes asked not to be restarted (NVRx's
     # launcher exits 93 after its attribution or no-progress verdict).
     never_restart_exit_codes: tuple[int, ...] = (93,)
+    # How often every job's whole record is read again (goodput.detect.job_scan): how late a
+    # comment changed while its job runs is seen. Between, a scan reads a line per job.
+    refresh_records_s: float = Field(default=REFRESH_EVERY_S, gt=0)
 
 
 class ClusterCheckpoint(Frozen):

@@ -12,6 +12,9 @@ about Slurm, pure:
 * the status of many jobs in one `squeue -j 1,2,3` (a storm's verify polls): only job id, state,
   reason, restart count and node list, fields Slurm writes and no job can, each line in exactly
   that shape or the whole answer is refused (the jobs are then read alone, the trusted way);
+* every job's id, state, restart count, nodes and partition in one `squeue --states=all` (the
+  cluster watcher's scan): no field a job writes, so its lines read one way, and the jobs' whole
+  records are read only where a scan needs them (goodput.detect.job_scan);
 * a partition's nodes as `sinfo -p` prints them: 22.05's `sinfo --json` ignores `-p`, and the
   text form holds only node names and states, which no job can shape;
 * the records of several nodes in one `scontrol show node -o a,b,c` (a switch's node incidents and
@@ -36,7 +39,7 @@ from goodput.identifiers import (
 )
 from goodput.scheduler import JobState, JobStatus, NodeInfo
 from goodput.slurm.hostlist import expand_hostlist
-from goodput.slurm.records import HELD_REASONS, clean, node_state
+from goodput.slurm.records import HELD_REASONS, clean, job_state, node_state
 
 MAX_BATCH = 64  # ids or names in one command: argv stays far below ARG_MAX, a failure stays small
 MAX_ERROR_LINES = 1024
@@ -229,3 +232,38 @@ def parse_dead_nodes(text: str) -> list[NodeInfo]:
     The reason comes last, so a `|` inside it (an operator's words) stays in it; name and state
     must be what sinfo prints for them, or the line is refused rather than guessed at."""
     return _sinfo_nodes(text, with_reason=True)
+
+
+# The cluster watcher's scan: `12|RUNNING|0|node[1-2]|gpu|`. The partition comes last and, like
+# every field here, is a name an administrator chose; a pending job may list several.
+SCAN_FIELDS = "--Format=JobID:|,State:|,RestartCnt:|,NodeList:|,Partition:|"
+MAX_SCAN_LINES = 1_000_000  # Slurm's MaxJobCount is 10,000 by default; the largest sites raise it
+_SCAN = re.compile(r"(?P<id>[0-9]{1,12})\|(?P<state>[A-Z_]{1,32})\|(?P<restarts>[0-9]{1,9})"
+                   r"\|(?P<nodes>[A-Za-z0-9_.,\[\]-]{0,4096})\|(?P<partition>[A-Za-z0-9_.,-]{0,1024})\|")
+
+
+def squeue_scan(node: str = "") -> Argv:
+    """One line per job slurmctld knows, ended ones included (those on `node` only, when given)."""
+    where = [f"--nodelist={validate_node_name(node)}"] if node else []
+    return ["squeue", "--noheader", "--states=all", *where, SCAN_FIELDS]
+
+
+def parse_scan(text: str) -> list[JobStatus]:
+    """`squeue_scan`'s answer, every line exactly Slurm's fields and every job once; ValueError
+    otherwise (the whole answer, not the line: the caller then reads the jobs the JSON way)."""
+    statuses: dict[str, JobStatus] = {}
+    for count, line in enumerate(text.splitlines()):
+        if count >= MAX_SCAN_LINES:
+            raise ValueError(f"more than {MAX_SCAN_LINES} lines")
+        line = line.strip()
+        if not line:
+            continue
+        match = _SCAN.fullmatch(line)
+        if match is None or match.group("id") in statuses:
+            raise ValueError(f"unexpected squeue line {line[:80]!r}")
+        job_id = match.group("id")
+        statuses[job_id] = JobStatus(job_id=job_id, state=job_state(match.group("state")),
+                                     nodes=expand_hostlist(match.group("nodes")),
+                                     restart_count=int(match.group("restarts")),
+                                     partition=match.group("partition"))
+    return list(statuses.values())

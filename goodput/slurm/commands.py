@@ -53,8 +53,10 @@ def show_node_json(name: str) -> Argv:
 
 
 def squeue_json() -> Argv:
-    """All jobs; 22.05 ignores -j/-t/-u together with --json, so no filter is passed."""
-    return ["squeue", "--json"]
+    """All jobs, ended ones included. 22.05 ignores -j/-t/-u together with --json and lists every
+    job; from 23.02 squeue --json keeps its default filter, the jobs not ended (checked on the
+    24.11 lab), so every state is asked for."""
+    return ["squeue", "--json", "--states=all"]
 
 
 def squeue_output_patterns(job_id: str) -> Argv:

@@ -27,7 +27,9 @@ from goodput.identifiers import InvalidIdentifierError
 from goodput.ownership import drain_reason
 from goodput.scheduler import (
     ACTIVE_JOB_STATES,
+    JobInfo,
     JobState,
+    JobStatus,
     NodeInfo,
     NotOwnedError,
     ResubmitRequest,
@@ -145,6 +147,37 @@ async def test_the_dead_nodes_are_the_listings_dead_nodes(harness: Harness) -> N
         assert "FAIL" in dead[node].flags and dead[node].reason == "admin: PSU | fan"
     finally:
         await harness.admin_resume(node)
+
+
+async def test_the_job_lines_say_what_the_records_say(harness: Harness) -> None:
+    # The watcher scans these every poll (a line per job on the CLI) and reads records only where
+    # needed: on every backend and Slurm version the same jobs, states, restart counts, nodes and
+    # partitions as the whole records, and a node's scan only the jobs on that node.
+    # Ended jobs too: from 23.02 `squeue --json` lists only the jobs not ended unless asked for all
+    # states, and the watcher reports a job's bad ending from them.
+    job, ended = await harness.running_job(), await harness.running_job()
+    await harness.backend.cancel_job(ended.job_id)
+
+    async def both() -> tuple[dict[str, JobInfo], dict[str, JobStatus]]:
+        for _ in range(10):  # a job between two states for a second: retry until two reads agree
+            records = {j.job_id: j for j in await harness.backend.list_jobs()}
+            lines = {s.job_id: s for s in await harness.backend.list_job_statuses()}
+            if ({i: _said(r) for i, r in records.items()} == {i: _said(s) for i, s in lines.items()}
+                    and ended.job_id in records and records[ended.job_id].state not in ACTIVE_JOB_STATES):
+                break
+            await asyncio.sleep(1)
+        return records, lines
+
+    records, lines = await both()
+    assert {i: _said(r) for i, r in records.items()} == {i: _said(s) for i, s in lines.items()}
+    assert records[ended.job_id].state is JobState.CANCELLED
+    assert lines[job.job_id].state is JobState.RUNNING and lines[job.job_id].nodes == job.nodes
+    on_node = {s.job_id for s in await harness.backend.list_job_statuses(job.nodes[0])}
+    assert job.job_id in on_node and on_node <= {i for i, r in records.items() if job.nodes[0] in r.nodes}
+
+
+def _said(job: JobInfo | JobStatus) -> tuple[object, ...]:
+    return job.state, job.restart_count, job.nodes, job.partition
 
 
 async def test_job_detail(harness: Harness) -> None:

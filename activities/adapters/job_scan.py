@@ -1,0 +1,75 @@
+"""Reads the jobs for a scan the way goodput.detect.job_scan plans it: a line per job every time,
+records only where needed. One per watcher, liveness process or node agent; it keeps between scans
+only what the plan needs, in memory (a retried activity starts with a read of every record)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from goodput.detect.job_scan import (
+    MAX_BACKLOG,
+    MAX_SINGLE_READS,
+    REFRESH_EVERY_S,
+    JobScan,
+    KnownJob,
+    assemble,
+    assemble_all,
+    plan,
+)
+from goodput.scheduler import JobInfo, Scheduler, UnknownJobError
+
+_CONCURRENT_READS = 4
+
+
+class JobScanner:
+    """`scan()` lists the jobs (on `node`, when given) and reads the records its plan asks for."""
+
+    def __init__(self, scheduler: Scheduler, admits: Callable[[JobInfo], bool], *, node: str = "",
+                 refresh_every_s: float = REFRESH_EVERY_S, max_reads: int = MAX_SINGLE_READS,
+                 max_backlog: int = MAX_BACKLOG, clock: Callable[[], float] = time.monotonic) -> None:
+        self._scheduler = scheduler
+        self._admits = admits
+        self._node = node
+        self._refresh_every_s = refresh_every_s
+        self._max_reads = max_reads
+        self._max_backlog = max_backlog
+        self._clock = clock
+        self._known: dict[str, KnownJob] = {}
+        self._refreshed_at: float | None = None
+        self.records_read = 0
+        self.whole_reads = 0
+
+    async def scan(self) -> JobScan:
+        """The jobs now; SchedulerError as the scheduler raised it (what was kept stays as it was)."""
+        started = self._clock()
+        due = self._refreshed_at is None or started - self._refreshed_at >= self._refresh_every_s
+        statuses = await self._scheduler.list_job_statuses(self._node)
+        todo = plan(statuses, self._known, refresh_due=due, max_reads=self._max_reads,
+                    max_backlog=self._max_backlog)
+        if todo.read_all:
+            records = await self._scheduler.list_jobs()
+            self.whole_reads += 1
+            if self._node:
+                records = [job for job in records if self._node in job.nodes]
+            found, self._known = assemble_all(records, self._admits)
+        else:
+            found, self._known = assemble(statuses, self._known, await self._read(todo.reads), self._admits)
+        if due:
+            self._refreshed_at = started
+        return found
+
+    async def _read(self, job_ids: tuple[str, ...]) -> dict[str, JobInfo]:
+        gate = asyncio.Semaphore(_CONCURRENT_READS)
+
+        async def one(job_id: str) -> JobInfo | None:
+            async with gate:
+                try:
+                    return await self._scheduler.get_job(job_id)
+                except UnknownJobError:  # ended and forgotten since its line: the next scan will not list it
+                    return None
+
+        records = await asyncio.gather(*(one(job_id) for job_id in job_ids))
+        self.records_read += len(job_ids)
+        return {job.job_id: job for job in records if job is not None}

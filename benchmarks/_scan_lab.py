@@ -1,0 +1,69 @@
+"""Slurm's own side of one watcher scan, on a real lab: `python -m benchmarks scan-cost --lab-jobs N`.
+
+The parser timings of `scan-cost` leave out what Slurm spends: slurmctld packing every job for the
+client, and the client (squeue) printing them as JSON or as text lines. This brings up a lab of
+the given Slurm version (its own directory and ports), queues N held jobs, and runs each of the
+watcher's job reads several times: the bytes printed, the wall time, squeue's CPU (the children's
+rusage) and slurmctld's CPU (its /proc stat) per call. Held jobs never start, so the lab stays idle
+and nothing else moves the counters.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks._slurm_lab import Lab, LabSite, slurm_lab
+from goodput.slurm.batch import squeue_scan
+from goodput.slurm.commands import squeue_json
+
+SITE = LabSite(Path("/tmp/goodput-bench-scan-lab"), ctl_port=27817, slurmd_baseport=27900, rest_port=27820)
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _ctld_cpu_s(lab: Lab) -> float:
+    pid = lab.slurmctld_pid
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime + stime
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _queue(lab: Lab, jobs: int) -> None:
+    """`jobs` held jobs, submitted eight at a time (one sbatch each: an array's pending tasks are
+    one record until they start)."""
+    script = (f"seq {jobs} | xargs -P 8 -I{{}} sbatch --hold --parsable -o /dev/null -J scan{{}} "
+              "--wrap 'sleep 1' > /dev/null")
+    done = lab.shell(script, timeout=max(120, jobs // 10))
+    if done.returncode != 0:
+        raise RuntimeError(f"queueing {jobs} jobs failed: {done.stderr[-500:]}")
+
+
+def _timed(lab: Lab, argv: Sequence[str], rounds: int) -> dict[str, float]:
+    rows = []
+    for _ in range(rounds):
+        ctld, children, start = _ctld_cpu_s(lab), _children_cpu_s(), time.perf_counter()
+        answer = subprocess.run(list(argv), env=lab.env, capture_output=True, timeout=300, check=True)
+        rows.append((time.perf_counter() - start, _children_cpu_s() - children, _ctld_cpu_s(lab) - ctld,
+                     len(answer.stdout)))
+    rows.sort()
+    wall, client, ctld, size = rows[len(rows) // 2]  # the median call by wall time
+    return {"bytes": size, "wall_s": round(wall, 3), "squeue_cpu_s": round(client, 3),
+            "slurmctld_cpu_s": round(ctld, 3)}
+
+
+def measure(slurm: str, jobs: int, rounds: int) -> dict[str, dict[str, float]]:
+    """Each job read of the watcher, before and after #29, on a lab of `slurm` with `jobs` queued."""
+    with slurm_lab(SITE.moved_by(os.environ), nodes=2, cpus=4, slurm=slurm) as lab:
+        _queue(lab, jobs)
+        return {"squeue --json (every record)": _timed(lab, squeue_json(), rounds),
+                "squeue --states=all (text lines)": _timed(lab, squeue_scan(), rounds)}
