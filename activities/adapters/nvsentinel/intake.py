@@ -17,6 +17,7 @@ batch is handled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -46,7 +47,15 @@ from goodput.detect.nvsentinel import (
 )
 from goodput.detect.watch import AnomalySink, OptInRule
 from goodput.identifiers import validate_cluster
-from goodput.scheduler import NodeInfo, PermanentSchedulerError, Scheduler, UnknownNodeError
+from goodput.scheduler import (
+    JobInfo,
+    JobState,
+    NodeInfo,
+    PermanentSchedulerError,
+    Scheduler,
+    UnknownJobError,
+    UnknownNodeError,
+)
 
 log = logging.getLogger("goodput.nvsentinel")
 SUBMIT_TIMEOUT_S = 30.0
@@ -164,7 +173,7 @@ class NvSentinelIntake:
                      when.isoformat(), now - when, summary(event))
             return Outcome.STALE
         node, info = await self._known_node(event)
-        jobs = running_on(node, await self._scheduler_call(self._scheduler.list_jobs()), self._opt_in)
+        jobs = running_on(node, await self._running_records(node), self._opt_in)
         earlier = self.evidence.recent(event.node_name, now - timedelta(seconds=self.settings.evidence_max_age_s))
         anomalies = []
         for job in jobs:
@@ -203,6 +212,16 @@ class NvSentinelIntake:
                 continue
         raise UnknownEventNodeError(f"node {candidates[0]!r} (from nodeName {event.node_name[:100]!r}) is not a "
                                     "node Slurm knows; map it in nvsentinel.node_names if the names differ")
+
+    async def _running_records(self, node: str) -> list[JobInfo]:
+        """The records of the jobs running on `node`: its jobs' lines, then those jobs' records, not
+        every job's record for each event (a switch's events come a node at a time; #29)."""
+        records = []
+        for line in await self._scheduler_call(self._scheduler.list_job_statuses(node)):
+            if line.state is JobState.RUNNING and node in line.nodes:
+                with contextlib.suppress(UnknownJobError):  # ended and forgotten since its line
+                    records.append(await self._scheduler_call(self._scheduler.get_job(line.job_id)))
+        return records
 
     async def _scheduler_call(self, call: Awaitable[T]) -> T:
         try:
