@@ -205,6 +205,9 @@ class Attribution(Frozen):
     explanation: str = ""
     restart: bool = True
     drain: bool = False
+    # Nodes the restarted job is kept away from without draining them: the deciding rule asked for
+    # other hardware (Megatron's rerun on a different GPU); each is the job's own.
+    exclude: tuple[str, ...] = ()
     # `in-job`: the job's own launcher is restarting it, so goodput neither restarts nor stops it;
     # `never`: the job asked not to be restarted, whatever the site's policy on the cause.
     restart_effect: RestartEffect = RestartEffect.NONE

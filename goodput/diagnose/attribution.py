@@ -250,10 +250,23 @@ def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
         explanation += (f"; the job's own output names {', '.join(unverified)}, not allocated to "
                         f"{'job ' + job.job_id if job is not None else 'this job (no scheduler record)'}: "
                         "reported, never acted on")
+    moved, note = _moved_from(sig, category, culprits, restart=restart, drain=drain)
+    explanation += note
     return Attribution(category=category, culprits=tuple(culprits), explanation=explanation,
-                       restart=restart, drain=drain, signature_ids=signatures, unverified_nodes=unverified,
+                       restart=restart, drain=drain, exclude=moved, signature_ids=signatures,
+                       unverified_nodes=unverified,
                        restart_effect=effect, rule=sig.id if sig is not None else (lead.rule or f"category:{category}"),
                        confidence=lead.confidence)
+
+
+def _moved_from(sig: Signature | None, category: Category, culprits: Sequence[Culprit], *, restart: bool,
+                drain: bool) -> tuple[tuple[str, ...], str]:
+    """A rule that asks for other hardware keeps the restarted job off its culprit's node, undrained:
+    the nodes, and what the explanation says of them."""
+    if sig is None or not sig.exclude or sig.category != category or not restart or drain:
+        return (), ""
+    moved = tuple(c.id for c in culprits if c.kind is CulpritKind.NODE)
+    return moved, f"; restarted away from {', '.join(moved)}, which stays in service" if moved else ""
 
 
 def _explain(category: Category, lead: Anomaly, culprits: Sequence[Culprit], count: int,

@@ -124,6 +124,7 @@ def verdict_json(path: str, verdict: Verdict) -> dict[str, object]:
         "culprit": verdict.culprit,
         "restart": verdict.restart,
         "drain": verdict.drain,
+        "exclude": verdict.exclude,
         "signatures": list(verdict.signatures),
         "evidence": [{"line": e.line, "text": e.text} for e in verdict.evidence],
         "explanation": verdict.explanation,

@@ -190,7 +190,8 @@ def _too_wide(drain: tuple[str, ...], job: JobInfo | None, policy: Policy) -> Re
 
 def _plan(attribution: Attribution, job: JobInfo | None, policy: Policy, drain: tuple[str, ...],
           suspects: tuple[str, ...], restart: bool) -> RecoveryPlan:
-    exclude = (*drain, *suspects)
+    moved = tuple(n for n in attribution.exclude if n not in drain and n not in suspects)
+    exclude = (*drain, *suspects, *moved)
     blocked = _too_wide(drain, job, policy)
     if blocked is not None:
         return blocked
@@ -224,6 +225,7 @@ def _plan(attribution: Attribution, job: JobInfo | None, policy: Policy, drain: 
     verb = "resubmit" if policy.resume is ResumeStrategy.RESUBMIT else "requeue"
     rationale = (f"{attribution.category}: "
                  + (f"drain {', '.join(drain)}, then " if drain else "")
-                 + (f"exclude {', '.join(suspects)}, " if suspects else "" if drain else "no node blamed; ")
+                 + (f"exclude {', '.join((*suspects, *moved))}, " if suspects or moved
+                    else "" if drain else "no node blamed; ")
                  + f"{verb} the job")
     return RecoveryPlan(actions=tuple(actions), rationale=rationale)

@@ -5,10 +5,18 @@ requeued itself is not requeued again, and a Trainer that disagrees with its all
 
 from __future__ import annotations
 
-import pytest
+from datetime import UTC, datetime
 
-from goodput.diagnose.classify import classify_lines
-from goodput.models import Category
+import pytest
+from pydantic import ValidationError
+
+from goodput.diagnose.attribution import attribute
+from goodput.diagnose.classify import anomaly_from_verdict, classify_lines
+from goodput.diagnose.signatures import Signature, default_catalogue
+from goodput.diagnose.signatures.verdict import Verdict
+from goodput.models import ActionKind, Attribution, Category, Mode
+from goodput.recover.policy import Policy, plan_recovery
+from goodput.scheduler import JobInfo, JobState
 from tests.unit.signature_cases import check_line_case
 
 FRAMEWORK_LINES: list[tuple[str, str, dict[str, str]]] = [
@@ -28,6 +36,10 @@ FRAMEWORK_LINES: list[tuple[str, str, dict[str, str]]] = [
      "verify correctness.!", "megatron-rerun-suspect", {"host": "dgx-b07"}),
     ("Got rescheduled on the same GPU. Need to resume again from the same checkpoint (node: dgx-b07, gpu: 4)",
      "megatron-rerun-suspect", {"peer": "dgx-b07"}),
+    ("Saving a checkpoint and exiting now. Please resume the job from the checkpoint to rerun the last iteration "
+     "and establish a diagnostic", "megatron-rerun-elsewhere", {}),
+    ("[NeMo W 2026-03-02 10:11:12 rerun_state_machine:330] Exiting now. Please resume the job from the same "
+     "checkpoint to rerun the last iteration and establish a diagnostic", "megatron-rerun-elsewhere", {}),
     ("[rank: 3] Child process with PID 81234 terminated with code -9. Forcefully terminating all other processes "
      "to avoid zombies \N{ZOMBIE}", "lightning-child-sigkill", {"detail": "3"}),
     ("[rank: 2] Child process with PID 81233 terminated with code 1. Forcefully terminating all other processes "
@@ -97,8 +109,63 @@ def test_megatrons_persistent_error_without_its_suspect_drains_nothing() -> None
     verdict = classify_lines(SECOND_RUN)
     assert (verdict.category, verdict.drain, verdict.restart) == (Category.GPU_HARDWARE, False, True)
     assert verdict.host != "dgx-c11"
-    # The first run alone has not concluded: nothing is decided from it.
-    assert classify_lines(FIRST_RUN).category is Category.UNKNOWN
+
+
+AGAIN_ON_THE_SUSPECT = [
+    RESCHEDULED,
+    "Need to restart job from the same checkpoint because it was scheduled on the same node/GPU",
+    "Exiting now. Please resume the job from the same checkpoint to rerun the last iteration and establish a "
+    "diagnostic",
+]
+
+
+@pytest.mark.parametrize("run", [FIRST_RUN, AGAIN_ON_THE_SUSPECT], ids=["first-rerun", "rescheduled"])
+def test_megatrons_exit_to_rerun_elsewhere_restarts_away_from_the_suspect_without_a_drain(run: list[str]) -> None:
+    verdict = classify_lines(run)
+    assert (verdict.category, verdict.restart, verdict.drain, verdict.exclude, verdict.host) == (
+        Category.GPU_HARDWARE, True, False, True, "dgx-b07")
+    assert verdict.confidence != "high"  # nothing is decided until the step runs on another GPU
+    plan = plan_recovery(attributed(verdict, ("dgx-b07", "dgx-c11")), JOB, Policy(mode=Mode.AUTONOMOUS))
+    [requeue] = [a for a in plan.actions if a.kind is ActionKind.REQUEUE]
+    assert requeue.exclude == ("dgx-b07",) and not plan.nodes_to_drain()
+    assert "exclude dgx-b07" in plan.rationale
+
+
+def test_megatrons_exit_without_its_suspect_restarts_and_excludes_nothing() -> None:
+    verdict = classify_lines(FIRST_RUN[2:])
+    assert (verdict.category, verdict.restart, verdict.drain, verdict.exclude) == (
+        Category.GPU_HARDWARE, True, False, False)
+    attribution = attributed(verdict, ("dgx-b07", "dgx-c11"))
+    assert attribution.restart and attribution.exclude == ()
+
+
+def test_a_suspect_outside_the_jobs_allocation_is_never_excluded() -> None:
+    # the host comes from the job's own output: only a node Slurm lists for the job is acted on
+    attribution = attributed(classify_lines(FIRST_RUN), ("dgx-c11", "dgx-c12"))
+    assert attribution.exclude == () and attribution.unverified_nodes == ("dgx-b07",)
+    plan = plan_recovery(attribution, JOB, Policy(mode=Mode.AUTONOMOUS))
+    assert all(a.exclude == () for a in plan.actions)
+
+
+def test_the_whole_story_ends_in_the_persistent_errors_drain() -> None:
+    verdict = classify_lines([*FIRST_RUN, *SECOND_RUN])
+    assert (verdict.drain, verdict.exclude, verdict.host) == (True, False, "dgx-b07")
+
+
+def test_a_rule_that_excludes_must_restart_and_never_drain() -> None:
+    [rule] = [s for s in default_catalogue().signatures if s.id == "megatron-rerun-elsewhere"]
+    for change in ({"drain": True}, {"restart": False}):
+        with pytest.raises(ValidationError, match="exclude means restart elsewhere"):
+            Signature.model_validate({**rule.model_dump(), **change})
+
+
+JOB = JobInfo(job_id="77", state=JobState.FAILED, nodes=("dgx-b07", "dgx-c11"), requeue=True)
+
+
+def attributed(verdict: Verdict, nodes: tuple[str, ...]) -> Attribution:
+    now = datetime(2026, 12, 5, tzinfo=UTC)
+    anomaly = anomaly_from_verdict(verdict, anomaly_id="a", job_id="77", observed_at=now, detected_at=now)
+    return attribute([anomaly], JOB.model_copy(update={"nodes": nodes}))
 
 
 def test_a_self_requeued_lightning_job_is_not_requeued_again() -> None:

@@ -12,7 +12,7 @@ from goodput.diagnose.classify import run_classify
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 FIXTURES = sorted(p.name for p in LOGS.iterdir() if not p.name.endswith(".expected.json"))
-KEYS = {"path", "category", "culprit_kind", "culprit", "restart", "drain", "signatures", "evidence",
+KEYS = {"path", "category", "culprit_kind", "culprit", "restart", "drain", "exclude", "signatures", "evidence",
         "explanation", "culprit_host", "culprit_gpu", "culprit_rank", "confidence", "settle",
         "restart_effect"}
 

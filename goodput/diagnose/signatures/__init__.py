@@ -20,5 +20,8 @@ __all__ = ["MAX_SCAN_CHARS", "ROLE_ORDER", "Catalogue", "CatalogueError", "LineC
 
 @cache
 def default_catalogue() -> Catalogue:
+    # imported here: the modules that synthesise signatures use the catalogue's own package
+    from goodput.diagnose.signatures.derived import derived_signatures
+
     version, signatures = load_packaged()
-    return Catalogue(signatures, version=version)
+    return Catalogue(signatures, version=version, derived=derived_signatures())

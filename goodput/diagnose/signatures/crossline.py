@@ -303,10 +303,25 @@ PERSISTENT_ON_SUSPECT = Signature(
                  "checkpoint elsewhere."))
 
 
-def megatron_persistent_suspect(hits: Iterable[Match], suspects: Iterable[Match]) -> Match | None:
-    """Megatron's persistent-error verdict, re-labelled to drain the host it last named as suspect
-    before it; None without both (the verdict's own line names the rank's new host, never the suspect)."""
-    verdicts = [m for m in hits if m.signature.id == _PERSISTENT_ID]
+ELSEWHERE_FROM_SUSPECT = Signature(
+    id="megatron-rerun-elsewhere-from-suspect", family="megatron", category=Category.GPU_HARDWARE,
+    culprit_kind=CulpritKind.GPU, precedence=31, pattern=r"Please resume the job from the",
+    literals=("Please resume the job from the",), restart=True, drain=False, exclude=True, settles=False,
+    source=("NVIDIA Megatron-LM, megatron/core/rerun_state_machine.py (core_v0.10.0 to core_v0.19.0): "
+            "EXIT_CODE_RESUME_TO_DISAMBIGUATE (16) after the first rerun reproduced the result on the GPU "
+            "stored as suspicious_node / suspicious_device; the second rerun is valid only on another one"),
+    explanation=("Megatron's rerun state machine reproduced an unexpected result (NaN, Inf, a spike) on one GPU "
+                 "and exited to be resumed on a different one, the only way to tell a faulty GPU from a real "
+                 "result: restart the job away from that GPU's node, which stays in service; the next run's "
+                 "verdict says whether the GPU or the model was at fault."))
+_ON_SUSPECT = {_PERSISTENT_ID: PERSISTENT_ON_SUSPECT, "megatron-rerun-elsewhere": ELSEWHERE_FROM_SUSPECT}
+
+
+def megatron_on_suspect(hits: Iterable[Match], suspects: Iterable[Match]) -> Match | None:
+    """Megatron's last verdict line about a suspect GPU (persistent error: drain it; exit to be resumed
+    elsewhere: keep the job away from it), re-labelled to name the host it last named as suspect
+    before that line; None without both (the verdict's own line names the rank's new host, or none)."""
+    verdicts = [m for m in hits if m.signature.id in _ON_SUSPECT]
     if not verdicts:
         return None
     verdict = max(verdicts, key=lambda m: m.line_no)
@@ -318,5 +333,5 @@ def megatron_persistent_suspect(hits: Iterable[Match], suspects: Iterable[Match]
     host = named.get("host") or named.get("peer")
     if not host:
         return None
-    return Match(signature=PERSISTENT_ON_SUSPECT, line_no=verdict.line_no, text=verdict.text,
+    return Match(signature=_ON_SUSPECT[verdict.signature.id], line_no=verdict.line_no, text=verdict.text,
                  groups={"host": host}, context=LineContext())

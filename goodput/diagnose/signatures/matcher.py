@@ -45,12 +45,19 @@ _SET_FROM = 8
 class Catalogue:
     """An immutable, versioned set of signatures with a matcher built for them."""
 
-    def __init__(self, signatures: Sequence[Signature], version: int = 1) -> None:
+    def __init__(self, signatures: Sequence[Signature], version: int = 1, *,
+                 derived: Sequence[Signature] = ()) -> None:
+        """`derived`: signatures the verdict builder writes from several lines (no line matches
+        them): known to `get`, never matched."""
         self.version = version
         self.signatures: tuple[Signature, ...] = tuple(signatures)
         self._by_id = {s.id: s for s in self.signatures}
         if len(self._by_id) != len(self.signatures):
             raise ValueError("duplicate signature ids")
+        clash = sorted({s.id for s in derived} & self._by_id.keys())
+        if clash:
+            raise ValueError(f"derived signatures reuse catalogue ids {clash}")
+        self._derived = {s.id: s for s in derived}
         unknown = sorted({i for s in self.signatures for i in s.supersedes} - self._by_id.keys())
         if unknown:
             raise ValueError(f"supersedes names unknown signature ids {unknown}")
@@ -73,13 +80,13 @@ class Catalogue:
         self._first_literal: LinearRegex | None = any_of(literals) if literals else None
 
     def __contains__(self, signature_id: object) -> bool:
-        return signature_id in self._by_id
+        return signature_id in self._by_id or signature_id in self._derived
 
     def __len__(self) -> int:
         return len(self.signatures)
 
     def get(self, signature_id: str) -> Signature | None:
-        return self._by_id.get(signature_id)
+        return self._by_id.get(signature_id) or self._derived.get(signature_id)
 
     def might_match(self, line: str) -> bool:
         """The prefilter alone: False means no signature can match this line."""

@@ -55,6 +55,10 @@ class Signature(Frozen):
     ignore_case: bool = False
     restart: bool
     drain: bool
+    # Restart away from the culprit's node without draining it: the framework itself asked for the
+    # job to run again on other hardware (Megatron's rerun on a different GPU); the node stays in
+    # service for every other job. Only with restart and without drain.
+    exclude: bool = False
     # A generic rule (a bare `FooError:` line) yields to any specific rule that matched the same line.
     generic: bool = False
     # A fallback of level N yields to any hit of a lower level on the same line (a generic rule is
@@ -90,6 +94,12 @@ class Signature(Frozen):
         if any("\n" in lit for lit in value):
             raise ValueError("a literal cannot span lines: the matcher looks for literals line by line")
         return value
+
+    @model_validator(mode="after")
+    def _exclude_restarts_elsewhere(self) -> Signature:
+        if self.exclude and (self.drain or not self.restart):
+            raise ValueError(f"{self.id}: exclude means restart elsewhere, without a drain")
+        return self
 
     @model_validator(mode="after")
     def _pattern_compiles(self) -> Signature:

@@ -26,7 +26,7 @@ from goodput.diagnose.signatures.crossline import (
     RERUN_SUSPECT_ID,
     collective_mismatch,
     driver_hang,
-    megatron_persistent_suspect,
+    megatron_on_suspect,
     ranks_behind,
     recurring_app_xid,
     same_host_peer,
@@ -72,6 +72,9 @@ class Verdict(Frozen):
     culprit: str | None = None
     restart: bool
     drain: bool
+    # Restart away from the culprit's host, which stays in service (the deciding signature's call,
+    # only when the log names the host).
+    exclude: bool = False
     signatures: tuple[str, ...] = ()
     evidence: tuple[Evidence, ...] = ()
     explanation: str
@@ -161,7 +164,7 @@ class VerdictBuilder:
         behind = ranks_behind(self._timeouts, self._progress, reporting_rank) if mismatch is None else None
         for synthesized in (recurring_app_xid(self._hits), driver_hang(self._stuck, self._driver_frames),
                             same_host_peer(self._hits, self.locator.name_of), behind,
-                            megatron_persistent_suspect(self._hits, self._rerun_suspects)):
+                            megatron_on_suspect(self._hits, self._rerun_suspects)):
             if synthesized is not None:
                 self._hits.append(synthesized)
         self._hits += self.circumstances.synthesize(self._hits, self._timeouts, reporting_rank)
@@ -250,10 +253,11 @@ class VerdictBuilder:
             rival=self._rival(lead, ranked), inferred=silent is not None or odd is not None,
             confirm=placement[2] if placement and culprit is not None else None, sourced=bool(sig.source),
             drain_unplaced=drain and host is None, unsettled=not sig.settles))
-        return Verdict(category=sig.category, culprit_kind=kind, culprit=culprit, restart=restart,
-                       drain=drain, signatures=signatures, evidence=shown, explanation=explanation,
-                       host=host, gpu=gpu, rank=rank, confidence=confidence, settle=settle,
-                       catalogue_version=self.catalogue_version, restart_effect=self.net_effect())
+        return Verdict(category=sig.category, culprit_kind=kind, culprit=culprit, restart=restart, drain=drain,
+                       exclude=sig.exclude and restart and host is not None, signatures=signatures,
+                       evidence=shown, explanation=explanation, host=host, gpu=gpu, rank=rank,
+                       confidence=confidence, settle=settle, catalogue_version=self.catalogue_version,
+                       restart_effect=self.net_effect())
 
     def _informational(self, ranked: list[Match]) -> Verdict:
         """Only lines that never decide alone (a corrected ECC error, a recovered warning, Xid 63):
