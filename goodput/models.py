@@ -152,6 +152,9 @@ class Anomaly(Frozen):
     # What this evidence says about restarting, net of its own order (an in-job restart the
     # launcher later gave up on is `gave-up`): attribution weighs it across the incident.
     restart_effect: RestartEffect = RestartEffect.NONE
+    # Log detectors only: why the log's circumstances hold back a restart its rule allows (a fabric
+    # configuration fault that an unchanged restart repeats); empty when nothing does.
+    restart_held_back: str = Field(default="", max_length=400)
     # Log watchers only: how far into each file this anomaly's lines went, so a watcher that
     # resumes on another worker does not send them again under another batch (goodput.detect.log_marks).
     log_marks: tuple[LogMark, ...] = Field(default=(), max_length=16)

@@ -234,18 +234,8 @@ def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
     explanation = _explain(category, lead, culprits, len(anomalies), drain, sig)
     if located.note:
         explanation += f"; {located.note}"
-    effect = net_effect(anomalies, cat)
-    if effect is RestartEffect.IN_JOB and job is not None and job.state not in ACTIVE_JOB_STATES:
-        # A launcher restarts workers inside a running job; once the job itself ended, nothing
-        # in it restarts anything any more, whatever its last line said.
-        effect = RestartEffect.GAVE_UP
-        explanation += (f"; the job's launcher had restarted it in-job, but job {job.job_id} has since ended "
-                        f"({job.state}): no launcher restarts it now")
-    if effect in _EFFECT_WHY:
-        restart = False
-        explanation += f"; {_EFFECT_WHY[effect]}"
-        if effect is RestartEffect.NEVER:
-            explanation += _who_said_never(anomalies, cat)
+    effect, restart, why = _restart_after_effects(anomalies, lead, job, cat, restart)
+    explanation += why
     if unverified:
         explanation += (f"; the job's own output names {', '.join(unverified)}, not allocated to "
                         f"{'job ' + job.job_id if job is not None else 'this job (no scheduler record)'}: "
@@ -257,6 +247,27 @@ def attribute(anomalies: Sequence[Anomaly], job: JobInfo | None = None,
                        unverified_nodes=unverified,
                        restart_effect=effect, rule=sig.id if sig is not None else (lead.rule or f"category:{category}"),
                        confidence=lead.confidence)
+
+
+def _restart_after_effects(anomalies: Sequence[Anomaly], lead: Anomaly, job: JobInfo | None, cat: Catalogue,
+                           restart: bool) -> tuple[RestartEffect, bool, str]:
+    """The restart effect of the evidence, the restart it leaves, and what the explanation says of it."""
+    why = ""
+    effect = net_effect(anomalies, cat)
+    if effect is RestartEffect.IN_JOB and job is not None and job.state not in ACTIVE_JOB_STATES:
+        # A launcher restarts workers inside a running job; once the job itself ended, nothing
+        # in it restarts anything any more, whatever its last line said.
+        effect = RestartEffect.GAVE_UP
+        why += (f"; the job's launcher had restarted it in-job, but job {job.job_id} has since ended "
+                f"({job.state}): no launcher restarts it now")
+    if effect in _EFFECT_WHY:
+        why += f"; {_EFFECT_WHY[effect]}"
+        if effect is RestartEffect.NEVER:
+            why += _who_said_never(anomalies, cat)
+        return effect, False, why
+    if lead.restart_held_back and restart:  # the deciding log's circumstances: a restart repeats the fault
+        return effect, False, f"{why}; {lead.restart_held_back}"
+    return effect, restart, why
 
 
 def _moved_from(sig: Signature | None, category: Category, culprits: Sequence[Culprit], *, restart: bool,

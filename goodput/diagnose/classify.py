@@ -203,4 +203,5 @@ def anomaly_from_verdict(verdict: Verdict, *, anomaly_id: str, job_id: str, obse
         gpus=(verdict.gpu,) if verdict.gpu else (),
         evidence=[e.text for e in verdict.evidence], signature_ids=verdict.signatures,
         category=verdict.category, observed_at=observed_at, detected_at=detected_at,
-        restart_effect=verdict.restart_effect, confidence=verdict.confidence.value)
+        restart_effect=verdict.restart_effect, restart_held_back=(verdict.held_back or "")[:400],
+        confidence=verdict.confidence.value)

@@ -98,3 +98,35 @@ def test_every_id_a_training_verdict_names_is_one_the_service_can_read() -> None
         if missing:
             unknown[excerpt.id] = missing
     assert unknown == {}
+
+
+LOOPBACK = [  # Gloo bound to loopback: every attempt fails the same way until the host name resolves
+    "[rank8] Warning: Unable to resolve hostname to a (local) address. Using the loopback address as fallback. "
+    "Manually set the network interface to bind to with GLOO_SOCKET_IFNAME.",
+    "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] timed out "
+    "connecting: SO_ERROR: Connection refused, remote=[127.0.0.1]:14215",
+]
+
+
+def test_a_fabric_configuration_fault_is_not_restarted_by_the_service_either() -> None:
+    verdict = classify_lines(LOOPBACK)
+    assert verdict.held_back is not None and not verdict.restart  # the verdict holds the restart back
+    said, done = decided("\n".join(LOOPBACK), ("hx-1", "hx-2"))
+    assert said == done and done[2] is False
+    anomaly = anomaly_from_verdict(verdict, anomaly_id="a", job_id="5", observed_at=NOW, detected_at=NOW)
+    assert "GLOO_SOCKET_IFNAME" in attribute([anomaly]).explanation
+
+
+def test_on_the_training_fold_the_service_decides_as_classify_does() -> None:
+    differ = {}
+    for excerpt in load_corpus():
+        if excerpt.fold != "train":
+            continue
+        log = (CORPUS / excerpt.file).read_text(errors="replace")
+        verdict = classify_lines(log.splitlines())
+        if verdict.category.value == "unknown":
+            continue
+        said, done = decided(log, tuple(n for n in (verdict.host, "source-node") if n))
+        if said != done:
+            differ[excerpt.id] = (said, done)
+    assert differ == {}

@@ -83,6 +83,9 @@ class Verdict(Frozen):
     gpu: str | None = None
     rank: int | None = None
     restart_effect: RestartEffect = RestartEffect.NONE
+    # Why the log's circumstances hold back a restart its rule allows (a fabric configuration fault
+    # that an unchanged restart repeats); None when nothing does. Carried to the live service.
+    held_back: str | None = None
     confidence: Confidence = Confidence.LOW
     # Below high confidence: the evidence that would settle the question.
     settle: str | None = None
@@ -257,7 +260,7 @@ class VerdictBuilder:
                        exclude=sig.exclude and restart and host is not None, signatures=signatures,
                        evidence=shown, explanation=explanation, host=host, gpu=gpu, rank=rank,
                        confidence=confidence, settle=settle, catalogue_version=self.catalogue_version,
-                       restart_effect=self.net_effect())
+                       restart_effect=self.net_effect(), held_back=fabric)
 
     def _informational(self, ranked: list[Match]) -> Verdict:
         """Only lines that never decide alone (a corrected ECC error, a recovered warning, Xid 63):
