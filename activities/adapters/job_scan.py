@@ -5,8 +5,9 @@ only what the plan needs, in memory (a retried activity starts with a read of ev
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from goodput.detect.job_scan import (
     MAX_BACKLOG,
@@ -18,8 +19,9 @@ from goodput.detect.job_scan import (
     assemble_all,
     plan,
 )
-from goodput.scheduler import JobInfo, Scheduler, UnknownJobError
+from goodput.scheduler import JobInfo, Scheduler, SchedulerError, UnknownJobError
 
+log = logging.getLogger("goodput.watch")
 _CONCURRENT_READS = 4
 
 
@@ -40,6 +42,7 @@ class JobScanner:
         self._refreshed_at: float | None = None
         self.records_read = 0
         self.whole_reads = 0
+        self.whole_read_failures = 0
 
     async def scan(self) -> JobScan:
         """The jobs now; SchedulerError as the scheduler raised it (what was kept stays as it was)."""
@@ -48,17 +51,29 @@ class JobScanner:
         statuses = await self._scheduler.list_job_statuses(self._node)
         todo = plan(statuses, self._known, refresh_due=due, max_reads=self._max_reads,
                     max_backlog=self._max_backlog)
-        if todo.read_all:
-            records = await self._scheduler.list_jobs()
-            self.whole_reads += 1
-            if self._node:
-                records = [job for job in records if self._node in job.nodes]
+        records = await self._read_all() if todo.read_all else None
+        if records is not None:
             found, self._known = assemble_all(records, self._admits)
         else:
+            if todo.read_all:  # not to be had: a scan of lines and single reads, the rest later
+                todo = plan(statuses, self._known, refresh_due=due, max_reads=self._max_reads, whole=False)
             found, self._known = assemble(statuses, self._known, await self._read(todo.reads), self._admits)
         if due:
             self._refreshed_at = started
         return found
+
+    async def _read_all(self) -> Sequence[JobInfo] | None:
+        """Every record (this node's only, for a node's scan); None when the read failed, cut off
+        past the runner's bound at a large cluster's size or refused: the scan goes on without it."""
+        try:
+            records = await self._scheduler.list_jobs()
+        except SchedulerError as err:
+            self.whole_read_failures += 1
+            log.warning("reading every job's record failed (%s); scanning the jobs' lines and reading records one "
+                        "by one, every record again in %g s", err, self._refresh_every_s)
+            return None
+        self.whole_reads += 1
+        return [job for job in records if self._node in job.nodes] if self._node else records
 
     async def _read(self, job_ids: tuple[str, ...]) -> dict[str, JobInfo]:
         gate = asyncio.Semaphore(_CONCURRENT_READS)

@@ -15,7 +15,9 @@ is needed only
 
 Where more records are needed than a few single reads cost, the scan reads them all at once as
 before. A job whose record is not read yet (more new jobs than one scan reads) is left out of the
-scan, as if not yet seen, so a later scan finds it new and nothing about it is lost.
+scan, as if not yet seen, so a later scan finds it new and nothing about it is lost. Where every
+record at once cannot be had (past the command runner's 64 MB: about 11,000 jobs in Slurm 24.11's
+JSON), the scan goes on with single reads alone and tries the whole read again a refresh later.
 
 Pure: `plan` says what to read, `assemble` builds the scan from what was read; the adapter that
 does the reading is activities/adapters/job_scan.py.
@@ -68,9 +70,11 @@ def _ended(state: JobState) -> bool:
 
 
 def plan(statuses: Sequence[JobStatus], known: Mapping[str, KnownJob], *, refresh_due: bool,
-         max_reads: int = MAX_SINGLE_READS, max_backlog: int = MAX_BACKLOG) -> ScanPlan:
-    """Which records this scan must read, given the jobs' lines and what earlier scans kept."""
-    if refresh_due:
+         max_reads: int = MAX_SINGLE_READS, max_backlog: int = MAX_BACKLOG, whole: bool = True) -> ScanPlan:
+    """Which records this scan must read, given the jobs' lines and what earlier scans kept.
+    `whole=False`: every record at once is not to be had (the read failed), so only single reads,
+    the rest left for later scans."""
+    if refresh_due and whole:
         if len(statuses) <= max_reads:
             return ScanPlan(reads=tuple(s.job_id for s in statuses))
         return ScanPlan(read_all=True)
@@ -84,13 +88,12 @@ def plan(statuses: Sequence[JobStatus], known: Mapping[str, KnownJob], *, refres
                 new.append(status)
         elif before.record is not None and _ended(status.state) and _moved(before, status):
             ending.append(status.job_id)
-    if len(ending) > max_reads or len(new) > max_backlog:
+    if whole and (len(ending) > max_reads or len(new) > max_backlog):
         return ScanPlan(read_all=True)
     # ended jobs first (their anomaly waits on the record), then the running ones (their log watcher)
     new.sort(key=lambda s: (not _ended(s.state), int(s.job_id) if s.job_id.isdigit() else 0))
-    room = max_reads - len(ending)
-    return ScanPlan(reads=(*ending, *(s.job_id for s in new[:room])),
-                    deferred=tuple(s.job_id for s in new[room:]))
+    waiting = [*ending, *(s.job_id for s in new)]  # an ending left unread is read as new next time
+    return ScanPlan(reads=tuple(waiting[:max_reads]), deferred=tuple(waiting[max_reads:]))
 
 
 def _settled(before: KnownJob | None, line: JobStatus) -> JobStatus:

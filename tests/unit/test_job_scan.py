@@ -18,7 +18,16 @@ from goodput.detect.scan_memory import of_scan
 from goodput.detect.scheduler_watch import Snapshot, changes, new_running, snapshot
 from goodput.detect.watch import OptInRule
 from goodput.models import Anomaly
-from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo, JobState, JobStatus, Scheduler, UnknownJobError, statuses_of
+from goodput.scheduler import (
+    ACTIVE_JOB_STATES,
+    JobInfo,
+    JobState,
+    JobStatus,
+    PermanentSchedulerError,
+    Scheduler,
+    UnknownJobError,
+    statuses_of,
+)
 
 NOW = datetime(2026, 12, 5, tzinfo=UTC)
 ADMITS = OptInRule().admits
@@ -260,3 +269,26 @@ def test_a_completing_line_after_a_record_said_failed_does_not_end_the_job_twice
         current = snapshot(list(later.jobs), [], at=NOW)
         assert changes(previous, current, cluster="c", now=NOW, watched=later.watched) == []
         previous = current
+
+
+def test_when_every_record_at_once_cannot_be_read_the_scan_goes_on_with_single_reads() -> None:
+    # `squeue --json` past the runner's 64 MB (about 11,000 jobs in 24.11's form) is cut off and refused
+    jobs, clock = Jobs(), Clock()
+    jobs.jobs = {str(i): job(str(i), opted=i % 2 == 0) for i in range(1, 41)}
+
+    async def too_large() -> Sequence[JobInfo]:
+        jobs.whole_reads += 1
+        raise PermanentSchedulerError("squeue --json: the answer was cut off at 64 MB")
+
+    jobs.list_jobs = too_large  # type: ignore[method-assign]
+    scan = scanner(jobs, clock)
+    seen: set[str] = set()
+    for _ in range(3):  # 16 records a scan: 40 jobs in three scans
+        found = asyncio.run(scan.scan())
+        seen |= {j.job_id for j in found.jobs}
+        clock.now += 2
+    assert seen == set(jobs.jobs) and len(jobs.record_reads) == 40 and jobs.whole_reads == 1
+    assert len(found.watched) == 20 and scan.whole_read_failures == 1
+    clock.now += 60  # tried again a refresh later, not every scan
+    asyncio.run(scan.scan())
+    assert jobs.whole_reads == 2
