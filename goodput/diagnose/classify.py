@@ -144,7 +144,8 @@ def render_text(path: str, verdict: Verdict) -> str:
         f"== {path}",
         f"category:   {verdict.category}",
         f"culprit:    {culprit}",
-        f"restart:    {'yes' if verdict.restart else 'no'}",
+        f"restart:    {'yes' if verdict.restart else 'no'}"
+        + (f", away from {verdict.host} (not drained)" if verdict.exclude and verdict.host else ""),
         f"drain:      {'yes' if verdict.drain else 'no'}",
         f"signatures: {', '.join(verdict.signatures) or '-'}",
         f"why:        {verdict.explanation}",

@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from goodput.diagnose.attribution import attribute
-from goodput.diagnose.classify import anomaly_from_verdict, classify_lines
+from goodput.diagnose.classify import anomaly_from_verdict, classify_lines, render_text
 from goodput.diagnose.signatures import Signature, default_catalogue
 from goodput.diagnose.signatures.verdict import Verdict
 from goodput.models import ActionKind, Attribution, Category, Mode
@@ -125,6 +125,7 @@ def test_megatrons_exit_to_rerun_elsewhere_restarts_away_from_the_suspect_withou
     assert (verdict.category, verdict.restart, verdict.drain, verdict.exclude, verdict.host) == (
         Category.GPU_HARDWARE, True, False, True, "dgx-b07")
     assert verdict.confidence != "high"  # nothing is decided until the step runs on another GPU
+    assert "restart:    yes, away from dgx-b07 (not drained)" in render_text("train.log", verdict)
     plan = plan_recovery(attributed(verdict, ("dgx-b07", "dgx-c11")), JOB, Policy(mode=Mode.AUTONOMOUS))
     [requeue] = [a for a in plan.actions if a.kind is ActionKind.REQUEUE]
     assert requeue.exclude == ("dgx-b07",) and not plan.nodes_to_drain()
