@@ -8,7 +8,12 @@ format for its results, so goodput defines one, a line in the job's output:
     goodput:straggler {"rank": 3, "node": "node2", "score": 0.41, "section": "forward"}
 
 (`node` and `section` optional). NVRx's Lightning callback's own warning,
-`STRAGGLER DETECTION WARNING … Rank=3 … Node=node2 … Score=0.41`, is read too. A rank is a
+`STRAGGLER DETECTION WARNING … Rank=3 … Node=node2 … Score=0.41`, is read too, and so are the
+outliers of Megatron-LM's GPU sniff test (core_v0.18.0+, `--gpu-sniff-test-interval`,
+megatron/training/gpu_sniff_test.py): `OUTLIER rank 3 (node2): 512.40 (-31.2%)`, a rank whose
+GEMM TFLOP/s or collective bus bandwidth (all higher-is-better) lies more than max(MAD, 10 %) from
+the median; the score is the value over the median (0.69 there), and a faster outlier scores 1.0,
+a good report. Megatron only reports them; goodput's threshold and count decide. A rank is a
 straggler after `consecutive` reports below `threshold` in a row; one good report resets it. The
 line is the job's text: JSON is bounded (size, nesting), every field is checked, and a node named
 here is evidence only until Slurm confirms it belongs to the job (attribution vouches for it).
@@ -32,6 +37,8 @@ MAX_RANK = 2**31 - 1
 _NVRX_TEXT = re2.compile(r"STRAGGLER DETECTION WARNING.{0,400}?\bRank[=:]\s?(\d{1,10})\b"
                          r"(?:.{0,200}?\bNode[=:]\s?([A-Za-z0-9][A-Za-z0-9._-]{0,63}))?"
                          r".{0,200}?\bScore[=:]\s?([0-9]{1,3}(?:\.[0-9]{1,9})?)")
+_MEGATRON_OUTLIER = re2.compile(r"\bOUTLIER rank (\d{1,10})(?: \(([A-Za-z0-9][A-Za-z0-9._-]{0,63})\))?: "
+                                r"-?[0-9]{1,12}(?:\.[0-9]{1,6})? \(([+-][0-9]{1,6}(?:\.[0-9]{1,3})?)%\)")
 _FIELDS = frozenset({"rank", "node", "score", "section"})
 
 
@@ -93,6 +100,8 @@ def parse_report(text: str) -> StragglerReport | None:
         except ValueError as error:
             raise StragglerReportError(f"not JSON ({str(error)[:60]})") from None
         return _report(data)
+    if "OUTLIER rank " in text:
+        return _megatron_outlier(text)
     if "STRAGGLER DETECTION WARNING" not in text:
         return None
     match = _NVRX_TEXT.search(text[:4096])
@@ -102,6 +111,18 @@ def parse_report(text: str) -> StragglerReport | None:
     fields: dict[str, Any] = {"rank": int(match.group(1)), "score": float(match.group(3))}
     if node:
         fields["node"] = node
+    return _report(fields)
+
+
+def _megatron_outlier(text: str) -> StragglerReport | None:
+    """A Megatron sniff-test outlier as a report: its value over the median, a faster one 1.0."""
+    match = _MEGATRON_OUTLIER.search(text[:4096])
+    if match is None:
+        return None
+    deviation = float(match.group(3)) / 100
+    fields: dict[str, Any] = {"rank": int(match.group(1)), "score": min(1.0, max(0.0, 1.0 + deviation))}
+    if match.group(2):
+        fields["node"] = match.group(2)
     return _report(fields)
 
 

@@ -79,3 +79,35 @@ def test_the_live_detector_reports_one_straggler_and_attribution_vouches_for_its
     assert blamed.category is Category.STRAGGLER and blamed.drain and blamed.culprit_nodes == ("node2",)
     elsewhere = JobInfo(job_id="42", name="train", state=JobState.RUNNING, nodes=("node7", "node8"))
     assert not attribute([anomaly], elsewhere).drain  # a node the job does not own: evidence only
+
+
+# Megatron-LM's GPU sniff test (core_v0.18.0+, megatron/training/gpu_sniff_test.py), from rank 0.
+SNIFF_TEST = [
+    "[running GPU sniff test (interval)] datetime: 2026-09-01 10:00:00.000000",
+    "  GPU sniff test -- interval",
+    "  GEMM TFLOP/s: median=745.10, mean=731.02, min=512.40, max=761.88",
+    "    OUTLIER rank 3 (gpu-a17): 512.40 (-31.2%)",
+    "  all-reduce busbw GB/s: median=391.22, mean=392.00, min=388.10, max=441.70",
+    "    OUTLIER rank 6 (gpu-a18): 441.70 (+12.9%)",
+    "  Result: OUTLIERS DETECTED",
+    "[finished GPU sniff test (interval)] datetime: 2026-09-01 10:00:02.000000",
+]
+
+
+def test_megatrons_sniff_test_outliers_are_reports_a_slower_one_low_a_faster_one_good() -> None:
+    slow, fast = parse_report(SNIFF_TEST[3]), parse_report(SNIFF_TEST[5])
+    assert slow is not None and (slow.rank, slow.node, slow.score) == (3, "gpu-a17", pytest.approx(0.688))
+    assert fast == StragglerReport(rank=6, node="gpu-a18", score=1.0)
+    bare = parse_report("    OUTLIER rank 4: 700.00 (-12.0%)")
+    assert bare is not None and (bare.rank, bare.node, bare.score) == (4, None, pytest.approx(0.88))
+    assert [parse_report(line) for line in SNIFF_TEST if "OUTLIER rank" not in line] == [None] * 6
+    assert parse_report("    OUTLIER rank 4 (gpu-a1; reboot): 7.0 (-50.0%)") is None  # no node of that shape
+    with pytest.raises(StragglerReportError, match="rank must be"):
+        parse_report("    OUTLIER rank 9999999999 (gpu-a1): 7.0 (-50.0%)")
+
+
+def test_three_slow_sniff_tests_in_a_row_make_a_straggler_of_the_rank() -> None:
+    detector = LiveLogDetector.start(IncidentKey(cluster="c", job_id="42", job_attempt=0), T0)
+    assert detector.feed(lines(*SNIFF_TEST, *SNIFF_TEST), T0, T0) == []
+    [anomaly] = detector.feed(lines(*SNIFF_TEST), T0, T0)
+    assert anomaly.kind is AnomalyKind.STRAGGLER and anomaly.ranks == (3,) and anomaly.nodes == ("gpu-a17",)
