@@ -126,7 +126,8 @@ def test_megatrons_exit_to_rerun_elsewhere_restarts_away_from_the_suspect_withou
         Category.GPU_HARDWARE, True, False, True, "dgx-b07")
     assert verdict.confidence != "high"  # nothing is decided until the step runs on another GPU
     assert "restart:    yes, away from dgx-b07 (not drained)" in render_text("train.log", verdict)
-    plan = plan_recovery(attributed(verdict, ("dgx-b07", "dgx-c11")), JOB, Policy(mode=Mode.AUTONOMOUS))
+    plan = plan_recovery(attributed(verdict, ("dgx-b07", "dgx-c11"), source="dgx-c11"), JOB,
+                         Policy(mode=Mode.AUTONOMOUS))
     [requeue] = [a for a in plan.actions if a.kind is ActionKind.REQUEUE]
     assert requeue.exclude == ("dgx-b07",) and not plan.nodes_to_drain()
     assert "exclude dgx-b07" in plan.rationale
@@ -136,7 +137,8 @@ def test_megatrons_exit_without_its_suspect_restarts_and_excludes_nothing() -> N
     verdict = classify_lines(FIRST_RUN[2:])
     assert (verdict.category, verdict.restart, verdict.drain, verdict.exclude) == (
         Category.GPU_HARDWARE, True, False, False)
-    attribution = attributed(verdict, ("dgx-b07", "dgx-c11"))
+    # live, the anomaly names the host whose log it read (rank 0's, which printed the exit line)
+    attribution = attributed(verdict, ("dgx-b07", "dgx-c11"), source="dgx-c11")
     assert attribution.restart and attribution.exclude == ()
 
 
@@ -154,7 +156,8 @@ def test_the_whole_story_ends_in_the_persistent_errors_drain() -> None:
 
 
 def test_a_rule_that_excludes_must_restart_and_never_drain() -> None:
-    [rule] = [s for s in default_catalogue().signatures if s.id == "megatron-rerun-elsewhere"]
+    rule = default_catalogue().get("megatron-rerun-elsewhere-from-suspect")
+    assert rule is not None and rule.exclude
     for change in ({"drain": True}, {"restart": False}):
         with pytest.raises(ValidationError, match="exclude means restart elsewhere"):
             Signature.model_validate({**rule.model_dump(), **change})
@@ -163,9 +166,10 @@ def test_a_rule_that_excludes_must_restart_and_never_drain() -> None:
 JOB = JobInfo(job_id="77", state=JobState.FAILED, nodes=("dgx-b07", "dgx-c11"), requeue=True)
 
 
-def attributed(verdict: Verdict, nodes: tuple[str, ...]) -> Attribution:
+def attributed(verdict: Verdict, nodes: tuple[str, ...], source: str | None = None) -> Attribution:
     now = datetime(2026, 12, 5, tzinfo=UTC)
-    anomaly = anomaly_from_verdict(verdict, anomaly_id="a", job_id="77", observed_at=now, detected_at=now)
+    anomaly = anomaly_from_verdict(verdict, anomaly_id="a", job_id="77", observed_at=now, detected_at=now,
+                                   host=source)
     return attribute([anomaly], JOB.model_copy(update={"nodes": nodes}))
 
 
