@@ -263,16 +263,27 @@ class LivenessMonitor:
         hit = {s.node for s in verdict.suspects}
         if not any(hit & set(j.nodes) for j in self._jobs):
             return []
-        try:
-            nodes = {n.name: n for n in await self._scheduler.list_nodes()}
-        except Exception as err:  # no Slurm signal this time; output and peers still count
-            self._failed("listing nodes", err)
-            nodes = {}
+        nodes = await self._read_nodes(sorted(hit & {n for j in self._jobs for n in j.nodes}))
         out = []
         for suspect in verdict.suspects:
             on_node = [j for j in self._jobs if suspect.node in j.nodes]
             out += await self._weigh(suspect, nodes.get(suspect.node), on_node)
         return out
+
+    async def _read_nodes(self, names: Sequence[str]) -> dict[str, NodeInfo]:
+        """Slurm's record of each suspect node that runs a watched job: those nodes, read together
+        (the CLI sends one `scontrol show node` for them), not the whole cluster (#29). A node that
+        cannot be read gives no Slurm signal this time; its output and peers still count."""
+        read = await asyncio.gather(*(self._scheduler.get_node(name) for name in names), return_exceptions=True)
+        nodes: dict[str, NodeInfo] = {}
+        for name, node in zip(names, read, strict=True):
+            if isinstance(node, BaseException):
+                if not isinstance(node, Exception):
+                    raise node  # a cancellation, not a failed read
+                self._failed(f"reading node {name}", node)
+            else:
+                nodes[name] = node
+        return nodes
 
     def _output(self, job: JobInfo, suspect: Suspect) -> JobOutput:
         rhythm = self._rhythms.get((job.job_id, job.restart_count))

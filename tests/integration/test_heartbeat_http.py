@@ -250,6 +250,7 @@ class DownController(FakeScheduler):
     def __init__(self) -> None:
         super().__init__(demo_cluster(node_count=8))
         self.lists = 0
+        self.node_reads: list[str] = []
 
     async def list_jobs(self) -> Sequence[JobInfo]:
         self.lists += 1
@@ -258,6 +259,10 @@ class DownController(FakeScheduler):
         return await super().list_jobs()
 
     async def list_nodes(self, partition: str = "") -> Sequence[NodeInfo]:
+        raise SchedulerError("slurmctld is not answering")
+
+    async def get_node(self, name: str) -> NodeInfo:
+        self.node_reads.append(name)
         raise SchedulerError("slurmctld is not answering")
 
 
@@ -285,3 +290,4 @@ async def test_a_silent_controller_costs_only_the_slurm_signal(tmp_path: Path) -
         found += await monitor.check()
     assert [a.job_id for a in found] == ["2001"] and fake.lists >= 2
     assert monitor.errors >= 2
+    assert set(fake.node_reads) == {"node3"}  # the suspect running a watched job, not the cluster
