@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import pwd
 import subprocess
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from activities.adapters.slurm_cli import SlurmCliBackend
+from activities.adapters.slurm_runner import CommandResult, LocalRunner
 from goodput.scheduler import JobInfo, JobState
 from goodput.slurm.errors import SlurmRecordError
 from goodput.slurm.jsonout import find_job_object
@@ -161,3 +163,29 @@ def test_resubmission_reads_the_same_options_from_text_and_from_json(lab: Lab) -
     assert options_from_record(listed, token="T") == options_from_record(text, token="T")
     assert merged_exclusions(listed, ()) == merged_exclusions(text, ()) == ("node4",)
     assert job_from_record(listed).user == job_from_record(text).user == ALICE
+
+
+async def test_the_watchers_job_lines_carry_nothing_a_job_wrote(lab: Lab, alice_job: str) -> None:
+    # The cluster watcher scans one line per job (#29). Mallory's name and comment each carry a
+    # newline and a forged scan line: alice's job as FAILED, a job 999999 running on node4.
+    forged = f"\n{alice_job}|FAILED|0|node4|debug|\n999999|RUNNING|0|node4|gpu|"
+    mallory_job = lab.sbatch_as(MALLORY, f"--job-name=x{forged}", f"--comment=goodput:opt-in{forged}",
+                                "--output=/dev/null", script=SLEEP)
+    await started(lab, mallory_job)
+    ran: list[tuple[str, ...]] = []
+    runner = LocalRunner()
+
+    class Recording:
+        async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
+                      timeout_s: float | None = None) -> CommandResult:
+            ran.append(tuple(argv))
+            return await runner.run(argv, stdin=stdin, timeout_s=timeout_s)
+
+    lines = {s.job_id: s for s in await SlurmCliBackend(runner=Recording()).list_job_statuses()}
+    assert [argv[:2] for argv in ran] == [("squeue", "--noheader")]  # read from the lines, no fallback
+    assert "999999" not in lines
+    assert lines[alice_job].state is JobState.RUNNING and lines[alice_job].restart_count == 0
+    real = truth(lab, mallory_job)
+    assert lines[mallory_job].state is JobState.RUNNING
+    assert ",".join(lines[mallory_job].nodes) == real["nodes"] and lines[mallory_job].partition == real["partition"]
+    assert_alice_untouched(lab, alice_job)
