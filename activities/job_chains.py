@@ -10,12 +10,36 @@ activity's retry recomputes the plan from the queue, so nothing is done twice.
 
 from __future__ import annotations
 
-from goodput.scheduler import JobInfo, PermanentSchedulerError, Scheduler
+from collections.abc import Sequence
+
+from goodput.scheduler import JobInfo, JobState, PermanentSchedulerError, Scheduler, UnknownJobError
 from goodput.slurm.dependencies import ChainPlan, repoint_plan, successors_to_hold
+
+MAX_QUEUED_READS = 64
+"""The owner's queued jobs read one by one for a chain; past this, every job's record at once."""
+
+
+async def owners_queue(scheduler: Scheduler, job: JobInfo) -> Sequence[JobInfo]:
+    """The records a chain's successors can be among: the job owner's queued jobs, from the owner's
+    job lines, not every job of the cluster (#29; the owner's are the only ones goodput changes).
+    Every record when the owner is not known or has more queued jobs than a few reads cost."""
+    if job.user_id is None:
+        return await scheduler.list_jobs()
+    queued = [line.job_id for line in await scheduler.list_job_statuses(user_id=job.user_id)
+              if line.state is JobState.PENDING and line.job_id != job.job_id]
+    if len(queued) > MAX_QUEUED_READS:
+        return await scheduler.list_jobs()
+    records = []
+    for job_id in queued:
+        try:
+            records.append(await scheduler.get_job(job_id))
+        except UnknownJobError:  # gone since its line
+            continue
+    return records
 
 
 async def repoint_successors(scheduler: Scheduler, original: JobInfo, new_job_id: str) -> str:
-    plan = repoint_plan(await scheduler.list_jobs(), original, new_job_id)
+    plan = repoint_plan(await owners_queue(scheduler, original), original, new_job_id)
     done: list[str] = []
     failed: list[str] = []
     for update in plan.updates:
@@ -28,7 +52,7 @@ async def repoint_successors(scheduler: Scheduler, original: JobInfo, new_job_id
 
 
 async def hold_successors(scheduler: Scheduler, stopped: JobInfo) -> str:
-    plan = successors_to_hold(await scheduler.list_jobs(), stopped)
+    plan = successors_to_hold(await owners_queue(scheduler, stopped), stopped)
     done: list[str] = []
     failed: list[str] = []
     for update in plan.updates:

@@ -105,9 +105,10 @@ def status_of(job: JobInfo) -> JobStatus:
                      restart_count=job.restart_count, held=job.held, partition=job.partition[:1024])
 
 
-def statuses_of(jobs: Sequence[JobInfo], node: str = "") -> list[JobStatus]:
+def statuses_of(jobs: Sequence[JobInfo], node: str = "", user_id: int | None = None) -> list[JobStatus]:
     """`list_job_statuses` from whole records (backends whose every read loads them anyway)."""
-    return [status_of(job) for job in jobs if not node or node in job.nodes]
+    return [status_of(job) for job in jobs
+            if (not node or node in job.nodes) and (user_id is None or job.user_id == user_id)]
 
 
 def with_status(job: JobInfo, status: JobStatus) -> JobInfo:
@@ -233,10 +234,11 @@ class Scheduler(Protocol):
         """Every job the controller knows."""
         ...
 
-    async def list_job_statuses(self, node: str = "") -> Sequence[JobStatus]:
-        """Every job the controller knows (only those on `node` when given), as id, state, restart
-        count, nodes and partition: the fields no job can write, without each job's whole record,
-        so that a scan every few seconds costs a line per job (issue #29)."""
+    async def list_job_statuses(self, node: str = "", user_id: int | None = None) -> Sequence[JobStatus]:
+        """Every job the controller knows (only those on `node`, or of the user `user_id`, when
+        given), as id, state, restart count, nodes and partition: the fields no job can write,
+        without each job's whole record, so that a scan every few seconds costs a line per job
+        (issue #29)."""
         ...
 
     async def get_node(self, name: str) -> NodeInfo:

@@ -231,15 +231,15 @@ class SlurmCliBackend(SlurmReservations):
     async def list_jobs(self) -> Sequence[JobInfo]:
         return parse_squeue_json((await self._run(commands.squeue_json())).stdout)
 
-    async def list_job_statuses(self, node: str = "") -> Sequence[JobStatus]:
+    async def list_job_statuses(self, node: str = "", user_id: int | None = None) -> Sequence[JobStatus]:
         # a line per job, where `squeue --json` is every job's whole record: 54-115 MB at 20,000 jobs
-        answer = (await self._run(batch.squeue_scan(node))).stdout
+        answer = (await self._run(batch.squeue_scan(node, user_id))).stdout
         try:
             if len(answer) < MAX_OUTPUT:  # at the bound it may have been cut at a line's end
                 return batch.parse_scan(answer)
         except ValueError as err:
             log.warning("squeue's job lines could not be read, reading the jobs' records: %s", err)
-        return statuses_of(await self.list_jobs(), node)
+        return statuses_of(await self.list_jobs(), node, user_id)
 
     async def get_node(self, name: str) -> NodeInfo:
         validate_node_name(name)

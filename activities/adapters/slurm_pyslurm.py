@@ -202,9 +202,9 @@ class PyslurmBackend:
     async def list_jobs(self) -> Sequence[JobInfo]:
         return [job_info(job) for job in _each(await self._call("Jobs.load", self._m.Jobs.load))]
 
-    async def list_job_statuses(self, node: str = "") -> Sequence[JobStatus]:
+    async def list_job_statuses(self, node: str = "", user_id: int | None = None) -> Sequence[JobStatus]:
         # pyslurm loads every job whole; only what is kept narrows
-        return statuses_of(await self.list_jobs(), node)
+        return statuses_of(await self.list_jobs(), node, user_id)
 
     async def get_node(self, name: str) -> NodeInfo:
         validate_node_name(name)

@@ -222,9 +222,9 @@ class SlurmRestBackend:
         document = await self._request("GET", restapi.jobs_path(await self.api_version()))
         return [job_from_json(job) for job in entries(document, "jobs")]
 
-    async def list_job_statuses(self, node: str = "") -> Sequence[JobStatus]:
+    async def list_job_statuses(self, node: str = "", user_id: int | None = None) -> Sequence[JobStatus]:
         # slurmrestd answers every job whole; only what is kept narrows
-        return statuses_of(await self.list_jobs(), node)
+        return statuses_of(await self.list_jobs(), node, user_id)
 
     async def get_node(self, name: str) -> NodeInfo:
         validate_node_name(name)

@@ -143,8 +143,8 @@ class FakeScheduler(FakeReservations):
     async def list_jobs(self) -> Sequence[JobInfo]:
         return self._read(lambda s: list(s.jobs.values()))
 
-    async def list_job_statuses(self, node: str = "") -> Sequence[JobStatus]:
-        return statuses_of(await self.list_jobs(), node)  # the fake keeps whole records
+    async def list_job_statuses(self, node: str = "", user_id: int | None = None) -> Sequence[JobStatus]:
+        return statuses_of(await self.list_jobs(), node, user_id)  # the fake keeps whole records
 
     async def get_node(self, name: str) -> NodeInfo:
         validate_node_name(name)

@@ -242,9 +242,14 @@ _SCAN = re.compile(r"(?P<id>[0-9]{1,12})\|(?P<state>[A-Z_]{1,32})\|(?P<restarts>
                    r"\|(?P<nodes>[A-Za-z0-9_.,\[\]-]{0,4096})\|(?P<partition>[A-Za-z0-9_.,-]{0,1024})\|")
 
 
-def squeue_scan(node: str = "") -> Argv:
-    """One line per job slurmctld knows, ended ones included (those on `node` only, when given)."""
+def squeue_scan(node: str = "", user_id: int | None = None) -> Argv:
+    """One line per job slurmctld knows, ended ones included (those on `node`, or of the user
+    `user_id`, only, when given)."""
     where = [f"--nodelist={validate_node_name(node)}"] if node else []
+    if user_id is not None:
+        if isinstance(user_id, bool) or not 0 <= user_id < 2**32:
+            raise InvalidIdentifierError(f"not a user id: {user_id!r}")
+        where.append(f"--user={user_id}")
     return ["squeue", "--noheader", "--states=all", *where, SCAN_FIELDS]
 
 

@@ -3,15 +3,18 @@ stopped for good are held; another user's job and text outside Slurm's grammar a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from temporalio.testing import ActivityEnvironment
 
+from activities.job_chains import MAX_QUEUED_READS, owners_queue
 from activities.recovery import RecoveryActivities
 from goodput.demo.scheduler import FakeScheduler
 from goodput.recover.breaker import LocalDrainGate
 from goodput.recover.incident import ResumeInput, StopInput
 from goodput.recover.policy import ResumeStrategy
-from goodput.scheduler import JobInfo, JobState
+from goodput.scheduler import JobInfo, JobState, JobStatus, statuses_of
 from goodput.slurm.commands import update_dependency
 from goodput.slurm.dependencies import DependencyError, parse, repoint_plan, repointed, successors_to_hold
 from tests.fakes.notifier import RecordingNotifier
@@ -97,3 +100,40 @@ async def test_stopping_a_job_for_good_holds_its_successors_first() -> None:
     ops = [e.op for e in fake.journal()]
     assert ops.index("hold") < ops.index("cancel")
     assert "held successor(s) of stopped job" in detail and "2001" in detail
+
+
+class CountingScheduler(FakeScheduler):
+    """The fake's queue, counting every job's record read at once and each single read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.whole = 0
+        self.single: list[str] = []
+
+    async def list_jobs(self) -> Sequence[JobInfo]:
+        self.whole += 1
+        return await super().list_jobs()
+
+    async def list_job_statuses(self, node: str = "", user_id: int | None = None) -> Sequence[JobStatus]:
+        return statuses_of(list(await super().list_jobs()), node, user_id)
+
+    async def get_job(self, job_id: str) -> JobInfo:
+        self.single.append(job_id)
+        return self.snapshot().jobs[job_id]  # as queued: the demo's read would start pending jobs
+
+
+async def test_a_chain_reads_the_owners_queued_jobs_not_the_cluster() -> None:
+    fake = CountingScheduler()
+    original = job("12", state=JobState.FAILED)
+    for queued in (original, job("13", "afterok:12(unfulfilled)"), job("14", "afterok:12", uid=BOB),
+                   *(job(str(100 + i), uid=BOB) for i in range(100))):
+        fake.add_job(queued)
+    plan = repoint_plan(await owners_queue(fake, original), original, "40")
+    assert [(u.job_id, u.dependency) for u in plan.updates] == [("13", "afterok:40")]
+    assert fake.whole == 0 and fake.single == ["13"]  # bob's 101 queued jobs are not read
+    for i in range(MAX_QUEUED_READS):  # an owner with a long queue: every record at once is cheaper
+        fake.add_job(job(str(300 + i)))
+    assert "13" in {j.job_id for j in await owners_queue(fake, original)} and fake.whole == 1
+    unknown_owner = original.model_copy(update={"user_id": None})
+    await owners_queue(fake, unknown_owner)
+    assert fake.whole == 2

@@ -30,8 +30,12 @@ def test_the_scan_asks_for_every_state_and_only_slurms_own_fields() -> None:
     assert squeue_scan() == ["squeue", "--noheader", "--states=all",
                              "--Format=JobID:|,State:|,RestartCnt:|,NodeList:|,Partition:|"]
     assert squeue_scan("node3")[3] == "--nodelist=node3"
+    assert squeue_scan(user_id=1001)[3] == "--user=1001"  # a chain's owner: a number, never a name
     with pytest.raises(InvalidIdentifierError):
         squeue_scan("node1,node2 --uid=0")
+    for bad in (-1, 2**32, True):
+        with pytest.raises(InvalidIdentifierError):
+            squeue_scan(user_id=bad)
 
 
 @pytest.mark.parametrize("hostile", [
