@@ -174,6 +174,10 @@ async def test_the_job_lines_say_what_the_records_say(harness: Harness) -> None:
     assert lines[job.job_id].state is JobState.RUNNING and lines[job.job_id].nodes == job.nodes
     on_node = {s.job_id for s in await harness.backend.list_job_statuses(job.nodes[0])}
     assert job.job_id in on_node and on_node <= {i for i, r in records.items() if job.nodes[0] in r.nodes}
+    owner = records[job.job_id].user_id
+    if owner is not None:  # a chain's reads: the owner's jobs only
+        mine = {s.job_id for s in await harness.backend.list_job_statuses(user_id=owner)}
+        assert job.job_id in mine and mine <= {i for i, r in records.items() if r.user_id == owner}
 
 
 def _said(job: JobInfo | JobStatus) -> tuple[object, ...]:
