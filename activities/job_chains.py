@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from goodput.scheduler import JobInfo, JobState, PermanentSchedulerError, Scheduler, UnknownJobError
+from activities.adapters.job_scan import read_jobs
+from goodput.scheduler import JobInfo, JobState, PermanentSchedulerError, Scheduler
 from goodput.slurm.dependencies import ChainPlan, repoint_plan, successors_to_hold
 
 MAX_QUEUED_READS = 64
@@ -29,13 +30,7 @@ async def owners_queue(scheduler: Scheduler, job: JobInfo) -> Sequence[JobInfo]:
               if line.state is JobState.PENDING and line.job_id != job.job_id]
     if len(queued) > MAX_QUEUED_READS:
         return await scheduler.list_jobs()
-    records = []
-    for job_id in queued:
-        try:
-            records.append(await scheduler.get_job(job_id))
-        except UnknownJobError:  # gone since its line
-            continue
-    return records
+    return list((await read_jobs(scheduler, queued)).values())
 
 
 async def repoint_successors(scheduler: Scheduler, original: JobInfo, new_job_id: str) -> str:

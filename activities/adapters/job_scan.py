@@ -40,8 +40,6 @@ class JobScanner:
         self._clock = clock
         self._known: dict[str, KnownJob] = {}
         self._refreshed_at: float | None = None
-        self.records_read = 0
-        self.whole_reads = 0
         self.whole_read_failures = 0
 
     async def scan(self) -> JobScan:
@@ -57,7 +55,8 @@ class JobScanner:
         else:
             if todo.read_all:  # not to be had: a scan of lines and single reads, the rest later
                 todo = plan(statuses, self._known, refresh_due=due, max_reads=self._max_reads, whole=False)
-            found, self._known = assemble(statuses, self._known, await self._read(todo.reads), self._admits)
+            found, self._known = assemble(statuses, self._known, await read_jobs(self._scheduler, todo.reads),
+                                          self._admits)
         if due:
             self._refreshed_at = started
         return found
@@ -72,19 +71,19 @@ class JobScanner:
             log.warning("reading every job's record failed (%s); scanning the jobs' lines and reading records one "
                         "by one, every record again in %g s", err, self._refresh_every_s)
             return None
-        self.whole_reads += 1
         return [job for job in records if self._node in job.nodes] if self._node else records
 
-    async def _read(self, job_ids: tuple[str, ...]) -> dict[str, JobInfo]:
-        gate = asyncio.Semaphore(_CONCURRENT_READS)
 
-        async def one(job_id: str) -> JobInfo | None:
-            async with gate:
-                try:
-                    return await self._scheduler.get_job(job_id)
-                except UnknownJobError:  # ended and forgotten since its line: the next scan will not list it
-                    return None
+async def read_jobs(scheduler: Scheduler, job_ids: Sequence[str]) -> dict[str, JobInfo]:
+    """The records of `job_ids` that Slurm still knows, a few reads at a time, in the order asked."""
+    gate = asyncio.Semaphore(_CONCURRENT_READS)
 
-        records = await asyncio.gather(*(one(job_id) for job_id in job_ids))
-        self.records_read += len(job_ids)
-        return {job.job_id: job for job in records if job is not None}
+    async def one(job_id: str) -> JobInfo | None:
+        async with gate:
+            try:
+                return await scheduler.get_job(job_id)
+            except UnknownJobError:  # ended and forgotten since its line: the next scan will not list it
+                return None
+
+    records = await asyncio.gather(*(one(job_id) for job_id in job_ids))
+    return {job.job_id: job for job in records if job is not None}

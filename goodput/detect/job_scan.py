@@ -49,12 +49,11 @@ class KnownJob(Frozen):
 
 
 class ScanPlan(Frozen):
-    """What to read this scan: every record at once, or these jobs' records one by one."""
+    """What to read this scan: every record at once, or these jobs' records one by one (the new
+    jobs past them wait for a later scan and are left out of this one)."""
 
     read_all: bool = False
     reads: tuple[str, ...] = ()
-    deferred: tuple[str, ...] = ()
-    """New jobs whose records wait for a later scan; left out of this one."""
 
 
 class JobScan(Frozen):
@@ -93,7 +92,7 @@ def plan(statuses: Sequence[JobStatus], known: Mapping[str, KnownJob], *, refres
     # ended jobs first (their anomaly waits on the record), then the running ones (their log watcher)
     new.sort(key=lambda s: (not _ended(s.state), int(s.job_id) if s.job_id.isdigit() else 0))
     waiting = [*ending, *(s.job_id for s in new)]  # an ending left unread is read as new next time
-    return ScanPlan(reads=tuple(waiting[:max_reads]), deferred=tuple(waiting[max_reads:]))
+    return ScanPlan(reads=tuple(waiting[:max_reads]))
 
 
 def _settled(before: KnownJob | None, line: JobStatus) -> JobStatus:
