@@ -12,25 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from activities.adapters.job_scan import read_jobs
+from activities.adapters.job_scan import owners_jobs
 from goodput.scheduler import JobInfo, JobState, PermanentSchedulerError, Scheduler
 from goodput.slurm.dependencies import ChainPlan, repoint_plan, successors_to_hold
 
-MAX_QUEUED_READS = 64
-"""The owner's queued jobs read one by one for a chain; past this, every job's record at once."""
-
 
 async def owners_queue(scheduler: Scheduler, job: JobInfo) -> Sequence[JobInfo]:
-    """The records a chain's successors can be among: the job owner's queued jobs, from the owner's
-    job lines, not every job of the cluster (#29; the owner's are the only ones goodput changes).
-    Every record when the owner is not known or has more queued jobs than a few reads cost."""
-    if job.user_id is None:
-        return await scheduler.list_jobs()
-    queued = [line.job_id for line in await scheduler.list_job_statuses(user_id=job.user_id)
-              if line.state is JobState.PENDING and line.job_id != job.job_id]
-    if len(queued) > MAX_QUEUED_READS:
-        return await scheduler.list_jobs()
-    return list((await read_jobs(scheduler, queued)).values())
+    """The records a chain's successors can be among: the job owner's queued jobs (#29)."""
+    return await owners_jobs(scheduler, job, (JobState.PENDING,))
 
 
 async def repoint_successors(scheduler: Scheduler, original: JobInfo, new_job_id: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from goodput.detect.job_scan import (
     MAX_BACKLOG,
@@ -19,10 +19,13 @@ from goodput.detect.job_scan import (
     assemble_all,
     plan,
 )
-from goodput.scheduler import JobInfo, Scheduler, SchedulerError, UnknownJobError
+from goodput.scheduler import JobInfo, JobState, Scheduler, SchedulerError, UnknownJobError
 
 log = logging.getLogger("goodput.watch")
 _CONCURRENT_READS = 4
+
+MAX_OWNER_READS = 64
+"""An owner's jobs read one by one (`owners_jobs`); past this, every job's record at once is cheaper."""
 
 
 class JobScanner:
@@ -87,3 +90,17 @@ async def read_jobs(scheduler: Scheduler, job_ids: Sequence[str]) -> dict[str, J
 
     records = await asyncio.gather(*(one(job_id) for job_id in job_ids))
     return {job.job_id: job for job in records if job is not None}
+
+
+async def owners_jobs(scheduler: Scheduler, job: JobInfo, states: Collection[JobState]) -> Sequence[JobInfo]:
+    """The records among which the owner's other jobs in `states` are: those jobs, read from the
+    owner's job lines and then one by one, not every job of the cluster (#29; the owner's are the
+    only ones goodput changes or takes for its own). Every record when the owner is not known or
+    has more such jobs than a few reads cost; callers keep their own checks of owner and state."""
+    if job.user_id is None:
+        return await scheduler.list_jobs()
+    wanted = [line.job_id for line in await scheduler.list_job_statuses(user_id=job.user_id)
+              if line.state in states and line.job_id != job.job_id]
+    if len(wanted) > MAX_OWNER_READS:
+        return await scheduler.list_jobs()
+    return list((await read_jobs(scheduler, wanted)).values())

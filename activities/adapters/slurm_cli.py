@@ -33,6 +33,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from activities.adapters import slurm_batch
+from activities.adapters.job_scan import owners_jobs
 from activities.adapters.slurm_action import act_unless_done, change_node
 from activities.adapters.slurm_batch import DEFAULT_MAX_WAIT_S, DEFAULT_TICK_S, Coalescer, Kind, Outcome, Share
 from activities.adapters.slurm_cli_reservations import SlurmReservations
@@ -46,6 +47,7 @@ from activities.adapters.slurm_owner import (
 from activities.adapters.slurm_runner import MAX_OUTPUT, CommandResult, CommandRunner, LocalRunner
 from goodput.identifiers import validate_job_id, validate_node_name
 from goodput.scheduler import (
+    ACTIVE_JOB_STATES,
     ActionResult,
     JobInfo,
     JobStatus,
@@ -341,7 +343,7 @@ class SlurmCliBackend(SlurmReservations):
         job_owner(original)  # an unknown owner is refused before anything else runs
         # a retried activity whose first attempt did submit finds that copy instead of a second one
         token = self._resubmit_key.token(job_id, request.incident_id)
-        copy = find_copy(await self.list_jobs(), original, token)
+        copy = find_copy(await owners_jobs(self, original, ACTIVE_JOB_STATES), original, token)
         if copy is not None:
             return ActionResult(changed=False, new_job_id=copy.job_id,
                                 detail=f"{job_id} already resubmitted as {copy.job_id}")

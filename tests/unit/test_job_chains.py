@@ -8,7 +8,8 @@ from collections.abc import Sequence
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.job_chains import MAX_QUEUED_READS, owners_queue
+from activities.adapters.job_scan import MAX_OWNER_READS
+from activities.job_chains import owners_queue
 from activities.recovery import RecoveryActivities
 from goodput.demo.scheduler import FakeScheduler
 from goodput.recover.breaker import LocalDrainGate
@@ -131,7 +132,7 @@ async def test_a_chain_reads_the_owners_queued_jobs_not_the_cluster() -> None:
     plan = repoint_plan(await owners_queue(fake, original), original, "40")
     assert [(u.job_id, u.dependency) for u in plan.updates] == [("13", "afterok:40")]
     assert fake.whole == 0 and fake.single == ["13"]  # bob's 101 queued jobs are not read
-    for i in range(MAX_QUEUED_READS):  # an owner with a long queue: every record at once is cheaper
+    for i in range(MAX_OWNER_READS):  # an owner with a long queue: every record at once is cheaper
         fake.add_job(job(str(300 + i)))
     assert "13" in {j.job_id for j in await owners_queue(fake, original)} and fake.whole == 1
     unknown_owner = original.model_copy(update={"user_id": None})

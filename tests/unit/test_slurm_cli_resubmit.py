@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from activities.adapters.job_scan import MAX_OWNER_READS
 from activities.adapters.slurm_cli import SlurmCliBackend
 from activities.adapters.slurm_owner import OwnerSubmission
 from activities.adapters.slurm_runner import CommandResult
@@ -32,6 +33,8 @@ ROOT_PASSWD = "root:x:0:0:root:/root:/bin/bash\n"
 
 def resubmit_runner(record: str = RUNNING, *, squeue: str | None = None, uid: str = "0\n",
                     passwd: CommandResult | None = None, submit: CommandResult | None = None) -> ScriptedRunner:
+    """The owner's job lines are answered with the output patterns' line, which is not one, so the
+    copy is looked for in `squeue` (the JSON listing) unless a test answers the lines itself."""
     script = (FIXTURES / "batch-script-running.sh").read_text()
     return ScriptedRunner({
         ("scontrol", "show", "job"): ok(record),
@@ -136,6 +139,37 @@ async def test_resubmit_finds_the_copy_a_previous_attempt_made() -> None:
         "8", ResubmitRequest(exclude=("node2",), incident_id="inc-1"))
     assert not result.changed and result.new_job_id == "11"  # the pending copy in the listing
     assert submitted(runner) == [] and runner.ran("scontrol", "write") == []
+
+
+COPY_RECORD = (RUNNING.replace("JobId=8 ", "JobId=11 ").replace("JobState=RUNNING", "JobState=PENDING")
+               .replace("out-8.log", "out-11.log"))
+
+
+async def test_a_retried_resubmit_reads_the_owners_jobs_not_the_cluster() -> None:
+    """The copy is looked for among the owner's active jobs (their lines, then their records one
+    by one): at 20,000 jobs every job's record is 54-115 MB of JSON (#29)."""
+    token = KEY.token("8", "inc-1")
+    runner = resubmit_runner()
+    runner.answers = {("squeue", "--noheader"): ok("8|RUNNING|0|node[1-2]|gpu|\n11|PENDING|0||gpu|\n"
+                                                   "12|COMPLETED|0|node3|gpu|\n"),
+                      ("scontrol", "show", "job", "-o", "11"): ok(COPY_RECORD.replace(
+                          "Comment=goodput:opt-in", f"Comment=goodput:opt-in goodput:resubmit-of=8:{token}")),
+                      **runner.answers}
+    result = await SlurmCliBackend(runner, resubmit_key=KEY).resubmit_job("8", ResubmitRequest(incident_id="inc-1"))
+    assert not result.changed and result.new_job_id == "11"
+    assert runner.ran("squeue", "--json") == [] and submitted(runner) == []
+    scan, = runner.ran("squeue", "--noheader")
+    assert "--user=0" in scan  # the owner's lines only, as Slurm records the owner
+    assert runner.ran("scontrol", "show", "job", "-o", "12") == []  # an ended job is not a copy
+
+
+async def test_an_owner_with_many_active_jobs_is_read_in_one_listing() -> None:
+    lines = "".join(f"{100 + i}|PENDING|0||gpu|\n" for i in range(MAX_OWNER_READS + 1))
+    runner = resubmit_runner()
+    runner.answers = {("squeue", "--noheader"): ok(lines), **runner.answers}
+    result = await SlurmCliBackend(runner, resubmit_key=KEY).resubmit_job("8", ResubmitRequest(incident_id="inc-1"))
+    assert result.changed and result.new_job_id == "42"
+    assert len(runner.ran("squeue", "--json")) == 1 and runner.ran("scontrol", "show", "job", "-o", "100") == []
 
 
 @pytest.mark.parametrize("claim", [
