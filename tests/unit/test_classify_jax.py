@@ -80,6 +80,8 @@ JAX_LINES: list[tuple[str, str, dict[str, str]]] = [
     ("RuntimeError: distributed.initialize should only be called once.", "jax-initialize-misuse", {}),
     ("RuntimeError: jax.distributed.initialize() must be called before any JAX calls that might initialise the XLA "
      "backend.", "jax-initialize-misuse", {}),
+    # A task's name on a line of its own, as XLA lists the unhealthy ones.
+    ("/job:jax_worker/replica:0/task:12", "jax-task-name-line", {"code": "12"}),
 ]
 
 
@@ -101,6 +103,23 @@ def test_every_process_dying_after_one_stopped_names_that_one_and_restarts() -> 
     v = classify_lines(lines)
     assert (v.restart, v.drain) == (True, False)
     assert v.category is not Category.HANG  # the heartbeat thread beats on through a stuck collective
+    assert (v.culprit_kind, v.rank) == (CulpritKind.RANK, 3)  # the task listed under the message
+
+
+@pytest.mark.parametrize(("listing", "rank"), [
+    ([TASK.format(n=6)], 6),
+    ([TASK.format(n=6), TASK.format(n=7)], None),  # several crashed: no single one is the culprit
+    (["The tasks have crashed.", TASK.format(n=6)], None),  # not the listing: a name further down
+    ([], None),
+], ids=["one", "several", "not-under-it", "none"])
+def test_the_task_named_under_the_message_is_the_rank(listing: list[str], rank: int | None) -> None:
+    v = classify_lines(["I1203 train.py:40] step 1200", TERMINATING, *listing])
+    assert v.rank == rank and (v.restart, v.drain) == (True, False)
+
+
+def test_a_task_name_alone_decides_nothing() -> None:
+    v = classify_lines(["I1203 train.py:40] step 1200", TASK.format(n=6)])
+    assert v.category is Category.UNKNOWN and v.rank is None and not v.restart
 
 
 def test_the_named_processs_own_error_decides_over_the_heartbeat_timeout() -> None:

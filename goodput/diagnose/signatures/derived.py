@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from goodput.diagnose.signatures import circumstances, crossline, cuda_oom, nodeplatform, stalls
+from goodput.diagnose.signatures import circumstances, crossline, cuda_oom, jax_tasks, nodeplatform, smi_ecc, stalls
 from goodput.diagnose.signatures.model import Signature
 
-BUILDERS: tuple[ModuleType, ...] = (circumstances, crossline, cuda_oom, nodeplatform, stalls)
+BUILDERS: tuple[ModuleType, ...] = (circumstances, crossline, cuda_oom, jax_tasks, nodeplatform, smi_ecc, stalls)
 
 
 def derived_signatures() -> tuple[Signature, ...]:

@@ -35,11 +35,13 @@ from goodput.diagnose.signatures.crossline import (
 )
 from goodput.diagnose.signatures.effects import Effects
 from goodput.diagnose.signatures.explain import MAX_EVIDENCE, MAX_EVIDENCE_CHARS, Evidence, evidence, explain
+from goodput.diagnose.signatures.jax_tasks import TASK_LINE_ID, unhealthy_named
 from goodput.diagnose.signatures.locate import Locator, node_of
 from goodput.diagnose.signatures.model import ROLE_ORDER, Match, Role, Signature
 from goodput.diagnose.signatures.naming import name, pick, reporting_rank
 from goodput.diagnose.signatures.nodeplatform import NodePlatform
 from goodput.diagnose.signatures.placement import Placement, placed
+from goodput.diagnose.signatures.smi_ecc import VolatileEcc
 from goodput.diagnose.signatures.stalls import Stalls
 from goodput.diagnose.signatures.teardown import Teardown
 from goodput.models import Category, CulpritKind, Frozen, RestartEffect
@@ -103,6 +105,7 @@ class VerdictBuilder:
         self.circumstances = Circumstances()
         self.stalls = Stalls()
         self.platform = NodePlatform()
+        self.ecc = VolatileEcc()
         self.teardown = Teardown()
         self.effects = Effects()
         self._hits: list[Match] = []
@@ -115,12 +118,15 @@ class VerdictBuilder:
         self._driver_frames: list[int] = []
         # GPUs Megatron's rerun state machine named as suspect (locators, bounded).
         self._rerun_suspects: list[Match] = []
+        # JAX task names on lines of their own (locators, bounded).
+        self._task_lines: list[Match] = []
 
     def add(self, match: Match) -> None:
         match = self.locator.observe(match)
         self.circumstances.observe(match)
         self.stalls.observe(match)
         self.platform.observe(match)
+        self.ecc.observe(match)
         self.teardown.observe(match)
         self.effects.observe(match, self.circumstances.owner_cancel)
         sig = match.signature
@@ -130,6 +136,8 @@ class VerdictBuilder:
             self._driver_frames.append(match.line_no)
         elif sig.id == RERUN_SUSPECT_ID and len(self._rerun_suspects) < MAX_HITS_PER_SIGNATURE:
             self._rerun_suspects.append(match)
+        elif sig.id == TASK_LINE_ID and len(self._task_lines) < MAX_HITS_PER_SIGNATURE:
+            self._task_lines.append(match)
         if sig.role is Role.LOCATOR:
             return
         if sig.id == _TIMEOUT_ID and len(self._timeouts) < MAX_TIMEOUTS:
@@ -167,12 +175,14 @@ class VerdictBuilder:
         behind = ranks_behind(self._timeouts, self._progress, reporting_rank) if mismatch is None else None
         for synthesized in (recurring_app_xid(self._hits), driver_hang(self._stuck, self._driver_frames),
                             same_host_peer(self._hits, self.locator.name_of), behind,
-                            megatron_on_suspect(self._hits, self._rerun_suspects)):
+                            megatron_on_suspect(self._hits, self._rerun_suspects),
+                            unhealthy_named(self._hits, self._task_lines)):
             if synthesized is not None:
                 self._hits.append(synthesized)
         self._hits += self.circumstances.synthesize(self._hits, self._timeouts, reporting_rank)
         self._hits += self.stalls.synthesize()
         self._hits += self.platform.synthesize(stalled=self.stalls.stalled)
+        self._hits += self.ecc.synthesize()
         if not self._hits:
             confidence, settle = grade(Ingredients(
                 category=Category.UNKNOWN, culprit_kind=CulpritKind.UNKNOWN, culprit_named=False,
