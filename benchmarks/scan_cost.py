@@ -101,8 +101,9 @@ def run(argv: Sequence[str]) -> None:
         for version, reads in on_lab.items():
             print(f"Slurm {version}'s side, {args.lab_jobs} queued jobs (median call):")
             for name, lab_row in reads.items():
-                print(f"  {name:40} {lab_row['bytes'] / 1e6:7.2f} MB wall {lab_row['wall_s']:6.3f} s "
-                      f"squeue {lab_row['squeue_cpu_s']:6.3f} s slurmctld {lab_row['slurmctld_cpu_s']:6.3f} s")
+                print(f"  {name:48} {lab_row['bytes'] / 1e6:7.2f} MB wall {lab_row['wall_s']:6.3f} s "
+                      f"client {lab_row['squeue_cpu_s']:6.3f} s slurmctld {lab_row['slurmctld_cpu_s']:6.3f} s "
+                      f"({lab_row['slurmctld_cpu_per_call_s']:.4f} s a call over 20)")
         print(f"one watcher scan at {args.nodes} nodes, {args.jobs} jobs, {args.dead} dead nodes:")
         for name, row in rows.items():
             print(f"  {name:48} {row['bytes'] / 1e6:9.2f} MB {int(row['entries']):7} entries {row['cpu_s']:7.3f} s")

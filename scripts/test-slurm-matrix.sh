@@ -3,7 +3,9 @@
 # build (once, cached; scripts/slurm-lab/root.sh) a Debian root with that Slurm, start the lab inside
 # it and run tests/slurm/test_contract.py's `slurm-cli-<version>`, `slurm-ssh-<version>` (this
 # host's sshd, the root's clients) and `slurm-rest-<version>` cells (slurmrestd in the root, no CLI
-# fallback) against it.  22.05, the host's Slurm, is `make test`; .ci/run runs both side by side.
+# fallback) against it, and tests/slurm/test_node_jobs_on_slurm.py's `slurm-cli-<version>` cell (the
+# node agent's listing of its node's jobs).  22.05, the host's Slurm, is `make test`; .ci/run runs
+# both side by side.
 #
 # The versions run side by side, one pytest each (their labs never meet: directory
 # "$SLURMLAB_DIR-<version>", ports the 22.05 lab's plus 1000 (24.11) or 2000 (26.05),
@@ -32,7 +34,7 @@ suite() {  # the cells of the versions given, in one pytest, then the pytest arg
   local filter
   filter=$(cells "${selected[@]}")
   GOODPUT_SLURM_VERSIONS=$(IFS=,; echo "${selected[*]}") \
-    .venv/bin/python -m pytest -q -n 0 -p no:cacheprovider tests/slurm/test_contract.py -k "${filter# or }" "$@"
+    .venv/bin/python -m pytest -q -n 0 -p no:cacheprovider tests/slurm/test_contract.py tests/slurm/test_node_jobs_on_slurm.py -k "${filter# or }" "$@"
 }
 if [ -n "${MATRIX_JUNIT:-}" ] || [ "${#versions[@]}" = 1 ]; then
   junit=()

@@ -21,7 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.adapters.layout import layout_store_for
 from activities.adapters.node_agent import run_agent
-from goodput.config import Settings
+from goodput.config import SchedulerKind, Settings
 from goodput.detect.gpu_feed import GpuSampleStore
 from goodput.detect.node_agent import AgentConfig
 from goodput.detect.stack_requests import StackRequestTable
@@ -202,6 +202,8 @@ async def cmd_worker(settings: Settings, console: Console) -> int:
 async def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
     flags = {"probe": args.probe, "kernel_log": args.kernel_log, "node": args.node}
     config = AgentConfig.model_validate({**settings.agent.model_dump(), **{k: v for k, v in flags.items() if v}})
+    if settings.scheduler is SchedulerKind.FAKE:  # the demo cluster has no slurmd to list its processes
+        config = config.model_copy(update={"jobs_from": "controller"})
     client = await connect_from(settings)
     # A node agent reports; the service's policy (None) governs its incidents, not the node's settings.
     sink = IncidentSink(TemporalIncidentService(client, settings.task_queue), None)

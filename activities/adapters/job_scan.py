@@ -78,7 +78,9 @@ class JobScanner:
 
 
 async def read_jobs(scheduler: Scheduler, job_ids: Sequence[str]) -> dict[str, JobInfo]:
-    """The records of `job_ids` that Slurm still knows, a few reads at a time, in the order asked."""
+    """The records of `job_ids` that Slurm still knows, a few reads at a time, in the order asked,
+    each under the id it was asked by (an array task's or het component's record may name itself
+    otherwise)."""
     gate = asyncio.Semaphore(_CONCURRENT_READS)
 
     async def one(job_id: str) -> JobInfo | None:
@@ -89,7 +91,7 @@ async def read_jobs(scheduler: Scheduler, job_ids: Sequence[str]) -> dict[str, J
                 return None
 
     records = await asyncio.gather(*(one(job_id) for job_id in job_ids))
-    return {job.job_id: job for job in records if job is not None}
+    return {job_id: job for job_id, job in zip(job_ids, records, strict=True) if job is not None}
 
 
 async def owners_jobs(scheduler: Scheduler, job: JobInfo, states: Collection[JobState]) -> Sequence[JobInfo]:

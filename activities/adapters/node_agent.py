@@ -27,6 +27,7 @@ from activities.adapters.gpu_nvml import NvmlUnavailableError
 from activities.adapters.heartbeat import HeartbeatSender, read_token
 from activities.adapters.job_scan import JobScanner
 from activities.adapters.kernel_log import KernelLog
+from activities.adapters.node_jobs import NodeJobs
 from activities.adapters.stack_agent import StackResponder
 from goodput.detect.gpu import GpuProbe, GpuSample, XidEvent
 from goodput.detect.kernel_origin import KernelLogRefusedError, check_kernel_log
@@ -99,7 +100,8 @@ class NodeAgent:
                  xid_max_age_s: float = AgentConfig().xid_max_age_s,
                  probe_timeout_s: float = AgentConfig().probe_timeout_s,
                  kernel_log_accept_mixed: bool = False, heartbeat: HeartbeatSender | None = None,
-                 gpu_feed: GpuFeedSender | None = None, clock: Callable[[], datetime] = _utcnow) -> None:
+                 gpu_feed: GpuFeedSender | None = None, clock: Callable[[], datetime] = _utcnow,
+                 node_jobs: NodeJobs | None = None) -> None:
         self.node = validate_node_name(node)
         self.cluster = validate_cluster(cluster)
         self._probe = probe
@@ -127,8 +129,9 @@ class NodeAgent:
         self._pending_kernel: list[XidEvent] = []
         self._pending_cursor: TailCursor | None = None
         self._jobs: list[JobInfo] | None = None
-        # this node's jobs only, as lines, with a record read per new job (#29): every node's
-        # agent reading every job's record every 10 s would be the cluster's largest read
+        # this node's jobs only (#29): from its own slurmd where given (`node_jobs`), the controller
+        # asked only for records; else the controller's lines of this node, a record per new job
+        self._node_jobs = node_jobs
         self._scanner = JobScanner(scheduler, opt_in.admits, node=self.node)
         self._jobs_task: asyncio.Task[Sequence[JobInfo]] | None = None
         self._next_refresh = 0.0
@@ -274,7 +277,8 @@ class NodeAgent:
         stale = newer_than is not None and self._jobs_asked_at < newer_than
         if self._jobs_task is None and (loop.time() >= self._next_refresh or stale):
             self._list_started_at = loop.time()
-            self._jobs_task = asyncio.create_task(self._list_jobs())
+            # an Xid is weighed against the controller's own word on who runs here
+            self._jobs_task = asyncio.create_task(self._list_jobs(from_controller=stale or self._jobs is None))
         if self._jobs_task is None:
             return
         if self._jobs is None or stale:  # nothing known yet, or an Xid waits: worth one interval
@@ -293,7 +297,9 @@ class NodeAgent:
         self._jobs = [job for job in jobs if self.node in job.nodes]
         self._jobs_asked_at = self._list_started_at
 
-    async def _list_jobs(self) -> Sequence[JobInfo]:
+    async def _list_jobs(self, *, from_controller: bool) -> Sequence[JobInfo]:
+        if self._node_jobs is not None:
+            return await self._node_jobs.scan(from_controller=from_controller)
         return (await self._scanner.scan()).jobs
 
     # -- output ---------------------------------------------------------------------------
@@ -374,11 +380,13 @@ async def run_agent(config: AgentConfig, cluster: str, scheduler: Scheduler, sin
             if config.kernel_log is None:
                 raise
             log.error("%s; reading the kernel log only", err)
-        agent = NodeAgent(node, cluster, probe, config.kernel_log, scheduler, sink, opt_in or OptInRule(),
+        rule = opt_in or OptInRule()
+        node_jobs = NodeJobs(scheduler, node, admits=rule.admits) if config.jobs_from == "slurmd" else None
+        agent = NodeAgent(node, cluster, probe, config.kernel_log, scheduler, sink, rule,
                           config.interval_s, config.job_refresh_s, state_file=config.state_file,
                           xid_max_age_s=config.xid_max_age_s, probe_timeout_s=config.probe_timeout_s,
                           kernel_log_accept_mixed=config.kernel_log_accept_mixed, heartbeat=heartbeat,
-                          gpu_feed=gpu_feed)
+                          gpu_feed=gpu_feed, node_jobs=node_jobs)
         if stacks is not None:
             stack.push_async_callback(stacks.close)
         await agent.run(stop)

@@ -51,6 +51,12 @@ class AgentConfig(BaseModel):
     account's `logger -t kernel` can then drain the node. `goodput doctor` reports it."""
     interval_s: float = Field(default=2.0, gt=0)
     job_refresh_s: float = Field(default=10.0, gt=0)
+    jobs_from: Literal["slurmd", "controller"] = "slurmd"
+    """Where the agent learns which jobs run on its node. `slurmd`: the node's own slurmd lists their
+    processes (`scontrol listpids`), and the controller is asked only for a job's record when its
+    processes appear, change or go, and once a minute; `controller`: the controller's job list of
+    the node every `job_refresh_s`, which costs slurmctld the whole cluster's list each time
+    (`squeue --nodelist` filters on the client). `slurmd` falls back to it while the node cannot answer."""
     state_file: Path | None = None
     """Where the kernel-log cursor and what was reported survive a restart; None keeps them in memory."""
     xid_max_age_s: float = Field(default=DEFAULT_XID_MAX_AGE_S, gt=0)

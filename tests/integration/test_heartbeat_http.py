@@ -133,7 +133,7 @@ async def test_run_agent_heartbeats_for_its_node_while_its_tick_waits(
     token = tmp_path / "heartbeat.token"
     token.write_text(heartbeat_token(SECRET, "c1", "node3") + "\n")
     config = AgentConfig(node="node3", probe="none", interval_s=0.05, heartbeat_url=server.url,
-                         heartbeat_token_file=token, heartbeat_interval_s=0.1)
+                         heartbeat_token_file=token, heartbeat_interval_s=0.1, jobs_from="controller")
     stop = asyncio.Event()
     task = asyncio.create_task(run_agent(config, "c1", HungScheduler(demo_cluster()), RecordingSink(), stop))
     await eventually(lambda: tracker.last_seen("node3"), timeout=10, interval=0.05, what="node3's heartbeat")

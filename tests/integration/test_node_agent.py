@@ -233,7 +233,8 @@ async def test_no_job_on_the_node_and_jobs_not_opted_in_get_nothing(tmp_path: Pa
 async def test_run_agent_without_a_probe(tmp_path: Path) -> None:
     kern = tmp_path / "kern.log"
     kern.write_text("")
-    config = AgentConfig(node=NODE, probe="none", kernel_log=kern, interval_s=0.01, state_file=tmp_path / "s.json")
+    config = AgentConfig(node=NODE, probe="none", kernel_log=kern, interval_s=0.01, state_file=tmp_path / "s.json",
+                         jobs_from="controller")  # the demo cluster has no slurmd to list its processes
     sink, stop = RecordingSink(), asyncio.Event()
     task = asyncio.create_task(run_agent(config, "c1", FakeScheduler(demo_cluster()), sink, stop))
     await until(lambda: (tmp_path / "s.json").exists(), "the first step's state file")
