@@ -2,8 +2,10 @@
 with the controller asked only for the records of jobs whose processes changed.
 
 Where the node cannot answer (`scontrol` missing, slurmd's spool unreadable, an answer that does
-not read as Slurm's) or too many records are due at once, the agent asks the controller for its
-node's jobs instead (`JobScanner`, node-scoped), as it did before, and says so once.
+not read as Slurm's), the agent asks the controller for its node's jobs instead (`JobScanner`,
+node-scoped), as it did before, and says so once. Where more records are due at once than are
+worth reading one by one (a node running many jobs, at its first scan or its minute's refresh),
+the controller's list of the node answers for them all, and the listing goes on from it.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from collections.abc import Callable, Sequence
 
 from activities.adapters.job_scan import JobScanner, read_jobs
 from activities.adapters.slurm_runner import CommandRunner, LocalRunner
-from goodput.detect.job_scan import MAX_SINGLE_READS, REFRESH_EVERY_S
+from goodput.detect.job_scan import REFRESH_EVERY_S
 from goodput.detect.node_jobs import NodeListingError, Tracked, parse_node_processes, plan
 from goodput.identifiers import validate_node_name
 from goodput.scheduler import ACTIVE_JOB_STATES, JobInfo, Scheduler, SchedulerError
 
 log = logging.getLogger("goodput.agent")
 LISTING_TIMEOUT_S = 10.0
+MAX_READS = 64
+"""Records read one by one in a scan (four at a time); past this, the controller's list of the node."""
 # What scontrol says, exiting 1, for a node with no job step (recorded on the 22.05 lab).
 NO_STEPS = "No job steps exist on this node."
 
@@ -31,7 +35,7 @@ class NodeJobs:
     def __init__(self, scheduler: Scheduler, node: str, *, admits: Callable[[JobInfo], bool] = lambda _: True,
                  runner: CommandRunner | None = None,
                  scontrol: str = "scontrol", refresh_every_s: float = REFRESH_EVERY_S,
-                 max_reads: int = MAX_SINGLE_READS, clock: Callable[[], float] = time.monotonic) -> None:
+                 max_reads: int = MAX_READS, clock: Callable[[], float] = time.monotonic) -> None:
         self.node = validate_node_name(node)
         self._scheduler = scheduler
         self._runner = runner or LocalRunner()
@@ -54,12 +58,16 @@ class NodeJobs:
         now = self._clock()
         todo = None if processes is None else plan(processes, self._tracked, now=now,
                                                    refresh_every_s=self._refresh_every_s, max_reads=self._max_reads)
-        if processes is None or todo is None:
-            self._say_falling_back(True, "its slurmd did not list its processes" if processes is None
-                                   else "more jobs changed than it reads one by one")
+        if processes is None:
+            self._say_falling_back(True, "its slurmd did not list its processes")
             self._tracked = {}  # a later listing starts again from the records it then reads
             return await self._ask_controller()
         self._say_falling_back(False, "")
+        if todo is None:  # more records due than single reads are worth: the node's list, once
+            jobs = await self._ask_controller()
+            self._tracked = {job.job_id: Tracked(job=job, pids=processes[job.job_id], read_at=now)
+                             for job in jobs if job.job_id in processes}
+            return jobs
         records = await read_jobs(self._scheduler, todo.reads)
         for job_id in todo.reads:
             job = records.get(job_id)

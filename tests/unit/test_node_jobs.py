@@ -160,3 +160,15 @@ async def test_an_xid_asks_the_controller_which_knows_jobs_with_no_process_here_
     jobs = NodeJobs(controller, "node3", runner=Listing(listed(EMPTY, 1, NO_STEPS)))
     assert await jobs.scan() == []
     assert [j.job_id for j in await jobs.scan(from_controller=True)] == ["7"] and controller.lists == 1
+
+
+async def test_a_node_with_more_jobs_than_single_reads_takes_the_controllers_list_once() -> None:
+    controller = Controller()
+    controller.add_job(running("1", ("node1", "node2")))
+    controller.add_job(running("2"))
+    jobs = NodeJobs(controller, "node1", runner=Listing(listed(NODE_1)), max_reads=1, clock=lambda: 0.0)
+    assert {j.job_id for j in await jobs.scan()} == {"1", "2"}
+    asked = (controller.lists, len(controller.records))
+    for _ in range(3):
+        assert {j.job_id for j in await jobs.scan()} == {"1", "2"}
+    assert asked[0] == 1 and (controller.lists, len(controller.records)) == asked  # then the node's listing only
