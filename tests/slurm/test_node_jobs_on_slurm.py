@@ -39,9 +39,17 @@ def ids(jobs: Sequence[JobInfo]) -> set[str]:
     return {job.job_id for job in jobs}
 
 
+async def _listings(readers: Sequence[NodeJobs]) -> list[Sequence[JobInfo]]:
+    return [await reader.scan() for reader in readers]
+
+
 async def test_each_nodes_slurmd_names_the_controllers_jobs_and_the_controller_is_asked_once(
         cli: SlurmCliHarness) -> None:
     lab = cli.lab
+    # the last test's jobs were cancelled, but a process may take Slurm's KillWait (30 s) to go
+    quiet = [NodeJobs(cli.backend, node, runner=cli.runner) for node in ("node1", "node2", "node3")]
+    await eventually(lambda: _listings(quiet), lambda listed: not any(listed), timeout=90,
+                     what="no job process left on node1-node3")
     two = lab.sbatch("--nodes=2", "--nodelist=node1,node2", "--comment=goodput:opt-in", "--output=/dev/null",
                      "--wrap", "srun sleep 300")
     one = lab.sbatch("--nodes=1", "--nodelist=node2", "--comment=goodput:opt-in", "--output=/dev/null",
