@@ -18,10 +18,14 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 
-from activities.adapters.slurm_runner import LocalRunner
+from activities.adapters.node_agent import resolve_node
+from activities.adapters.node_jobs import list_node_processes
+from activities.adapters.slurm_runner import CommandRunner, LocalRunner
 from goodput.cli.doctor import CheckResult, Status
 from goodput.config import SchedulerKind, Settings
 from goodput.detect.kernel_origin import MIXED_FIX, survey_kernel_log
+from goodput.detect.node_jobs import NodeListingError
+from goodput.scheduler import SchedulerError
 from goodput.slurm.resubmit import ResubmitKey
 from workers.client import connect_from
 from workers.console.server import ConsoleConfigError, check_bind
@@ -50,7 +54,8 @@ async def _bounded(what: Callable[[], Awaitable[CheckResult]], name: str, fix: s
 
 async def run_checks(settings: Settings) -> list[CheckResult]:
     results = [_settings(settings), _data_dir(settings), _console(settings),
-               kernel_log_check(settings.agent.kernel_log, accept_mixed=settings.agent.kernel_log_accept_mixed)]
+               kernel_log_check(settings.agent.kernel_log, accept_mixed=settings.agent.kernel_log_accept_mixed),
+               await _bounded(lambda: agent_jobs_check(settings), "agent jobs", AGENT_JOBS_FIX)]
     client: Client | None = None
 
     async def temporal() -> CheckResult:
@@ -128,6 +133,34 @@ def kernel_log_check(path: Path | None, *, accept_mixed: bool) -> CheckResult:
                            fix="make sure only the kernel facility feeds it (a syslog file is kernel-only by the "
                                "daemon's configuration, not its content), or use `journalctl -k -f -o export`")
     return CheckResult(name=name, status=Status.OK, found=survey.describe())
+
+
+AGENT_JOBS_FIX = ("install Slurm's scontrol on this node and set agent.node to slurmd's NodeName; else the agent "
+                  "asks the controller for its node's jobs, the whole cluster's job list at slurmctld every "
+                  "agent.job_refresh_s (agent.jobs_from = \"controller\" accepts that)")
+
+
+async def agent_jobs_check(settings: Settings, runner: CommandRunner | None = None) -> CheckResult:
+    """Whether this node's slurmd lists its jobs' processes, as the node agent reads them
+    (docs/gpu-and-logs.md, Sizing); only where this host is set up as a node agent."""
+    name = "agent jobs"
+    agent = settings.agent
+    if agent.jobs_from != "slurmd" or settings.scheduler is SchedulerKind.FAKE:
+        return CheckResult(name=name, status=Status.SKIPPED,
+                           found=f"the agent asks the controller (agent.jobs_from = {agent.jobs_from!r}, "
+                                 f"scheduler {settings.scheduler})")
+    if not agent.node and agent.kernel_log is None:
+        return CheckResult(name=name, status=Status.SKIPPED,
+                           found="this host is not set up as a node agent (agent.node and agent.kernel_log unset)")
+    node = resolve_node(agent)
+    try:
+        listed = await list_node_processes(runner or LocalRunner(timeout_s=CHECK_TIMEOUT_S), node,
+                                           timeout_s=CHECK_TIMEOUT_S)
+    except (NodeListingError, SchedulerError, OSError) as err:
+        return CheckResult(name=name, status=Status.WARN, found=f"scontrol listpids '*' {node}: {err}",
+                           fix=AGENT_JOBS_FIX)
+    return CheckResult(name=name, status=Status.OK,
+                       found=f"{node}'s slurmd lists {len(listed)} job(s) with processes here (scontrol listpids)")
 
 
 async def _search_attributes(client: Client, settings: Settings) -> CheckResult:

@@ -87,20 +87,11 @@ class NodeJobs:
         return [job for job in (await self._controller.scan()).jobs if self.node in job.nodes]
 
     async def _listing(self) -> dict[str, frozenset[int]] | None:
-        argv = [self._scontrol, "listpids", "*", self.node]
         try:
-            result = await self._runner.run(argv, timeout_s=LISTING_TIMEOUT_S)
-            if result.returncode == 1 and result.stderr.strip() == NO_STEPS:
-                listed = parse_node_processes(result.stdout)  # the header alone: no job here
-                if listed:
-                    raise NodeListingError("processes listed beside 'no job steps'")
-                return listed
-            if result.returncode != 0:
-                raise NodeListingError(f"exit {result.returncode}: {' '.join(result.stderr.split())[:200]}")
-            return parse_node_processes(result.stdout)
+            return await list_node_processes(self._runner, self.node, scontrol=self._scontrol)
         except (NodeListingError, SchedulerError, OSError) as err:
             if not self._falling_back:
-                log.warning("`%s` failed: %s", " ".join(argv), err)
+                log.warning("`%s listpids * %s` failed: %s", self._scontrol, self.node, err)
             return None
 
     def _say_falling_back(self, falling_back: bool, why: str) -> None:
@@ -111,3 +102,19 @@ class NodeJobs:
             log.info("node %s: its slurmd lists its processes again; the controller is asked only for records",
                      self.node)
         self._falling_back = falling_back
+
+
+async def list_node_processes(runner: CommandRunner, node: str, *, scontrol: str = "scontrol",
+                              timeout_s: float = LISTING_TIMEOUT_S) -> dict[str, frozenset[int]]:
+    """Each job's pids on `node`, from its slurmd (`scontrol listpids '*' NODE`); NodeListingError
+    (or the runner's SchedulerError, OSError) where the node does not answer as Slurm does."""
+    result = await runner.run([scontrol, "listpids", "*", validate_node_name(node)], timeout_s=timeout_s)
+    if result.returncode == 1 and result.stderr.strip() == NO_STEPS:
+        listed = parse_node_processes(result.stdout)  # the header alone: no job here
+        if listed:
+            raise NodeListingError("processes listed beside 'no job steps'")
+        return listed
+    if result.returncode != 0:
+        raise NodeListingError(f"exit {result.returncode}: {' '.join(result.stderr.split())[:200]}")
+    return parse_node_processes(result.stdout)
+
