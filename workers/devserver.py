@@ -130,15 +130,25 @@ def stale_server(pid_file: Path, port: int) -> int | None:
 
 
 def _stop_pid(pid: int, timeout_s: float) -> bool:
+    """True when SIGTERM stopped it; else it is killed, and gone (its ports with it) on return."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
+    if _gone_within(pid, timeout_s):
+        return True
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    # a killed server still holds its listening sockets until it is gone: binding its port before
+    # then fails ("address already in use"), as a loaded CI machine showed
+    _gone_within(pid, 5.0)
+    return False
+
+
+def _gone_within(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not Path(f"/proc/{pid}").exists() or _zombie(pid):
             return True
         time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
     return False
 
 

@@ -33,7 +33,8 @@ MAX_PID = 4_194_304  # the kernel's PID_MAX_LIMIT
 _HEADER = re2.compile(r"^\s*PID\s+JOBID\s+STEPID\s+LOCALID\s+GLOBALID\s*$")
 # pid, job id (a plain number: slurmstepd's own, array tasks and het components included), step
 # (a number, `batch`, `extern`, `interactive`, a het step's `0+1`), then the task ids or `-`.
-_ROW = re2.compile(r"^\s*(\d{1,7})\s+(\d{1,12})\s+[\w+.-]{1,32}\s+(?:\d{1,9}|-)\s+(?:\d{1,9}|-)\s*$")
+# A pid of -1 is a task slurmstepd has not started yet (Slurm 24.11 lists it so): the job is here.
+_ROW = re2.compile(r"^\s*(-1|\d{1,7})\s+(\d{1,12})\s+[\w+.-]{1,32}\s+(?:\d{1,9}|-)\s+(?:\d{1,9}|-)\s*$")
 
 
 class NodeListingError(ValueError):
@@ -58,10 +59,13 @@ def parse_node_processes(text: str) -> dict[str, frozenset[int]]:
         row = _ROW.match(line[:256])
         if row is None:
             raise NodeListingError(f"not a process row: {line[:80]!r}")
+        pids = processes.setdefault(row.group(2), set())
         pid = int(row.group(1))
+        if pid == -1:
+            continue
         if not 1 < pid <= MAX_PID:
             raise NodeListingError(f"not a process id: {pid}")
-        processes.setdefault(row.group(2), set()).add(pid)
+        pids.add(pid)
     return {job_id: frozenset(pids) for job_id, pids in processes.items()}
 
 

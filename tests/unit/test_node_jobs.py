@@ -30,6 +30,8 @@ def test_the_labs_listings_read_as_each_jobs_processes() -> None:
     # array tasks under slurmstepd's own numbers, as `scontrol show job` reads them
     assert set(parse_node_processes(ARRAY)) == {"3", "4"}
     assert parse_node_processes(EMPTY) == {} and parse_node_processes("") == {}
+    # a task not started yet, as 24.11 lists it (seen in the matrix): the job is on the node, no pid yet
+    assert parse_node_processes(HEADER + "-1       76       batch    0       0        \n") == {"76": frozenset()}
 
 
 @pytest.mark.parametrize("text", [
