@@ -45,7 +45,7 @@ class NodeJobs:
         self._clock = clock
         self._tracked: dict[str, Tracked] = {}
         self._controller = JobScanner(scheduler, admits, node=self.node)
-        self.listed = self.from_controller = 0  # scans answered each way, for tests and status
+        self.from_controller = 0  # scans the controller answered, for tests
         self._falling_back = False
 
     async def scan(self, *, from_controller: bool = False) -> Sequence[JobInfo]:
@@ -55,14 +55,14 @@ class NodeJobs:
         if from_controller:
             return await self._ask_controller()
         processes = await self._listing()
-        now = self._clock()
-        todo = None if processes is None else plan(processes, self._tracked, now=now,
-                                                   refresh_every_s=self._refresh_every_s, max_reads=self._max_reads)
         if processes is None:
             self._say_falling_back(True, "its slurmd did not list its processes")
             self._tracked = {}  # a later listing starts again from the records it then reads
             return await self._ask_controller()
         self._say_falling_back(False, "")
+        now = self._clock()
+        todo = plan(processes, self._tracked, now=now, refresh_every_s=self._refresh_every_s,
+                    max_reads=self._max_reads)
         if todo is None:  # more records due than single reads are worth: the node's list, once
             jobs = await self._ask_controller()
             self._tracked = {job.job_id: Tracked(job=job, pids=processes[job.job_id], read_at=now)
@@ -79,7 +79,6 @@ class NodeJobs:
             known = self._tracked.get(job_id)
             if known is not None and job_id not in records:
                 self._tracked[job_id] = known.model_copy(update={"pids": pids})
-        self.listed += 1
         return [t.job for t in self._tracked.values()]
 
     async def _ask_controller(self) -> Sequence[JobInfo]:
