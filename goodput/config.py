@@ -136,6 +136,8 @@ class Settings(BaseSettings):
     temporal_tls: TemporalTlsSettings = Field(default_factory=TemporalTlsSettings)
     # Sent as a bearer token on every call (Temporal Cloud API keys); implies TLS.
     temporal_api_key: SecretStr | None = None
+    # How long `goodput up` and `goodput worker` wait for a Temporal server that is starting.
+    temporal_ready_timeout_s: float = Field(default=60.0, gt=0.0, le=3600.0)
     task_queue: str = "goodput-recovery"
     data_dir: Path = Path(".goodput")
     temporal_ui_port: int = Field(default=8233, ge=1, le=65535)

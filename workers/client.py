@@ -49,6 +49,7 @@ from goodput.service.incidents import (
     IncidentSummary,
     InjectResult,
     ServiceUnavailableError,
+    TemporalStartingError,
     UnknownIncidentError,
 )
 from workers.incident_delivery import RPC_TIMEOUT as RPC_TIMEOUT  # the console imports it from here
@@ -72,8 +73,18 @@ async def connect(address: str, namespace: str = "default", tracer: Tracer | Non
         return await Client.connect(address, namespace=namespace, data_converter=pydantic_data_converter,
                                     interceptors=[TracingInterceptor(tracer)], tls=tls, api_key=api_key)
     except RuntimeError as err:  # the Rust client's text is its transport's internals: keep the reason
-        raise ServiceUnavailableError(
-            f"cannot reach Temporal at {address}{connect_reason(str(err))}. Is `goodput up` running?") from err
+        reason = connect_reason(str(err))
+        text = f"cannot reach Temporal at {address}{reason}. Is `goodput up` running?"
+        if starting(str(err)):
+            raise TemporalStartingError(text, reason=reason.strip(" ()")) from err
+        raise ServiceUnavailableError(text) from err
+
+
+def starting(text: str) -> bool:
+    """Whether the Rust client's connect error is one a starting server gives: no gRPC status at
+    all (refused, reset: the transport failed) or UNAVAILABLE ("Frontend is not healthy yet").
+    Any other status (UNAUTHENTICATED, PERMISSION_DENIED, …) is an answer that waiting won't change."""
+    return "Status { code: " not in text or "Status { code: Unavailable" in text
 
 
 def connect_reason(text: str) -> str:

@@ -11,13 +11,10 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import timedelta
 from pathlib import Path
 
 from rich.console import Console
-from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
 from activities.adapters.layout import layout_store_for
 from activities.adapters.node_agent import run_agent
@@ -25,7 +22,6 @@ from goodput.config import SchedulerKind, Settings
 from goodput.detect.gpu_feed import GpuSampleStore
 from goodput.detect.node_agent import AgentConfig
 from goodput.detect.stack_requests import StackRequestTable
-from goodput.service.incidents import ServiceUnavailableError
 from goodput.slurm.resubmit import ResubmitKey
 from workers import devserver
 from workers.client import TemporalIncidentService, connect_from
@@ -35,6 +31,7 @@ from workers.gpu_feed import evidence_sink, gpu_store_for
 from workers.liveness import serve_liveness
 from workers.nvsentinel.server import serve_nvsentinel
 from workers.push import serve_push
+from workers.readiness import connect_when_ready
 from workers.telemetry import setup_metrics, setup_tracing
 from workers.watch import IncidentSink, start_cluster_watch
 from workers.worker import ensure_search_attributes, liveness_worker_for, scheduler_from, worker_for
@@ -126,33 +123,16 @@ async def console_if_enabled(settings: Settings, client: Client, console: Consol
         yield
 
 
-READY_TIMEOUT_S = 60.0
-
-
-async def _ready_client(settings: Settings) -> Client:
-    """A client once the server answers for the namespace; NotReadyError while it cannot yet."""
-    try:
-        client = await connect_from(settings)
-        await client.workflow_service.describe_namespace(
-            DescribeNamespaceRequest(namespace=settings.namespace), timeout=timedelta(seconds=5))
-    except ServiceUnavailableError as err:
-        raise devserver.NotReadyError(str(err)) from err
-    except RPCError as err:
-        if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.NOT_FOUND, RPCStatusCode.DEADLINE_EXCEEDED):
-            raise devserver.NotReadyError(err.message) from err
-        raise
-    return client
-
-
 async def cmd_up(settings: Settings, console: Console) -> int:
     stop_telemetry = start_telemetry(settings, settings.metrics_file or settings.data_dir / "metrics.jsonl")
     _, port = settings.temporal_host_port()
     server = devserver.start(port=port, ui_port=settings.temporal_ui_port, db_file=settings.temporal_db,
                              log_file=settings.data_dir / "temporal.log", wal=settings.temporal_sqlite_wal)
     try:
-        client = await devserver.wait_until_ready(
-            lambda: _ready_client(settings), what=f"the Temporal dev server at {settings.temporal_address}",
-            timeout_s=READY_TIMEOUT_S, say=lambda text: console.print(text, highlight=False))
+        client = await connect_when_ready(
+            lambda: connect_from(settings), namespace=settings.namespace,
+            what=f"the Temporal dev server at {settings.temporal_address}",
+            timeout_s=settings.temporal_ready_timeout_s, say=lambda text: console.print(text, highlight=False))
         gpu_samples = gpu_store_for(settings.liveness)  # one store: the feed fills it, the sinks read it
         stacks = stack_table_for(settings)  # one table: the incidents ask, the heartbeats deliver
         worker = worker_for(client, settings, gpu_samples=gpu_samples, stacks=stacks)
@@ -178,7 +158,11 @@ async def cmd_up(settings: Settings, console: Console) -> int:
 
 async def cmd_worker(settings: Settings, console: Console) -> int:
     stop_telemetry = start_telemetry(settings, settings.metrics_file)
-    client = await connect_from(settings)
+    # Started beside a server still coming up (a unit, a pod), the worker waits for it a while.
+    client = await connect_when_ready(lambda: connect_from(settings), namespace=settings.namespace,
+                                      what=f"Temporal at {settings.temporal_address}",
+                                      timeout_s=settings.temporal_ready_timeout_s,
+                                      say=lambda text: console.print(text, highlight=False))
     await ensure_search_attributes(client, settings.namespace)
     gpu_samples = gpu_store_for(settings.liveness)
     stacks = stack_table_for(settings)

@@ -24,6 +24,16 @@ class ServiceUnavailableError(ServiceError):
     """goodput's service cannot be reached (Temporal down, or no worker answering)."""
 
 
+class TemporalStartingError(ServiceUnavailableError):
+    """Temporal refused the connection or answered that it is not serving yet: a server starting
+    (or restarting) answers this way for a few seconds, so a process starting beside it waits.
+    `reason` is the server's or the OS's own words ("Connection refused"), for the wait's message."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
 class UnknownIncidentError(ServiceError):
     """No incident with that id."""
 

@@ -1,10 +1,15 @@
-"""`goodput up` waits for its dev server to be ready instead of failing on "Frontend is not healthy yet"."""
+"""`goodput up` and `goodput worker` wait for a Temporal server that is starting, instead of failing
+on "Frontend is not healthy yet"; any other refusal is raised at once."""
 
 from __future__ import annotations
 
 import pytest
+from temporalio.client import Client
 
+from goodput.service.incidents import ServiceUnavailableError, TemporalStartingError
+from workers.client import starting
 from workers.devserver import DevServerError, NotReadyError, wait_until_ready
+from workers.readiness import ready_client
 
 
 class Server:
@@ -43,3 +48,31 @@ async def test_other_errors_are_not_waited_out() -> None:
         raise PermissionError("no such namespace permission")
     with pytest.raises(PermissionError):
         await wait_until_ready(broken, what="x", timeout_s=60, say=lambda _: None, interval_s=0)
+
+
+@pytest.mark.parametrize(("rust_error", "waits"), [
+    ('Failed client connect: Server connection error: tonic::transport::Error(Transport, ConnectError('
+     '"tcp connect error", Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }))', True),
+    ('Failed client connect: `get_system_info` call error after connection: Status { code: Unavailable, '
+     'message: "Frontend is not healthy yet", metadata: MetadataMap { headers: {} }, source: None }', True),
+    ('Failed client connect: `get_system_info` call error after connection: Status { code: Unauthenticated, '
+     'message: "invalid API key", metadata: MetadataMap { headers: {} }, source: None }', False),
+])
+def test_only_a_starting_servers_refusals_are_waited_for(rust_error: str, waits: bool) -> None:
+    assert starting(rust_error) is waits
+
+
+async def test_a_connect_refused_while_starting_is_not_ready_and_any_other_refusal_is_raised() -> None:
+    async def refused() -> Client:
+        raise TemporalStartingError("cannot reach Temporal at 127.0.0.1:1 (Frontend is not healthy yet)",
+                                    reason="Frontend is not healthy yet")
+
+    async def denied() -> Client:
+        raise ServiceUnavailableError("temporal_tls.ca_file /nope: No such file or directory")
+
+    with pytest.raises(NotReadyError) as waited:
+        await ready_client(refused, "default")
+    assert str(waited.value) == "Frontend is not healthy yet"  # the server's words, not the whole sentence again
+    with pytest.raises(ServiceUnavailableError, match="ca_file") as raised:
+        await ready_client(denied, "default")
+    assert not isinstance(raised.value, NotReadyError)

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.client import Client
 
 from goodput.demo.scheduler import FakeScheduler
 from goodput.models import Mode
@@ -27,8 +28,16 @@ from tests.workflows.helpers import FAST, anomaly, inject, result
 from tests.workflows.test_durability import start_worker
 from workers import devserver
 from workers.client import connect
+from workers.readiness import connect_when_ready
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
+
+
+async def ready(address: str) -> Client:
+    """A client once the server serves: one that has just opened its port may still answer
+    "Frontend is not healthy yet" (a CI run failed on it)."""
+    return await connect_when_ready(lambda: connect(address), namespace="default", what=address,
+                                    say=lambda _: None, timeout_s=60)
 
 
 @pytest.mark.timeout(180)
@@ -42,12 +51,12 @@ async def test_a_server_killed_mid_recovery_and_restarted_on_its_database_finish
     worker: subprocess.Popen[bytes] | None = None
     try:
         worker = start_worker(address, task_queue, tmp_path, delay_s=8.0)
-        incident = await inject(await connect(address), task_queue, anomaly(), FAST, Mode.AUTONOMOUS)
+        incident = await inject(await ready(address), task_queue, anomaly(), FAST, Mode.AUTONOMOUS)
         await eventually(lambda: fake.journal("drain"), timeout=60, interval=0.05, what="the drain")
         os.kill(server.pid, signal.SIGKILL)
         server.wait(timeout=10)
         server = devserver.start(port=port, ui_port=None, db_file=db, log_file=log)
-        report = await result(await connect(address), incident)
+        report = await result(await ready(address), incident)
         assert worker.poll() is None, "the worker exited instead of reconnecting"
     finally:
         if worker is not None and worker.poll() is None:
