@@ -28,6 +28,8 @@ from benchmarks._git import commit
 from goodput.scheduler import Scheduler
 from tests.fakes.notifier import RecordingNotifier
 from workers import devserver
+from workers.client import connect as client_connect
+from workers.readiness import connect_when_ready
 from workers.worker import build_worker
 
 
@@ -78,6 +80,7 @@ async def dev_server(storage: str = "sqlite-wal") -> AsyncIterator[Server]:
         proc = devserver.start(port=port, ui_port=None, db_file=db, log_file=Path(tmp) / "temporal.log",
                                wal=storage == "sqlite-wal")
         try:
+            await served(f"127.0.0.1:{port}")
             yield Server(address=f"127.0.0.1:{port}", proc=proc)
         finally:
             devserver.stop(proc)
@@ -85,6 +88,12 @@ async def dev_server(storage: str = "sqlite-wal") -> AsyncIterator[Server]:
 
 async def connect(address: str) -> Client:
     return await Client.connect(address, data_converter=pydantic_data_converter)
+
+
+async def served(address: str) -> None:
+    """Returns once a server that has just opened its port serves the default namespace."""
+    await connect_when_ready(lambda: client_connect(address), namespace="default", what=address,
+                             say=lambda _: None, timeout_s=60)
 
 
 @asynccontextmanager

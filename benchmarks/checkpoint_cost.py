@@ -136,7 +136,7 @@ def run(argv: Sequence[str]) -> None:
         print(json.dumps(result, sort_keys=True))
         return
     print(f"checkpoint validation cost, {args.shards} shards of 1 GiB per checkpoint, commit {result['commit']}")
-    for layout, row in result["layouts"].items():  # type: ignore[attr-defined]
+    for layout, row in result["layouts"].items():
         print(f"  {layout:<10} read {row['files_read']:>6} files, {row['bytes_read'] / 1e6:8.2f} MB of "
               f"{row['total_bytes'] / 2**40:.1f} TiB (ratio {row['read_ratio']:.1e}); "
               f"{row['seconds_median']:.2f} s median ({row['us_per_shard_median']:.0f} us/shard); "

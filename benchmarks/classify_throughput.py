@@ -104,7 +104,7 @@ class HyperscanCatalogue(Catalogue):
         self._hs.compile(expressions=[re.escape(lit).encode() for lit in literals], ids=list(range(len(literals))),
                          elements=len(literals), flags=[0] * len(literals))
 
-    def candidates(self, data: bytes) -> list[Signature]:
+    def candidates(self, data: bytes) -> tuple[Signature, ...]:
         found: set[int] = set()
 
         def on_match(index: int, start: int, end: int, flags: int, context: object) -> None:
@@ -112,7 +112,7 @@ class HyperscanCatalogue(Catalogue):
 
         self._hs.scan(data, match_event_handler=on_match)
         sigs = {sig.id: sig for index in found for sig in self._hs_sigs[index]}
-        return sorted(sigs.values(), key=lambda s: self._hs_order[s.id])
+        return tuple(sorted(sigs.values(), key=lambda s: self._hs_order[s.id]))
 
     def _scan_batch(self, batch: list[str], text: str, first: int) -> Iterator[Match]:
         if text.count("\n") != len(batch) - 1:

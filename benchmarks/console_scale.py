@@ -40,7 +40,7 @@ from temporalio.client import Client, RPCError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from benchmarks._git import commit
-from benchmarks._harness import connect, emit, environment, free_port, percentile
+from benchmarks._harness import connect, emit, environment, free_port, percentile, served
 from goodput.config import ConsoleSettings
 from goodput.console.auth import ConsoleUser, TokenAuthenticator
 from goodput.console.filters import IncidentFilter
@@ -100,6 +100,7 @@ async def shipped_server(tmp: Path) -> AsyncIterator[str]:
     proc = devserver.start(port=port, ui_port=None, db_file=tmp / "temporal.db", log_file=tmp / "temporal.log",
                            wal=True)
     try:
+        await served(f"127.0.0.1:{port}")
         yield f"127.0.0.1:{port}"
     finally:
         devserver.stop(proc)
