@@ -132,7 +132,7 @@ class NodeAgent:
         # this node's jobs only (#29): from its own slurmd where given (`node_jobs`), the controller
         # asked only for records; else the controller's lines of this node, a record per new job
         self._node_jobs = node_jobs
-        self._scanner = JobScanner(scheduler, opt_in.admits, node=self.node)
+        self._scanner = JobScanner(scheduler, opt_in.admits, node=self.node) if node_jobs is None else None
         self._jobs_task: asyncio.Task[Sequence[JobInfo]] | None = None
         self._next_refresh = 0.0
         # Loop times: when the list in hand was asked for, and when the oldest unstepped Xid was read.
@@ -300,6 +300,7 @@ class NodeAgent:
     async def _list_jobs(self, *, from_controller: bool) -> Sequence[JobInfo]:
         if self._node_jobs is not None:
             return await self._node_jobs.scan(from_controller=from_controller)
+        assert self._scanner is not None  # built exactly when there is no node_jobs
         return (await self._scanner.scan()).jobs
 
     # -- output ---------------------------------------------------------------------------

@@ -16,8 +16,10 @@ result:
 A batch is sent once a tick (50 ms) passes without a new item, or 500 ms after its first item,
 whichever is first: a calm incident's command waits one tick. Bounded: at most `cap` items per
 batch; a full batch is sent at once and the next one opens.
-Reads go the same way (`read_status`): the status polls of one tick are one `squeue -j 1,2,3`,
-whose whole answer each caller reads its own line from (goodput.slurm.batch.parse_statuses); the
+Reads go the same way (`read_status`): the status polls of one tick are one `scontrol` process
+asking `show job <id>` for each job on its standard input, each a single-job lookup at slurmctld
+(goodput.slurm.job_script; a `squeue -j 1,2,3` made slurmctld pack every job of the cluster), and
+each caller reads its own record from between two marks no job can forge; the
 node reads of one tick are one `scontrol show node -o a,b,c` (`read_node_line`), each caller's
 own line taken only from an answer that is exactly one line per node asked.
 Each result carries its `Share` (the batch size and the command), which the backend writes into
@@ -34,6 +36,7 @@ from activities.adapters.slurm_runner import CommandResult, CommandRunner
 from goodput.scheduler import JobStatus, TransientSchedulerError
 from goodput.slurm import commands
 from goodput.slurm.batch import MAX_BATCH, job_errors, node_line, parse_statuses, show_nodes_many, squeue_status
+from goodput.slurm.job_script import job_statuses, new_nonce, show_jobs_argv, show_jobs_script
 
 DEFAULT_TICK_S = 0.05
 DEFAULT_MAX_WAIT_S = 0.5  # the most a storm's first requeue waits for its batch-mates
@@ -46,6 +49,7 @@ class Share:
 
     size: int
     argv: tuple[str, ...]
+    items: tuple[str, ...] = ()  # in the order the command names them
 
     def note(self) -> str:
         """`` (one of 3 in `scontrol requeuehold 1,2,3`)`` for a detail; empty when alone."""
@@ -67,12 +71,16 @@ class Outcome:
 @dataclass(frozen=True)
 class Kind:
     """How one kind of command is built for one item and for many, and whether scontrol says per
-    item which failed (job lists do; a node list fails whole)."""
+    item which failed (job lists do; a node list fails whole). `stdin` feeds the many-item
+    command its script; `answers_each` means its output answers each item apart, so even a
+    non-zero exit (one job gone) is every item's to read its own part from."""
 
     name: str
     single: Callable[[str], Sequence[str]]
     many: Callable[[Sequence[str]], Sequence[str]]
     per_item_errors: bool
+    stdin: Callable[[Sequence[str]], bytes] | None = None
+    answers_each: bool = False
 
 
 @dataclass
@@ -164,11 +172,14 @@ class Coalescer:
 
     async def _together(self, kind: Kind, items: list[str]) -> dict[str, Outcome | BaseException]:
         argv = tuple(kind.many(items))
-        share = Share(len(items), argv)
+        share = Share(len(items), argv, tuple(items))
         try:
-            result: CommandResult | None = await self._runner.run(argv)
+            result: CommandResult | None = await self._runner.run(
+                argv, stdin=kind.stdin(items) if kind.stdin is not None else None)
         except Exception:  # unknown whether it acted: each item asks alone
             result = None
+        if result is not None and kind.answers_each:
+            return dict.fromkeys(items, Outcome(result, share))
         if result is not None and result.ok:
             return {i: Outcome(CommandResult(argv, 0, result.stdout, ""), share) for i in items}
         errors = job_errors(result.stderr, items) if result is not None and kind.per_item_errors else None
@@ -179,14 +190,20 @@ class Coalescer:
         return dict(zip(items, alone, strict=True))
 
 
-# A read of many jobs fails whole (squeue names no job), so a failed batch is read again one by one.
-STATUS = Kind("status", lambda j: squeue_status([j]), squeue_status, per_item_errors=False)
+# Alone, `squeue -j ID` (one id is looked up by slurmctld, and its fields are none a job writes);
+# together, one scontrol reading `show job ID` for each from its standard input. The marks that
+# split its answer hold this process's secret (goodput.slurm.job_script).
+_NONCE = new_nonce()
+STATUS = Kind("status", lambda j: squeue_status([j]), lambda _: show_jobs_argv(), per_item_errors=False,
+              stdin=lambda items: show_jobs_script(items, _NONCE), answers_each=True)
 
 
 async def read_status(coalescer: Coalescer, job_id: str) -> JobStatus | None:
-    """Job `job_id`'s status from this tick's shared `squeue`; None when that answer does not say
-    (refused, failed, or the job not in it): the caller then reads the job alone."""
+    """Job `job_id`'s status from this tick's shared read; None when that answer does not say
+    (refused, failed, or the job's part not one trusted record): the caller then reads it alone."""
     outcome = await coalescer.run(STATUS, (), job_id)
+    if outcome.share.size > 1:
+        return job_statuses(outcome.result.stdout, outcome.share.items, _NONCE).get(job_id)
     if not outcome.result.ok:
         return None
     statuses = parse_statuses(outcome.result.stdout)

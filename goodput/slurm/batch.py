@@ -165,7 +165,7 @@ def parse_statuses(text: str) -> dict[str, JobStatus] | None:
         if job_id in statuses or match.group("state") not in JobState.__members__:
             return None
         try:
-            nodes, eligible = expand_hostlist(match.group("nodes")), _local_time(match.group("eligible"))
+            nodes, eligible = expand_hostlist(match.group("nodes")), local_time(match.group("eligible"))
         except ValueError:  # HostlistError is one; so is a date that is no date
             return None
         statuses[job_id] = JobStatus(job_id=job_id, state=JobState[match.group("state")],
@@ -176,7 +176,7 @@ def parse_statuses(text: str) -> dict[str, JobStatus] | None:
     return statuses
 
 
-def _local_time(text: str) -> float | None:
+def local_time(text: str) -> float | None:
     """squeue's `2026-12-03T18:18:08` (the local time of the host that ran it) as epoch seconds."""
     return datetime.fromisoformat(text).timestamp() if text[:1].isdigit() else None
 

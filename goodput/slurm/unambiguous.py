@@ -49,7 +49,8 @@ from goodput.identifiers import validate_job_id
 from goodput.slurm.errors import AmbiguousRecordError, SlurmRecordError
 from goodput.slurm.records import clean, hostnames, record_pairs
 
-# Slurm's print order of every key of `scontrol show job -o` (22.05 through 24.11, merged).
+# Slurm's print order of every key of `scontrol show job -o` (22.05 through 24.11, merged; and
+# 26.05's Exclusive and SubmitLine, the latter the submitting command line, free text, seen on its lab).
 JOB_KEY_ORDER = (
     "JobId", "ArrayJobId", "ArrayTaskId", "ArrayTaskThrottle", "HetJobId", "HetJobOffset", "JobName",
     "HetJobIdSet", "UserId", "GroupId", "MCS_label", "Priority", "Nice", "Account", "QOS", "WCKey",
@@ -62,8 +63,8 @@ JOB_KEY_ORDER = (
     "NumNodes", "NumCPUs", "NumTasks", "CPUs/Task", "ReqB:S:C:T", "TRES", "ReqTRES", "AllocTRES",
     "Socks/Node", "NtasksPerN:B:S:C", "CoreSpec", "ThreadSpec", "MinCPUsNode", "MinMemoryNode",
     "MinMemoryCPU", "MinMemoryTRES", "MinTmpDiskNode", "Features", "DelayBoot", "ClusterFeatures",
-    "Prefer", "Reservation", "OverSubscribe", "Contiguous", "Licenses", "LicensesAlloc", "Network",
-    "Command", "WorkDir", "AdminComment", "SystemComment", "Comment", "Extra", "StdErr", "StdIn",
+    "Prefer", "Reservation", "OverSubscribe", "Exclusive", "Contiguous", "Licenses", "LicensesAlloc", "Network",
+    "Command", "SubmitLine", "WorkDir", "AdminComment", "SystemComment", "Comment", "Extra", "StdErr", "StdIn",
     "StdOut", "Switches", "BurstBuffer", "BurstBufferState", "CPU_min_freq", "CPU_max_freq", "Governor",
     "CpuFreqMin", "CpuFreqMax", "CpuFreqGov", "Power", "GresAllowTaskSharing", "GresEnforceBind",
     "GresOneTaskPerSharing", "KillOInInvalidDependent", "SpreadJob", "OOMKillStep", "CpusPerTres",
@@ -85,7 +86,7 @@ REQUIRED_JOB_KEYS = frozenset({
 # Values that may hold spaces; every other value is one token.
 FREE_TEXT_JOB_KEYS = frozenset({
     "JobName", "Account", "WCKey", "Dependency", "CrontabSpec", "Features", "ClusterFeatures", "Prefer",
-    "Network", "Command", "WorkDir", "AdminComment", "SystemComment", "Comment", "Extra", "StdErr",
+    "Network", "Command", "SubmitLine", "WorkDir", "AdminComment", "SystemComment", "Comment", "Extra", "StdErr",
     "StdIn", "StdOut", "BurstBuffer", "BurstBufferState", "MailUser", "Container", "ContainerID",
     "SELinuxContext", "MCS_label", "Licenses", "LicensesAlloc",
 })
@@ -115,7 +116,8 @@ _FORMATS: dict[str, re.Pattern[str]] = {key: re.compile(pattern) for key, patter
     "NtasksPerN:B:S:C": r"(?:[0-9]{1,5}|\*)(?::(?:[0-9]{1,5}|\*)){3}",
     "TimeLimit": r"[0-9:\-]{1,32}|UNLIMITED|Partition_Limit|NONE",
     "MinMemoryNode": r"[0-9.]{1,20}[KMGTP]?", "MinMemoryCPU": r"[0-9.]{1,20}[KMGTP]?",
-    "StdErr": _PATH, "StdIn": _PATH, "StdOut": _PATH, "WorkDir": _PATH,
+    # 26.05 prints `StdErr=` (empty) for a job whose errors go with its output (seen on its lab)
+    "StdErr": rf"(?:{_PATH})?", "StdIn": _PATH, "StdOut": _PATH, "WorkDir": _PATH,
 }.items()}
 
 # `scontrol show node -o` keys (22.05 through 24.11); nodes are read without an order check.

@@ -7,9 +7,9 @@ activities and the real CLI backend, concurrently, as one worker process runs a 
 lab's ~11 s requeue delay until the job runs again on node3 or node4). Every command goodput runs
 is counted. Before batched reads that was about 12.75 per job incident (one `scontrol show job` per
 poll per job, two in resume); now verify's polls of one tick and resume's state checks are one
-`squeue` each, and resume reuses attribute's record of the job (one `scontrol show job` per job),
-so the fault's 9 incidents must cost at most 3 commands each, and slurmctld's log must still show
-each job requeued exactly once.
+`scontrol` each (asking for each job by its id on its standard input), and resume reuses
+attribute's record of the job (one `scontrol show job` per job), so the fault's 9 incidents must
+cost at most 3 commands each, and slurmctld's log must still show each job requeued exactly once.
 """
 
 from __future__ import annotations
@@ -106,17 +106,26 @@ async def test_a_shared_faults_incidents_cost_at_most_three_slurm_commands_each(
 
 async def test_no_job_controlled_bytes_reach_a_batched_status_read(lab: Lab) -> None:
     alice = lab.sbatch_as("goodput-alice", "-n1", "-o", "/dev/null", script="#!/bin/sh\nsleep 600\n")
-    # mallory writes a whole status line of alice's job wherever she can: name, comment, output
-    forged = f"{alice}|COMPLETED|None|9|N/A|node4|"
-    mallory = lab.sbatch_as("goodput-mallory", "--requeue", "-n1", f"--job-name={forged}",
-                            f"--comment=goodput:opt-in {forged}", "-o", "/dev/null",
+    await eventually(lambda: _on(lab, [alice], {"node1", "node2", "node3", "node4"}), what="alice's job running")
+    # mallory writes alice's record, ended and restarted nine times, on a line of its own in her
+    # comment, after a guess at a mark, and as her job's name and output
+    real = lab.run("scontrol", "-o", "show", "job", alice).stdout.strip()
+    forged = real.replace("JobState=RUNNING ", "JobState=COMPLETED ", 1).replace("Restarts=0 ", "Restarts=9 ", 1)
+    forged = forged.split(" NumNodes=", 1)[0]  # its head, up to the node list: a comment holds 1,024 bytes
+    guess = f"goodput-{'0' * 32}-1"
+    mallory = lab.sbatch_as("goodput-mallory", "--requeue", "-n1", f"--job-name={guess}",
+                            f"--comment=goodput:opt-in\n{guess}\n{forged}", "-o", "/dev/null",
                             script=f"#!/bin/sh\necho '{forged}'\nsleep 600\n")
     await eventually(lambda: _on(lab, [alice, mallory], {"node1", "node2", "node3", "node4"}),
                      what="alice's and mallory's jobs running")
+    assert len(lab.run("scontrol", "-o", "show", "job", mallory).stdout.strip().splitlines()) == 3  # the attack is real
     runner = CountingRunner()
     backend = SlurmCliBackend(runner, coalesce_tick_s=TICK_S)
     theirs, hers = await asyncio.gather(backend.job_status(alice), backend.job_status(mallory))
-    assert [argv[0] for argv in runner.ran].count("squeue") == 1, runner.ran  # one read for both
-    assert not any(argv[:3] == ("scontrol", "show", "job") for argv in runner.ran)  # nothing was read alone
+    # one scontrol asked for both, one job at a time; alice's own answer was believed, mallory's
+    # (three lines) was not, and hers alone was read again the trusted way
+    assert runner.ran.count(("scontrol", "-o")) == 1 and not any(argv[0] == "squeue" and "-j" in argv
+                                                                 for argv in runner.ran), runner.ran
+    assert not any(argv[:3] == ("scontrol", "show", "job") and argv[-1] == alice for argv in runner.ran), runner.ran
     assert (theirs.job_id, theirs.state.value, theirs.restart_count) == (alice, "RUNNING", 0)
     assert (hers.job_id, hers.state.value, hers.restart_count) == (mallory, "RUNNING", 0)

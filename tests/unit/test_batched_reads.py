@@ -26,28 +26,78 @@ from goodput.recover.policy import ResumeStrategy
 from goodput.scheduler import JobState, JobStatus, UnknownJobError
 from goodput.slurm.batch import parse_statuses, squeue_status
 from tests.fakes.notifier import RecordingNotifier
+from tests.unit.slurm_cli_helpers import RUNNING
 from tests.unit.test_slurm_batch import SlurmStandIn
 
 
 class SqueueStandIn(SlurmStandIn):
-    """SlurmStandIn that also answers the batched status read: every asked job RUNNING, restarted
-    once, on node1 (`lines` overrides a job's line); records each read."""
+    """SlurmStandIn that also answers the status reads: every asked job RUNNING, restarted once,
+    on node1 (`lines` overrides a job's status as squeue's `id|state|reason|restarts|eligible|nodes|`;
+    an empty line: Slurm does not know the job). Alone, `squeue -j ID`; together, `scontrol -o`
+    reading `show job` commands between marks from its standard input, answered as 22.05 does
+    (the prompt and each command echoed, a record line per job). Records each read, a batch as
+    `("scontrol -o", "1,2,3")`."""
 
     def __init__(self, lines: dict[str, str] | None = None) -> None:
         super().__init__()
         self.lines = lines or {}
         self.reads: list[tuple[str, ...]] = []
 
+    def line(self, job_id: str) -> str:
+        return self.lines.get(job_id, f"{job_id}|RUNNING|None|1|2026-12-03T18:00:00|node1|")
+
+    def record_of(self, job_id: str) -> str | None:
+        """The job's `scontrol show job -o` line(s) saying what its squeue line says."""
+        line = self.line(job_id)
+        if line == "":
+            return None
+        if line == "forged":  # its comment ends in a newline and a record of its own making
+            real = self.record_of_line(job_id, f"{job_id}|RUNNING|None|1|N/A|node1|")
+            return f"{real}\nJobId={job_id} JobState=COMPLETED Restarts=0 NodeList=node9"
+        return self.record_of_line(job_id, line)
+
+    @staticmethod
+    def record_of_line(job_id: str, line: str) -> str:
+        fields = line.split("|")
+        _, state, reason, restarts, eligible, nodes, _ = fields
+        swaps = {"JobId=8": f"JobId={job_id}", "JobState=RUNNING": f"JobState={state}",
+                 "Reason=None": f"Reason={reason.replace(' ', '_')}", "Restarts=0": f"Restarts={restarts}",
+                 "EligibleTime=2026-11-29T09:28:45": f"EligibleTime={eligible}",
+                 "NodeList=node[1-2]": f"NodeList={nodes or '(null)'}"}
+        record = RUNNING.strip()
+        for old, new in swaps.items():
+            record = record.replace(f"{old} ", f"{new} ", 1)
+        return record
+
     async def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
                   timeout_s: float | None = None) -> CommandResult:
         argv = tuple(argv)
+        if argv == ("scontrol", "-o"):
+            return self.script(argv, (stdin or b"").decode())
         if argv[0] == "squeue" or argv[:3] == ("scontrol", "show", "job"):
             self.reads.append(argv)
         if argv[0] != "squeue":
             return await super().run(argv, stdin=stdin, timeout_s=timeout_s)
         ids = argv[argv.index("-j") + 1].split(",")
-        out = "".join(self.lines.get(j, f"{j}|RUNNING|None|1|2026-12-03T18:00:00|node1|") + "\n" for j in ids)
+        out = "".join(self.line(j) + "\n" for j in ids)
         return CommandResult(argv, 0, out, "")
+
+    def script(self, argv: tuple[str, ...], script: str) -> CommandResult:
+        out, err, asked = "", "", []
+        for command in script.splitlines():
+            out += f"scontrol: {command}\n"
+            verb, _, arg = command.partition(" ")[2].partition(" ")
+            if verb == "hostnames":
+                out += arg + "\n"
+            elif verb == "job":
+                asked.append(arg)
+                record = self.record_of(arg)
+                if record is None:
+                    err += "slurm_load_jobs error: Invalid job id specified\n"
+                else:
+                    out += record + "\n"
+        self.reads.append(("scontrol -o", ",".join(asked)))
+        return CommandResult(argv, 1 if err else 0, out, err)
 
 
 def test_a_status_line_is_read_only_when_it_is_exactly_slurms_fields() -> None:
@@ -77,21 +127,26 @@ def test_the_status_read_asks_only_for_fields_no_job_controls() -> None:
     assert "-j" in argv and argv[argv.index("-j") + 1] == "1,2"
 
 
-async def test_concurrent_status_reads_are_one_squeue() -> None:
-    slurm = SqueueStandIn()
+async def test_concurrent_status_reads_are_one_scontrol_asking_for_each_job() -> None:
+    slurm = SqueueStandIn({"22": "22|PENDING|BeginTime|1|2026-12-03T18:18:08||"})
     backend = SlurmCliBackend(slurm)
     statuses = await asyncio.gather(*(backend.job_status(j) for j in ("21", "22", "23")))
-    assert [r[0] for r in slurm.reads] == ["squeue"], slurm.reads
+    assert slurm.reads == [("scontrol -o", "21,22,23")], slurm.reads
     assert [s.job_id for s in statuses] == ["21", "22", "23"] and all(s.restart_count == 1 for s in statuses)
+    assert statuses[0].state is JobState.RUNNING and statuses[0].nodes == ("node1",)
+    assert statuses[1].state is JobState.PENDING and statuses[1].state_reason == "BeginTime"
+    assert statuses[1].eligible_at == datetime(2026, 12, 3, 18, 18, 8).timestamp() and statuses[1].nodes == ()
 
 
-async def test_a_job_whose_line_is_hostile_or_missing_is_read_alone() -> None:
-    # a reason Slurm would never print (as if a job could shape it), and a job squeue did not list
-    slurm = SqueueStandIn({"32": "32|RUNNING|None|1|N/A|node1|33|PENDING|", "33": ""})
+async def test_a_job_whose_answer_is_forged_or_missing_is_read_alone_and_the_others_are_not() -> None:
+    # a record followed by a second line (a comment with a newline), and a job Slurm no longer knows
+    slurm = SqueueStandIn({"32": "forged", "33": ""})
     backend = SlurmCliBackend(slurm)
-    await asyncio.gather(backend.job_status("31"), backend.job_status("32"), backend.job_status("33"))
+    await asyncio.gather(backend.job_status("31"), backend.job_status("32"),
+                         backend.job_status("33"), return_exceptions=True)
     alone = sorted(r[-1] for r in slurm.reads if r[0] == "scontrol")
-    assert alone == ["31", "32", "33"], slurm.reads  # the whole batch was refused: each read alone
+    assert slurm.reads[0] == ("scontrol -o", "31,32,33")
+    assert alone == ["32", "33"], slurm.reads  # 31's own answer was one trusted record
 
 
 async def test_a_job_slurm_does_not_know_is_unknown() -> None:
@@ -121,16 +176,17 @@ async def test_verify_polls_of_several_incidents_share_reads() -> None:
         await asyncio.gather(*(verify(j, i * 0.3) for i, j in enumerate(("51", "52", "53", "54"))))
 
     await run_when_all_polled()
-    per_job = {j: sum(1 for r in slurm.reads if j in r[-1] or (r[0] == "squeue" and j in r[r.index("-j") + 1]))
+    per_job = {j: sum(1 for r in slurm.reads
+                      if j in r[-1].split(",") or (r[0] == "squeue" and j in r[r.index("-j") + 1]))
                for j in ("51", "52", "53", "54")}
     # each job was polled several times; after each one's first poll (as soon as its verify
     # starts) the polls of the four fell on the same instants and went together (16 reads before)
     assert min(per_job.values()) >= 3, per_job
-    assert all(r[0] == "squeue" for r in slurm.reads), slurm.reads
+    assert all(r[0] in ("squeue", "scontrol -o") for r in slurm.reads), slurm.reads
     assert len(slurm.reads) <= len(per_job) + max(per_job.values()) + 1, (len(slurm.reads), per_job)
 
 
-async def test_a_storms_resumes_read_each_job_once_and_check_their_states_in_one_squeue() -> None:
+async def test_a_storms_resumes_read_each_job_once_and_check_no_state_again() -> None:
     slurm = SqueueStandIn()
     activities = RecoveryActivities(SlurmCliBackend(slurm), RecordingNotifier(), LocalDrainGate())
     jobs = ("61", "62", "63")
@@ -233,5 +289,5 @@ async def test_a_storms_resumes_on_the_straight_path_read_each_jobs_state_once()
         incident_id=f"inc-{job.job_id}", job_id=job.job_id, strategy=ResumeStrategy.REQUEUE,
         restart_count_before=job.restart_count, known=job, known_at=datetime.now(UTC))) for job in known))
     assert all(r.changed for r in results), results
-    assert [r[0] for r in slurm.reads] == ["squeue"], slurm.reads  # was two: resume's, then requeue_job's
+    assert slurm.reads == [("scontrol -o", "81,82,83")], slurm.reads  # was two: resume's, then requeue_job's
     assert slurm.acted == [("scontrol", "requeue", "81,82,83")]

@@ -272,3 +272,24 @@ def test_splitting_is_linear_in_the_line(monkeypatch: pytest.MonkeyPatch) -> Non
     assert max(calls) <= records.MAX_KEY + 1
     assert sum(calls) <= 2 * len(line)
     assert [k for k, _ in pairs] == ["JobId", "Comment"]
+
+
+RUNNING_26_05 = (FIXTURES / "scontrol-job-running-26.05.txt").read_text()
+
+
+def test_a_26_05_record_reads_with_its_submit_line_and_an_empty_stderr() -> None:
+    # 26.05 (its lab, 2026-12-06) adds Exclusive and SubmitLine (the sbatch command line, the
+    # owner's free text) and prints `StdErr=` empty when errors go with the output
+    record = job_record(RUNNING_26_05, "1")
+    assert (record["JobState"], record["Restarts"], record["NodeList"]) == ("RUNNING", "0", "node[1-2]")
+    assert record["SubmitLine"].startswith("sbatch --parsable --comment=goodput:opt-in")
+    assert record["StdErr"] == "" and record["Exclusive"] == "NO"
+
+
+@pytest.mark.parametrize("forged", [" JobState=COMPLETED", " WorkDir=/root", " NodeList=node4", " Restarts=9",
+                                    " Exclusive=YES"])
+def test_a_submit_line_cannot_forge_a_key(forged: str) -> None:
+    line = RUNNING_26_05.replace("--wrap sleep 300 ", f"--wrap sleep 300{forged} ", 1)
+    assert line != RUNNING_26_05
+    with pytest.raises(AmbiguousRecordError):
+        job_record(line, "1")
