@@ -35,7 +35,15 @@ from dataclasses import dataclass, field
 from activities.adapters.slurm_runner import CommandResult, CommandRunner
 from goodput.scheduler import JobStatus, TransientSchedulerError
 from goodput.slurm import commands
-from goodput.slurm.batch import MAX_BATCH, job_errors, node_line, parse_statuses, show_nodes_many, squeue_status
+from goodput.slurm.batch import (
+    MAX_BATCH,
+    job_errors,
+    node_line,
+    parse_statuses,
+    show_nodes_many,
+    squeue_scan,
+    squeue_status,
+)
 from goodput.slurm.job_script import job_statuses, new_nonce, show_jobs_argv, show_jobs_script
 
 DEFAULT_TICK_S = 0.05
@@ -224,3 +232,16 @@ async def read_node_line(coalescer: Coalescer, name: str) -> CommandResult:
     if line is not None:
         return CommandResult(outcome.result.argv, 0, line + "\n", "")
     return (await coalescer.alone(NODE, name)).result
+
+
+# A node's jobs: `squeue --nodelist` loads every job from slurmctld and filters on the client, so
+# the node lookups of one tick (a switch's NVSentinel events, a node at a time) cost no more as one
+# list of every job's lines, which each caller filters for its node (#29).
+NODE_JOBS = Kind("node-jobs", lambda node: squeue_scan(node=node), lambda _: squeue_scan(), per_item_errors=False,
+                 answers_each=True)
+
+
+async def read_node_jobs(coalescer: Coalescer, node: str) -> CommandResult:
+    """The lines of this tick's shared job read: node `node`'s jobs alone, or every job's (the
+    caller keeps its node's). A failed read is every caller's error, as its own would have been."""
+    return (await coalescer.run(NODE_JOBS, (), node)).result

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
@@ -91,6 +92,12 @@ def _drain(reason: str) -> Kind:
     """Drains coalesce only with drains of the same reason: the reason names the owning incident."""
     return Kind("drain", lambda n: commands.drain_node(n, reason), lambda ns: batch.drain_many(ns, reason),
                 per_item_errors=False)
+
+
+@functools.lru_cache(maxsize=1)
+def _parsed_scan(answer: str) -> tuple[JobStatus, ...]:
+    """`parse_scan`, once for the callers of one tick that share the answer."""
+    return tuple(batch.parse_scan(answer))
 
 
 def _the_node(nodes: Sequence[NodeInfo], name: str) -> NodeInfo:
@@ -235,10 +242,13 @@ class SlurmCliBackend(SlurmReservations):
 
     async def list_job_statuses(self, node: str = "", user_id: int | None = None) -> Sequence[JobStatus]:
         # a line per job, where `squeue --json` is every job's whole record: 54-115 MB at 20,000 jobs
-        answer = (await self._run(batch.squeue_scan(node, user_id))).stdout
+        if node and user_id is None:  # one tick's node lookups share one list (#29)
+            answer = self._ok(await slurm_batch.read_node_jobs(self._coalescer, validate_node_name(node))).stdout
+        else:
+            answer = (await self._run(batch.squeue_scan(node, user_id))).stdout
         try:
             if len(answer) < MAX_OUTPUT:  # at the bound it may have been cut at a line's end
-                return batch.parse_scan(answer)
+                return [line for line in _parsed_scan(answer) if not node or node in line.nodes]
         except ValueError as err:
             log.warning("squeue's job lines could not be read, reading the jobs' records: %s", err)
         return statuses_of(await self.list_jobs(), node, user_id)
