@@ -272,7 +272,7 @@ class RecoveryActivities(NodeReturnActivities):
         missing, missing_at = "", -1e9
         async with heartbeating(lambda: last):  # also while one poll waits on a slow scheduler
             while True:
-                # the status alone (a storm's polls of one tick are one squeue): no job-written bytes
+                # the status alone (a storm's polls of one tick are one read), judged strictly
                 job = await mapped(self._scheduler.job_status(request.job_id))
                 restarted = not request.same_job or job.restart_count > request.restart_count_before
                 last = f"job {job.job_id} is {job.state} (restarts={job.restart_count})"

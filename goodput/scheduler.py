@@ -227,7 +227,7 @@ class Scheduler(Protocol):
 
     async def job_status(self, job_id: str) -> JobStatus:
         """The job's state, reason, nodes and restart count; backends may send the reads of one tick
-        as one command (the CLI's `squeue -j 1,2,3`); UnknownJobError if there is no such job."""
+        as one command (the CLI's one scontrol, a lookup per job); UnknownJobError if there is no such job."""
         ...
 
     async def list_jobs(self) -> Sequence[JobInfo]:

@@ -230,7 +230,7 @@ class SlurmCliBackend(SlurmReservations):
         return job_from_record(record)
 
     async def job_status(self, job_id: str) -> JobStatus:
-        # A storm's polls share one squeue per tick; anything it does not plainly answer is read alone.
+        # A storm's polls share one read per tick; a job it does not plainly answer is read alone.
         if batch.batchable_job(validate_job_id(job_id)):
             status = await slurm_batch.read_status(self._coalescer, job_id)
             if status is not None:

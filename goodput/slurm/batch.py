@@ -9,9 +9,10 @@ about Slurm, pure:
   so no byte a job controls (its name, comment, output) can add an id or an option to the list;
 * how scontrol answers a list: it acts on every job it can and prints one line per job it could
   not (`Invalid job id specified for job 999999`, checked on 22.05), so the others succeeded;
-* the status of many jobs in one `squeue -j 1,2,3` (a storm's verify polls): only job id, state,
-  reason, restart count and node list, fields Slurm writes and no job can, each line in exactly
-  that shape or the whole answer is refused (the jobs are then read alone, the trusted way);
+* the status of one job as `squeue -j ID` prints it (a poll alone in its tick): only job id,
+  state, reason, restart count and node list, fields Slurm writes and no job can, each line in
+  exactly that shape or the whole answer is refused (the job is then read alone, the trusted way;
+  the polls of one tick go together as goodput.slurm.job_script's one scontrol);
 * every job's id, state, restart count, nodes and partition in one `squeue --states=all` (the
   cluster watcher's scan): no field a job writes, so its lines read one way, and the jobs' whole
   records are read only where a scan needs them (goodput.detect.job_scan);
