@@ -53,11 +53,11 @@ def wants_stacks(attributed: AttributeResult) -> bool:
 
 async def with_stacks(wf: Incident, attributed: AttributeResult) -> AttributeResult:
     """The attribution, with the odd process out as its culprit where the agents' dumps show one."""
-    if not wants_stacks(attributed) or not workflow.patched("hang-stack-capture"):
+    if not wants_stacks(attributed) or not (wf.patches_first or workflow.patched("hang-stack-capture")):
         return attributed
     assert attributed.job is not None
     request = StackCaptureInput(incident_id=wf.id, job_id=attributed.job.job_id)
-    if workflow.patched("liveness-queue"):
+    if wf.patches_first or workflow.patched("liveness-queue"):
         queue = await _liveness_queue(wf)
         if queue is None:
             return attributed

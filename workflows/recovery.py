@@ -75,7 +75,7 @@ class RecoveryWorkflow:
         self._start = start = start.model_copy(update={"policy": as_recorded(start.policy)})
         # A reporter's incident knows the service's mode only once it asked: until then, monitor.
         self._s = RecoveryState(mode=Mode.MONITOR if start.policy_from_service else start.mode or start.policy.mode)
-        self._straight = self._fewer = False
+        self._straight = self._fewer = self._patches_first = False
         self._early: RuleAutonomy | None = None
         self._search = search.OnePerTask()
 
@@ -84,7 +84,14 @@ class RecoveryWorkflow:
     @workflow.run
     async def run(self, start: RecoveryStart) -> IncidentReport:
         # Asked first, so an incident runs one path from its start to its end (never switches midway).
-        self._fewer = workflow.patched("fewer-steps")
+        # "patches-asked-first" (the newest) implies the two after it, so a new incident records
+        # one marker here as before. It also takes, here, the patches that were asked right after
+        # a local step: a local step that ends after its workflow task's deadline (a loaded worker)
+        # resumes the code in the next task, its replay in the same one, so a patch asked there
+        # reads differently on replay (a CI run failed so: Nondeterminism on the hang-stack-capture
+        # marker). See PATCHES_ASKED_FIRST.
+        self._patches_first = workflow.patched("patches-asked-first")
+        self._fewer = self._patches_first or workflow.patched("fewer-steps")
         self._straight = self._fewer or workflow.patched("straight-path")
         start = self._start
         self.record(S.DETECTED, f"incident opened for job {start.key.job_id} attempt {start.key.job_attempt}")
@@ -253,6 +260,10 @@ class RecoveryWorkflow:
     def fewer(self) -> bool:
         return self._fewer
 
+    @property
+    def patches_first(self) -> bool:
+        return self._patches_first
+
     def told_early(self) -> RuleAutonomy | None:
         answer, self._early = self._early, None
         return answer
@@ -272,7 +283,8 @@ class RecoveryWorkflow:
 
     async def step(self, name: str, arg: object, result_type: type[T], timeout: timedelta = STEP_TIMEOUT) -> T:
         local, shown = runs_local(name, straight=self._straight, fewer=self._fewer), self._s.show_waiting
-        return await run_step(name, arg, result_type, self.cancel_requested, timeout, local=local, shown=shown)
+        return await run_step(name, arg, result_type, self.cancel_requested, timeout, local=local, shown=shown,
+                              retries_patched=self._patches_first)
 
     async def wait(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         return await wait_for(condition, timeout_s)

@@ -70,7 +70,7 @@ async def execute(wf: Incident, plan: RecoveryPlan, job_id: str, restarts: int, 
         elif action.kind in (ActionKind.REQUEUE, ActionKind.RESUBMIT):
             resumed = await resume(wf, action.kind, job_id, action.exclude, restarts)
         elif action.kind is ActionKind.STOP_JOB:
-            if (held := expedite_held(wf.incident.attributed)) is not None:
+            if (held := expedite_held(wf.incident.attributed, early=wf.patches_first)) is not None:
                 wf.done(expedite_hold_note(held, restart=False, acting=True))  # not cancelled: left held
                 continue
             detail = await wf.audited(AuditAction.STOP, (), action.reason, wf.step(
@@ -143,7 +143,7 @@ async def resume(wf: Incident, kind: ActionKind, job_id: str, exclude: tuple[str
         wf.done(resumed.detail)
         wf.move(S.VERIFYING, f"waiting for job {resumed.job_id} to run")
         baseline = restarts
-        if resumed.released_expedite_hold and workflow.patched("release-expedited-hold"):
+        if resumed.released_expedite_hold and (wf.patches_first or workflow.patched("release-expedited-hold")):
             baseline = restarts - 1  # Slurm's own requeue moved the count before the incident read it
         verified = await wf.step("verify", verify_input(resumed, job_id, baseline, policy, checkpoint),
                                  VerifyResult, timeout=timedelta(seconds=verify_timeout_s(policy, checkpoint)))
@@ -157,11 +157,11 @@ async def resume(wf: Incident, kind: ActionKind, job_id: str, exclude: tuple[str
     raise Escalation(f"job did not run again after {policy.max_resume_attempts} attempt(s)")
 
 
-def expedite_held(attributed: AttributeResult | None) -> JobInfo | None:
+def expedite_held(attributed: AttributeResult | None, *, early: bool) -> JobInfo | None:
     """The incident's job when Slurm holds it after its own expedited requeue (25.11+), for
     incidents under `release-expedited-hold`; None otherwise (then nothing changes)."""
     job = attributed.job if attributed is not None else None
-    if job is None or not job.expedite_held or not workflow.patched("release-expedited-hold"):
+    if job is None or not job.expedite_held or not (early or workflow.patched("release-expedited-hold")):
         return None
     return job
 

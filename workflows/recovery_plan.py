@@ -39,7 +39,7 @@ async def plan_and_act(wf: Incident, attributed: AttributeResult) -> bool:
             and (wf.straight or workflow.patched("exclude-before-drain"))):
         # An operator's `goodput inject` is their word, not job output (docs/security.md)
         word = (any(a.source is AnomalySource.OPERATOR for a in wf.incident.anomalies)
-                and workflow.patched("operator-word-corroborates"))
+                and (wf.patches_first or workflow.patched("operator-word-corroborates")))
         corroboration = corroborate(attribution, wf.incident.anomalies, wf.incident.memory, operator_word=word)
         # Lines not shown to be the job's own output may not make goodput run commands on nodes.
         if corroboration.suspect and policy.exclude_before_drain.probe_command and not attributed.evidence_only:
@@ -50,10 +50,10 @@ async def plan_and_act(wf: Incident, attributed: AttributeResult) -> bool:
     # A straggler on a running job keeps it running; its node is excluded at the next restart.
     saved = wf.incident.saved_since_pend is not None  # next-checkpoint: the job saved one since it pended
     keep = (pends(attribution, job, policy.straggler, lost, saved=saved)
-            and workflow.patched("straggler-pends-exclusion"))
+            and (wf.patches_first or workflow.patched("straggler-pends-exclusion")))
     plan = plan_recovery(attribution, job, policy, corroboration, keep_running=keep, lost_s_per_h=lost)
     pending = _pending(wf)
-    if pending and not keep and workflow.patched("straggler-pends-exclusion"):
+    if pending and not keep and (wf.patches_first or workflow.patched("straggler-pends-exclusion")):
         plan = with_pending(plan, pending)
     wf.planned(plan)
     wf.move(S.PLANNED, plan.rationale)

@@ -59,6 +59,16 @@ ONE_ATTEMPT = RetryPolicy(maximum_attempts=1)
 Shown = Callable[[str, WaitingStep | None], None]
 
 
+# Patches that code asks right after a local step may resolve. When a local step outlives its
+# workflow task's deadline (a loaded worker), the worker completes that task with the step's
+# marker and runs the code after it in the next task; a replay resolves the step from its marker
+# and runs that code in the same task. A patch asked there is then looked for in another task than
+# the one that recorded it, and the replay fails (Nondeterminism). Incidents that record
+# "patches-asked-first" at their start take these as given instead.
+PATCHES_ASKED_FIRST = ("hang-stack-capture", "liveness-queue", "operator-word-corroborates",
+                       "straggler-pends-exclusion", "release-expedited-hold", "local-step-retries")
+
+
 def runs_local(name: str, *, straight: bool, fewer: bool) -> bool:
     """Whether step `name` runs as a local activity on the incident's path."""
     return name in (FEWER_LOCAL_STEPS if fewer else LOCAL_STEPS if straight else ())
@@ -73,13 +83,15 @@ class CancelledByOperator(Exception):
 
 
 async def run_step(name: str, arg: object, result_type: type[T], cancel_requested: Callable[[], bool],
-                   timeout: timedelta = STEP_TIMEOUT, *, local: bool = False, shown: Shown | None = None) -> T:
+                   timeout: timedelta = STEP_TIMEOUT, *, local: bool = False, shown: Shown | None = None,
+                   retries_patched: bool = False) -> T:
     """Run one activity; an operator's cancel cancels it in flight (activities heartbeat). A
     `local` one runs in the worker inside the workflow task that asked for it: no task of its own,
     one marker in the history instead of three events and a workflow task more; with `shown`, its
     retries are the workflow's own and each is shown (run_local_step)."""
     if local and shown is not None:
-        return await run_local_step(name, arg, result_type, cancel_requested, timeout, shown)
+        return await run_local_step(name, arg, result_type, cancel_requested, timeout, shown,
+                                    retries_patched=retries_patched)
     handle = (workflow.start_local_activity(name, arg, result_type=result_type, start_to_close_timeout=timeout,
                                             retry_policy=STEP_RETRY) if local else
               workflow.start_activity(name, arg, result_type=result_type, start_to_close_timeout=timeout,
@@ -120,7 +132,8 @@ async def _one_attempt(name: str, arg: object, result_type: type[T], cancel_requ
 
 
 async def run_local_step(name: str, arg: object, result_type: type[T], cancel_requested: Callable[[], bool],
-                         timeout: timedelta, shown: Shown, *, policy: RetryPolicy = STEP_RETRY) -> T:
+                         timeout: timedelta, shown: Shown, *, policy: RetryPolicy = STEP_RETRY,
+                         retries_patched: bool = False) -> T:
     """A local step, one attempt per local activity, retried here with STEP_RETRY's backoff and
     attempts; between attempts the incident shows the step, the attempt to come, the last failure
     and when (`shown`). A failure ends as `run_step`'s does: an escalation with its reason, or the
@@ -134,7 +147,7 @@ async def run_local_step(name: str, arg: object, result_type: type[T], cancel_re
                 return await _one_attempt(name, arg, result_type, cancel_requested, timeout)
             except FailureError as err:
                 # A local activity's failure comes as its cause (no ActivityError around it).
-                if not workflow.patched("local-step-retries"):
+                if not (retries_patched or workflow.patched("local-step-retries")):
                     raise
                 if cancel_requested():
                     raise CancelledByOperator from err
@@ -188,6 +201,11 @@ class Incident(Protocol):
     def fewer(self) -> bool:
         """The incident runs fewer steps to its requeue (workflow.patched "fewer-steps", #29):
         attribution as a local activity, and node memory and track record asked in one round trip."""
+
+    @property
+    def patches_first(self) -> bool:
+        """The incident took PATCHES_ASKED_FIRST at its start (workflow.patched "patches-asked-first"),
+        so none of them is asked right after a local step."""
 
     def told_early(self) -> RuleAutonomy | None:
         """Takes, once, the record's answer to the recommendation when it was told beside the node

@@ -32,9 +32,10 @@ async def test_recorded_recovery_histories_replay(path: Path) -> None:
     # A hang drains nothing; its history proves the stack request instead (workflows.hang_stacks).
     step = "capture_stacks" if path.stem.endswith("_hang_stacks") else "isolate"
     expected = {"attribute", step, "resume", "verify", "notify"}
-    if path.stem.endswith("_fewer_steps_hang_stacks"):
-        # The current hang path: the stack request right after the local `attribute`, in the same
-        # workflow task as its marker (a query's replay once failed on that patch marker in CI).
+    if path.stem.endswith(("_fewer_steps_hang_stacks", "_patches_first_hang_stacks")):
+        # The hang path under fewer-steps: the stack request right after the local `attribute`
+        # (a query's replay failed twice in CI on the patch marker asked there; under
+        # patches-asked-first no patch is asked there: workflows.recovery_steps.PATCHES_ASKED_FIRST).
         expected = {"liveness_route", "capture_stacks", "consult_memory_and_trust", "resume", "verify", "notify"}
     if path.stem.endswith(("_fewer_steps", "_local_step_retries")):
         # A crash naming no node drains nothing; it attributes in a local activity and asks the
