@@ -29,7 +29,8 @@ the action's detail, so the incident's timeline says it was batched.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Sequence
+import functools
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from activities.adapters.slurm_runner import CommandResult, CommandRunner
@@ -206,12 +207,18 @@ STATUS = Kind("status", lambda j: squeue_status([j]), lambda _: show_jobs_argv()
               stdin=lambda items: show_jobs_script(items, _NONCE), answers_each=True)
 
 
+@functools.lru_cache(maxsize=2)
+def _batch_statuses(stdout: str, items: tuple[str, ...]) -> Mapping[str, JobStatus]:
+    """A shared answer read once for all its callers (64 of them read 64 records otherwise)."""
+    return job_statuses(stdout, items, _NONCE)
+
+
 async def read_status(coalescer: Coalescer, job_id: str) -> JobStatus | None:
     """Job `job_id`'s status from this tick's shared read; None when that answer does not say
     (refused, failed, or the job's part not one trusted record): the caller then reads it alone."""
     outcome = await coalescer.run(STATUS, (), job_id)
     if outcome.share.size > 1:
-        return job_statuses(outcome.result.stdout, outcome.share.items, _NONCE).get(job_id)
+        return _batch_statuses(outcome.result.stdout, outcome.share.items).get(job_id)
     if not outcome.result.ok:
         return None
     statuses = parse_statuses(outcome.result.stdout)
