@@ -74,9 +74,9 @@ async def connect(address: str, namespace: str = "default", tracer: Tracer | Non
                                     interceptors=[TracingInterceptor(tracer)], tls=tls, api_key=api_key)
     except RuntimeError as err:  # the Rust client's text is its transport's internals: keep the reason
         reason = connect_reason(str(err))
-        text = f"cannot reach Temporal at {address}{reason}. Is `goodput up` running?"
+        text = f"cannot reach Temporal at {address}{f' ({reason})' if reason else ''}. Is `goodput up` running?"
         if starting(str(err)):
-            raise TemporalStartingError(text, reason=reason.strip(" ()")) from err
+            raise TemporalStartingError(text, reason=reason) from err
         raise ServiceUnavailableError(text) from err
 
 
@@ -95,7 +95,7 @@ def connect_reason(text: str) -> str:
     if start < 0:
         return ""
     reason = text[start + 10:start + 110].split('"', 1)[0]
-    return f" ({reason})" if reason.isprintable() else ""
+    return reason if reason.isprintable() else ""
 
 
 def tls_config(settings: TemporalTlsSettings, api_key: bool) -> TLSConfig | bool:

@@ -284,7 +284,7 @@ class RecoveryWorkflow:
     async def step(self, name: str, arg: object, result_type: type[T], timeout: timedelta = STEP_TIMEOUT) -> T:
         local, shown = runs_local(name, straight=self._straight, fewer=self._fewer), self._s.show_waiting
         return await run_step(name, arg, result_type, self.cancel_requested, timeout, local=local, shown=shown,
-                              retries_patched=self._patches_first)
+                              patches_first=self._patches_first)
 
     async def wait(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         return await wait_for(condition, timeout_s)

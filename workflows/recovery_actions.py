@@ -70,7 +70,7 @@ async def execute(wf: Incident, plan: RecoveryPlan, job_id: str, restarts: int, 
         elif action.kind in (ActionKind.REQUEUE, ActionKind.RESUBMIT):
             resumed = await resume(wf, action.kind, job_id, action.exclude, restarts)
         elif action.kind is ActionKind.STOP_JOB:
-            if (held := expedite_held(wf.incident.attributed, early=wf.patches_first)) is not None:
+            if (held := expedite_held(wf.incident.attributed, patches_first=wf.patches_first)) is not None:
                 wf.done(expedite_hold_note(held, restart=False, acting=True))  # not cancelled: left held
                 continue
             detail = await wf.audited(AuditAction.STOP, (), action.reason, wf.step(
@@ -157,11 +157,11 @@ async def resume(wf: Incident, kind: ActionKind, job_id: str, exclude: tuple[str
     raise Escalation(f"job did not run again after {policy.max_resume_attempts} attempt(s)")
 
 
-def expedite_held(attributed: AttributeResult | None, *, early: bool) -> JobInfo | None:
+def expedite_held(attributed: AttributeResult | None, *, patches_first: bool) -> JobInfo | None:
     """The incident's job when Slurm holds it after its own expedited requeue (25.11+), for
     incidents under `release-expedited-hold`; None otherwise (then nothing changes)."""
     job = attributed.job if attributed is not None else None
-    if job is None or not job.expedite_held or not (early or workflow.patched("release-expedited-hold")):
+    if job is None or not job.expedite_held or not (patches_first or workflow.patched("release-expedited-hold")):
         return None
     return job
 

@@ -54,7 +54,7 @@ async def may_act(wf: Incident, attributed: AttributeResult, plan: RecoveryPlan)
     if wf.incident.mode is Mode.MONITOR:
         await recommend(wf)
         wf.move(S.RECOMMENDED_ONLY, f"monitor mode: recommended — {plan.rationale}")
-        if (held := expedite_held(attributed, early=wf.patches_first)) is not None:
+        if (held := expedite_held(attributed, patches_first=wf.patches_first)) is not None:
             restart = plan.has(ActionKind.REQUEUE) or plan.has(ActionKind.RESUBMIT)
             wf.record(S.RECOMMENDED_ONLY, expedite_hold_note(held, restart=restart, acting=False))
         await wf.notify(f"recommendation: {plan.rationale}")

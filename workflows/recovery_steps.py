@@ -84,14 +84,14 @@ class CancelledByOperator(Exception):
 
 async def run_step(name: str, arg: object, result_type: type[T], cancel_requested: Callable[[], bool],
                    timeout: timedelta = STEP_TIMEOUT, *, local: bool = False, shown: Shown | None = None,
-                   retries_patched: bool = False) -> T:
+                   patches_first: bool = False) -> T:
     """Run one activity; an operator's cancel cancels it in flight (activities heartbeat). A
     `local` one runs in the worker inside the workflow task that asked for it: no task of its own,
     one marker in the history instead of three events and a workflow task more; with `shown`, its
     retries are the workflow's own and each is shown (run_local_step)."""
     if local and shown is not None:
         return await run_local_step(name, arg, result_type, cancel_requested, timeout, shown,
-                                    retries_patched=retries_patched)
+                                    patches_first=patches_first)
     handle = (workflow.start_local_activity(name, arg, result_type=result_type, start_to_close_timeout=timeout,
                                             retry_policy=STEP_RETRY) if local else
               workflow.start_activity(name, arg, result_type=result_type, start_to_close_timeout=timeout,
@@ -133,7 +133,7 @@ async def _one_attempt(name: str, arg: object, result_type: type[T], cancel_requ
 
 async def run_local_step(name: str, arg: object, result_type: type[T], cancel_requested: Callable[[], bool],
                          timeout: timedelta, shown: Shown, *, policy: RetryPolicy = STEP_RETRY,
-                         retries_patched: bool = False) -> T:
+                         patches_first: bool = False) -> T:
     """A local step, one attempt per local activity, retried here with STEP_RETRY's backoff and
     attempts; between attempts the incident shows the step, the attempt to come, the last failure
     and when (`shown`). A failure ends as `run_step`'s does: an escalation with its reason, or the
@@ -147,7 +147,7 @@ async def run_local_step(name: str, arg: object, result_type: type[T], cancel_re
                 return await _one_attempt(name, arg, result_type, cancel_requested, timeout)
             except FailureError as err:
                 # A local activity's failure comes as its cause (no ActivityError around it).
-                if not (retries_patched or workflow.patched("local-step-retries")):
+                if not (patches_first or workflow.patched("local-step-retries")):
                     raise
                 if cancel_requested():
                     raise CancelledByOperator from err

@@ -23,6 +23,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from workflows.recovery import RecoveryWorkflow
+from workflows.recovery_steps import PATCHES_ASKED_FIRST
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORIES = Path(__file__).parent / "histories"
@@ -98,3 +99,18 @@ async def test_the_histories_that_predate_and_take_each_patch(patch_id: str) -> 
     takes = {p.stem for p in HISTORIES.glob("*.json") if patch_id in _taken(p)}
     assert (predate, takes) == (_names(TABLE[patch_id][2]), _names(TABLE[patch_id][3]))
 
+
+
+def test_no_patch_asked_after_a_local_step_is_asked_by_an_incident_that_took_them_first() -> None:
+    # Asked right after a local step, a patch reads differently on a replay whose task boundary
+    # differs (workflows/recovery_steps.py, PATCHES_ASKED_FIRST): each such call must be skipped
+    # under "patches-asked-first", and the list must name only patches the workflows ask.
+    sources = {path: path.read_text() for path in (ROOT / "workflows").rglob("*.py")}
+    assert set(PATCHES_ASKED_FIRST) <= _ids_in_code()
+    for patch_id in PATCHES_ASKED_FIRST:
+        calls = [(path.name, source[max(0, m.start() - 20):m.start()])
+                 for path, source in sources.items()
+                 for m in re.finditer(rf'(?<!`)workflow\.patched\("{re.escape(patch_id)}"\)', source)]  # not in docs
+        assert calls, patch_id
+        unguarded = [(name, before) for name, before in calls if not before.endswith("patches_first or ")]
+        assert not unguarded, (patch_id, unguarded)
